@@ -1,0 +1,87 @@
+# neo_attn: `make` builds the examples, `make test` runs every CPU test (what CI runs),
+# `make demo` runs mini-chat on stories260K, `make bench` runs the CPU attention benchmark.
+CC      ?= cc
+CXX     ?= c++
+CLANG   ?= clang
+NVCC    ?= nvcc
+CSTD     = -std=c11 -D_POSIX_C_SOURCE=200809L
+WARN     = -Wall -Wextra -Wpedantic -Werror -Wshadow -Wundef
+CWARN    = $(WARN) -Wstrict-prototypes
+OPT     ?= -O2 -g
+LDLIBS   = -lm -lpthread
+SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+B        = build
+HDR      = neo_attn.h
+# The model files the tests read (never copied into the repository).
+NEO_MODEL_DIR ?= ../shared/models
+export NEO_MODEL_DIR
+
+UNIT     = test_api test_ref test_model
+FUZZ_SECONDS ?= 30
+
+.PHONY: all test test-unit test-san test-tsan test-compile test-golden test-fuzz demo bench clean
+
+all: $(B)/mini-chat $(B)/bench-cpu
+
+$(B):
+	mkdir -p $(B) $(B)/san $(B)/tsan
+
+$(B)/mini-chat: examples/mini-chat/mini_chat.c $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) $(OPT) -I. $< -o $@ $(LDLIBS)
+
+$(B)/bench-cpu: examples/bench/bench_cpu.c $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) -O3 -g -I. $< -o $@ $(LDLIBS)
+
+$(B)/test_%: tests/test_%.c tests/check.h $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) $(OPT) -I. $< -o $@ $(LDLIBS)
+
+$(B)/san/test_%: tests/test_%.c tests/check.h $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) -O1 -g $(SAN) -I. $< -o $@ $(LDLIBS)
+
+$(B)/tsan/test_pool: tests/test_pool.c tests/check.h $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) -O1 -g -fsanitize=thread -I. $< -o $@ $(LDLIBS)
+
+test: test-compile test-unit test-golden test-san test-tsan test-fuzz
+	@echo "make test: all passed"
+
+test-unit: $(addprefix $(B)/,$(UNIT))
+	@for t in $(UNIT); do echo "== $$t"; ./$(B)/$$t || exit 1; done
+
+test-san: $(addprefix $(B)/san/,$(UNIT))
+	@for t in $(UNIT); do echo "== asan+ubsan $$t"; ./$(B)/san/$$t || exit 1; done
+
+test-tsan: $(B)/tsan/test_pool
+	@echo "== tsan test_pool"; TSAN_OPTIONS=halt_on_error=1 ./$(B)/tsan/test_pool
+
+# The header as C11 and C++17, with and without the implementation, linked from two
+# translation units, and once more with NEO_ATTN_STATIC.
+test-compile: | $(B)
+	$(CC)  $(CSTD) $(CWARN) -c tests/test_compile.c -I. -o $(B)/compile_a.o
+	$(CC)  $(CSTD) $(CWARN) -c tests/test_compile_impl.c -I. -o $(B)/compile_b.o
+	$(CC)  $(B)/compile_a.o $(B)/compile_b.o -o $(B)/compile_c $(LDLIBS) && ./$(B)/compile_c
+	$(CXX) -std=c++17 $(WARN) -c tests/test_compile.cc -I. -o $(B)/compile_cc_a.o
+	$(CXX) -std=c++17 $(WARN) -DNEO_TEST_IMPL -c tests/test_compile.cc -I. -o $(B)/compile_cc_b.o
+	$(CXX) $(B)/compile_cc_a.o $(B)/compile_cc_b.o -o $(B)/compile_cc $(LDLIBS) && ./$(B)/compile_cc
+	$(CC)  $(CSTD) $(CWARN) -DNEO_ATTN_STATIC tests/test_compile_impl.c -DNEO_TEST_MAIN -I. -o $(B)/compile_static $(LDLIBS) && ./$(B)/compile_static
+
+test-golden: $(B)/mini-chat
+	sh tests/test_golden.sh $(B)/mini-chat
+
+$(B)/fuzz_model: tests/fuzz_model.c $(HDR) | $(B)
+	$(CLANG) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -I. $< -o $@ -lm -lpthread
+
+$(B)/fuzz_tokenizer: tests/fuzz_tokenizer.c examples/mini-chat/mini_chat.c $(HDR) | $(B)
+	$(CLANG) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -I. $< -o $@ -lm -lpthread
+
+test-fuzz: $(B)/fuzz_model $(B)/fuzz_tokenizer
+	./$(B)/fuzz_model -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 tests/fuzz_corpus_model
+	./$(B)/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 tests/fuzz_corpus_tokenizer
+
+demo: $(B)/mini-chat
+	./$(B)/mini-chat -t 0.8 -p 0.9 -s 7 -n 200 -i "Once upon a time"
+
+bench: $(B)/bench-cpu
+	./$(B)/bench-cpu
+
+clean:
+	rm -rf $(B)
