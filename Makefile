@@ -75,7 +75,7 @@ $(B)/fuzz_tokenizer: tests/fuzz_tokenizer.c examples/mini-chat/mini_chat.c $(HDR
 
 test-fuzz: $(B)/fuzz_model $(B)/fuzz_tokenizer
 	./$(B)/fuzz_model -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 tests/fuzz_corpus_model
-	./$(B)/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 tests/fuzz_corpus_tokenizer
+	mkdir -p $(B)/corpus_tokenizer && cp tests/fuzz_seeds/tokenizer/* $(B)/corpus_tokenizer/ && ./$(B)/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 $(B)/corpus_tokenizer
 
 demo: $(B)/mini-chat
 	./$(B)/mini-chat -t 0.8 -p 0.9 -s 7 -n 200 -i "Once upon a time"

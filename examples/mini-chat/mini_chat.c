@@ -1,0 +1,1019 @@
+/* mini-chat - a tiny story-telling chat on neo_attn's decode loop (llama2.c run.c, attention by neo_attn)
+
+   What it shows: a llama2.c checkpoint loaded with neo_model_load and run one token at a time
+   with neo_session_step, so that every attention layer keeps its KV cache in neo_attn (split
+   between GPU and host memory with --gpu-heads-frac), together with run.c's BPE tokenizer and
+   top-p sampler. With -i it is llama2.c's run.c: the same flags and, byte for byte, the same
+   text on stdout. Without -i it is a chat that keeps growing one session: every line you type
+   is appended to it and the model carries on from there (/reset, /stats, /quit).
+
+   Build (from the repository root):
+       cc -std=c11 -O2 -I. examples/mini-chat/mini_chat.c -o mini-chat -lm -lpthread
+
+   Run:
+       ./mini-chat stories260K.bin -z tok512.bin -t 0 -n 256 -i "Once upon a time"
+       ./mini-chat                 (chat; finds stories260K.bin in $NEO_MODEL, models/ or ../shared/models/)
+   Model: https://huggingface.co/karpathy/tinyllamas/tree/main/stories260K (stories260K.bin, tok512.bin).
+
+   Define MINI_CHAT_NO_MAIN before including this file to get only the tokenizer
+   (tests/fuzz_tokenizer.c does).
+*/
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L   /* getline, clock_gettime, isatty */
+#endif
+
+#define NEO_ATTN_IMPLEMENTATION
+#include "neo_attn.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------------------------------------
+   BPE tokenizer: llama2.c's tokenizer.bin format and run.c's encode / decode, with every length
+   checked against the bytes that are there.
+   File: int32 max_token_length, then per token: float32 score, int32 len, len bytes.
+   --------------------------------------------------------------------------------------------- */
+
+#define MINI_CHAT_MAX_VOCAB (1 << 24)    /* more tokens than this is not a tokenizer */
+#define MINI_CHAT_MAX_PIECE (1 << 16)    /* nor is a token longer than this */
+#define MINI_CHAT_MAX_TOKENIZER_FILE ((size_t)1 << 30)
+
+enum { TOK_OK = 0, TOK_ERR_IO, TOK_ERR_FORMAT, TOK_ERR_NO_MEMORY };
+
+typedef struct {
+    const char *str;
+    int id;
+} TokenIndex;
+
+typedef struct {
+    char **vocab;              /* [vocab_size] pieces; like run.c's, a piece ends at its first NUL */
+    int *vocab_len;            /* [vocab_size] strlen of each piece */
+    float *vocab_scores;       /* [vocab_size] merge scores */
+    TokenIndex *sorted_vocab;  /* [vocab_size] sorted with strcmp, for bsearch */
+    int vocab_size;
+    int max_token_length;      /* longest piece actually present (the header's value is not trusted) */
+    char *pool;                /* the bytes of every piece */
+    char *str_buffer;          /* a merge candidate (two pieces) or one UTF-8 codepoint, + NUL */
+    unsigned char byte_pieces[512];   /* "\x00", "\x01", ... for the <0xXX> tokens */
+} Tokenizer;
+
+static int compare_tokens(const void *a, const void *b) {
+    return strcmp(((const TokenIndex *)a)->str, ((const TokenIndex *)b)->str);
+}
+
+static int str_lookup(const Tokenizer *t, const char *str) {
+    /* the id of the piece equal to str, or -1 */
+    TokenIndex key;
+    key.str = str;
+    key.id = 0;
+    const TokenIndex *res = bsearch(&key, t->sorted_vocab, (size_t)t->vocab_size, sizeof(TokenIndex), compare_tokens);
+    return res != NULL ? res->id : -1;
+}
+
+static int32_t read_i32(const unsigned char *p) {
+    int32_t v;   /* host byte order, as run.c's fread */
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static void free_tokenizer(Tokenizer *t) {
+    free(t->str_buffer);
+    free(t->sorted_vocab);
+    free(t->pool);
+    free(t->vocab_scores);
+    free(t->vocab_len);
+    free(t->vocab);
+    memset(t, 0, sizeof *t);
+}
+
+/* Loads vocab_size tokens from data (extra bytes after them are ignored, as run.c does). Returns
+   TOK_OK or an error with a one-line reason in msg; never exits, never reads past data + size. */
+static int build_tokenizer_memory(Tokenizer *t, const void *data, size_t size, int vocab_size, char *msg,
+                                  size_t msg_size) {
+    const unsigned char *bytes = (const unsigned char *)data;
+    memset(t, 0, sizeof *t);
+    if (msg_size > 0) msg[0] = '\0';
+    if (vocab_size < 1 || vocab_size > MINI_CHAT_MAX_VOCAB) {
+        snprintf(msg, msg_size, "vocabulary size %d is out of range", vocab_size);
+        return TOK_ERR_FORMAT;
+    }
+    if (data == NULL || size < 4) {
+        snprintf(msg, msg_size, "file too short (%zu bytes) for the tokenizer header", size);
+        return TOK_ERR_FORMAT;
+    }
+    int32_t header_max = read_i32(bytes);
+    if (header_max < 0 || header_max > MINI_CHAT_MAX_PIECE) {
+        snprintf(msg, msg_size, "implausible max_token_length %ld", (long)header_max);
+        return TOK_ERR_FORMAT;
+    }
+
+    /* pass 1: check every entry against the bytes that remain; count the bytes the pieces need */
+    size_t off = 4, pool_bytes = 0;
+    for (int i = 0; i < vocab_size; i++) {
+        if (size - off < 8) {
+            snprintf(msg, msg_size, "holds only %d tokens, the model needs %d", i, vocab_size);
+            return TOK_ERR_FORMAT;
+        }
+        int32_t len = read_i32(bytes + off + 4);
+        if (len < 0 || len > MINI_CHAT_MAX_PIECE) {
+            snprintf(msg, msg_size, "token %d has an implausible length %ld", i, (long)len);
+            return TOK_ERR_FORMAT;
+        }
+        off += 8;
+        if ((size_t)len > size - off) {
+            snprintf(msg, msg_size, "token %d (%ld bytes) runs past the end of the file", i, (long)len);
+            return TOK_ERR_FORMAT;
+        }
+        off += (size_t)len;
+        pool_bytes += (size_t)len + 1;
+    }
+
+    /* pass 2: copy */
+    size_t n = (size_t)vocab_size;
+    t->vocab_size = vocab_size;
+    t->vocab = malloc(n * sizeof *t->vocab);
+    t->vocab_len = malloc(n * sizeof *t->vocab_len);
+    t->vocab_scores = malloc(n * sizeof *t->vocab_scores);
+    t->sorted_vocab = malloc(n * sizeof *t->sorted_vocab);
+    t->pool = malloc(pool_bytes);
+    if (!t->vocab || !t->vocab_len || !t->vocab_scores || !t->sorted_vocab || !t->pool) {
+        free_tokenizer(t);
+        snprintf(msg, msg_size, "out of memory");
+        return TOK_ERR_NO_MEMORY;
+    }
+    char *dst = t->pool;
+    int max_len = 0;
+    off = 4;
+    for (int i = 0; i < vocab_size; i++) {
+        int32_t len = read_i32(bytes + off + 4);
+        memcpy(&t->vocab_scores[i], bytes + off, sizeof(float));
+        off += 8;
+        memcpy(dst, bytes + off, (size_t)len);
+        dst[len] = '\0';
+        off += (size_t)len;
+        t->vocab[i] = dst;
+        t->vocab_len[i] = (int)strlen(dst);
+        if (t->vocab_len[i] > max_len) max_len = t->vocab_len[i];
+        t->sorted_vocab[i].str = dst;
+        t->sorted_vocab[i].id = i;
+        dst += len + 1;
+    }
+    t->max_token_length = max_len;
+    qsort(t->sorted_vocab, n, sizeof(TokenIndex), compare_tokens);
+    /* two pieces + NUL for a merge; at least a 4-byte codepoint + NUL */
+    t->str_buffer = malloc((size_t)max_len * 2 + 8);
+    if (!t->str_buffer) {
+        free_tokenizer(t);
+        snprintf(msg, msg_size, "out of memory");
+        return TOK_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < 256; i++) {
+        t->byte_pieces[i * 2] = (unsigned char)i;
+        t->byte_pieces[i * 2 + 1] = '\0';
+    }
+    return TOK_OK;
+}
+
+/* run.c's encode: optional BOS (1), a dummy-prefix " " when text is not empty, one token per UTF-8
+   codepoint found in the vocabulary (else one byte token, id byte + 3, per byte), then greedy
+   merges of the best-scoring adjacent pair, then optional EOS (2).
+   tokens must have room for strlen(text) + 3 ids. */
+static void encode(Tokenizer *t, const char *text, int bos, int eos, int *tokens, int *n_tokens) {
+    int n = 0;
+    if (bos) tokens[n++] = 1;
+    if (text[0] != '\0') {
+        int dummy_prefix = str_lookup(t, " ");
+        if (dummy_prefix != -1) tokens[n++] = dummy_prefix;   /* run.c would store -1 here */
+    }
+
+    char *buf = t->str_buffer;
+    size_t str_len = 0;
+    for (const char *c = text; *c != '\0'; c++) {
+        /* a byte that is not a continuation byte (10xxxxxx) starts a new codepoint */
+        if (((unsigned char)*c & 0xC0) != 0x80) str_len = 0;
+        buf[str_len++] = *c;
+        buf[str_len] = '\0';
+        /* keep gathering continuation bytes, at most 4 bytes in all */
+        if (((unsigned char)c[1] & 0xC0) == 0x80 && str_len < 4) continue;
+
+        int id = str_lookup(t, buf);
+        if (id != -1) {
+            tokens[n++] = id;
+        } else {
+            /* byte fallback: ids 3..258 are <0x00>..<0xFF> (after <unk>, <s>, </s>) */
+            for (size_t i = 0; i < str_len; i++) {
+                int byte_id = (unsigned char)buf[i] + 3;
+                tokens[n++] = byte_id < t->vocab_size ? byte_id : 0;   /* a tiny vocabulary has no byte tokens */
+            }
+        }
+        str_len = 0;
+    }
+
+    /* merge the adjacent pair whose merged piece scores best, until no pair is in the vocabulary */
+    for (;;) {
+        float best_score = -1e10f;
+        int best_id = -1, best_idx = -1;
+        for (int i = 0; i < n - 1; i++) {
+            int la = t->vocab_len[tokens[i]], lb = t->vocab_len[tokens[i + 1]];
+            memcpy(buf, t->vocab[tokens[i]], (size_t)la);
+            memcpy(buf + la, t->vocab[tokens[i + 1]], (size_t)lb);
+            buf[la + lb] = '\0';
+            int id = str_lookup(t, buf);
+            if (id != -1 && t->vocab_scores[id] > best_score) {
+                best_score = t->vocab_scores[id];
+                best_id = id;
+                best_idx = i;
+            }
+        }
+        if (best_idx == -1) break;
+        tokens[best_idx] = best_id;
+        for (int i = best_idx + 1; i < n - 1; i++) tokens[i] = tokens[i + 1];
+        n--;
+    }
+    if (eos) tokens[n++] = 2;
+    *n_tokens = n;
+}
+
+/* run.c's decode: the text of token after prev_token. After BOS the leading space is dropped;
+   <0xXX> tokens become the raw byte. */
+static const char *decode(const Tokenizer *t, int prev_token, int token) {
+    if (token < 0 || token >= t->vocab_size) return "";
+    const char *piece = t->vocab[token];
+    if (prev_token == 1 && piece[0] == ' ') piece++;
+    unsigned char byte_val;
+    if (sscanf(piece, "<0x%02hhX>", &byte_val) == 1) piece = (const char *)t->byte_pieces + byte_val * 2;
+    return piece;
+}
+
+#ifndef MINI_CHAT_NO_MAIN
+
+/* Reads a tokenizer file and loads it as above. */
+static int build_tokenizer(Tokenizer *t, const char *path, int vocab_size, char *msg, size_t msg_size) {
+    memset(t, 0, sizeof *t);
+    FILE *file = fopen(path, "rb");
+    if (!file) {
+        snprintf(msg, msg_size, "cannot open: %s", strerror(errno));
+        return TOK_ERR_IO;
+    }
+    unsigned char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = TOK_OK;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= MINI_CHAT_MAX_TOKENIZER_FILE) {
+                snprintf(msg, msg_size, "too large for a tokenizer");
+                rc = TOK_ERR_FORMAT;
+                break;
+            }
+            size_t new_cap = cap ? cap * 2 : 65536;
+            unsigned char *grown = realloc(buf, new_cap);
+            if (!grown) {
+                snprintf(msg, msg_size, "out of memory");
+                rc = TOK_ERR_NO_MEMORY;
+                break;
+            }
+            buf = grown;
+            cap = new_cap;
+        }
+        size_t got = fread(buf + len, 1, cap - len, file);
+        len += got;
+        if (got == 0) {
+            if (ferror(file)) {
+                snprintf(msg, msg_size, "read error: %s", strerror(errno));
+                rc = TOK_ERR_IO;
+            }
+            break;
+        }
+    }
+    fclose(file);
+    if (rc == TOK_OK) rc = build_tokenizer_memory(t, buf, len, vocab_size, msg, msg_size);
+    free(buf);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Sampler: run.c's xorshift RNG, argmax, multinomial and top-p sampling
+   --------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    float prob;
+    int index;
+} ProbIndex;
+
+typedef struct {
+    int vocab_size;
+    ProbIndex *probindex;   /* [vocab_size] scratch for top-p */
+    float temperature;
+    float topp;
+    unsigned long long rng_state;
+} Sampler;
+
+static int build_sampler(Sampler *s, int vocab_size, float temperature, float topp, unsigned long long rng_seed) {
+    s->vocab_size = vocab_size;
+    s->temperature = temperature;
+    s->topp = topp;
+    s->rng_state = rng_seed;
+    s->probindex = malloc((size_t)vocab_size * sizeof(ProbIndex));
+    return s->probindex ? 0 : -1;
+}
+
+static void free_sampler(Sampler *s) {
+    free(s->probindex);
+    s->probindex = NULL;
+}
+
+static unsigned int random_u32(unsigned long long *state) {
+    /* xorshift* (https://en.wikipedia.org/wiki/Xorshift#xorshift*) */
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (unsigned int)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static float random_f32(unsigned long long *state) {   /* in [0, 1) */
+    return (float)(random_u32(state) >> 8) / 16777216.0f;
+}
+
+static void softmax(float *x, int size) {
+    float max_val = x[0];
+    for (int i = 1; i < size; i++)
+        if (x[i] > max_val) max_val = x[i];
+    float sum = 0.0f;
+    for (int i = 0; i < size; i++) {
+        x[i] = expf(x[i] - max_val);
+        sum += x[i];
+    }
+    for (int i = 0; i < size; i++) x[i] /= sum;
+}
+
+static int sample_argmax(const float *probabilities, int n) {
+    int max_i = 0;
+    float max_p = probabilities[0];
+    for (int i = 1; i < n; i++) {
+        if (probabilities[i] > max_p) {
+            max_i = i;
+            max_p = probabilities[i];
+        }
+    }
+    return max_i;
+}
+
+static int sample_mult(const float *probabilities, int n, float coin) {
+    float cdf = 0.0f;
+    for (int i = 0; i < n; i++) {
+        cdf += probabilities[i];
+        if (coin < cdf) return i;
+    }
+    return n - 1;   /* rounding */
+}
+
+static int compare_probindex(const void *a, const void *b) {
+    const ProbIndex *a_ = (const ProbIndex *)a, *b_ = (const ProbIndex *)b;
+    if (a_->prob > b_->prob) return -1;
+    if (a_->prob < b_->prob) return 1;
+    return 0;
+}
+
+static int sample_topp(const float *probabilities, int n, float topp, ProbIndex *probindex, float coin) {
+    /* nucleus sampling: from the smallest set of most likely tokens whose probability passes topp.
+       Tokens under (1 - topp) / (n - 1) cannot be in that set, so they are dropped before the sort. */
+    if (n <= 1) return 0;
+    const float cutoff = (1.0f - topp) / (float)(n - 1);
+    int n0 = 0;
+    for (int i = 0; i < n; i++) {
+        if (probabilities[i] >= cutoff) {
+            probindex[n0].index = i;
+            probindex[n0].prob = probabilities[i];
+            n0++;
+        }
+    }
+    if (n0 == 0) return sample_argmax(probabilities, n);   /* run.c would read probindex[-1] */
+    qsort(probindex, (size_t)n0, sizeof(ProbIndex), compare_probindex);
+
+    float cumulative_prob = 0.0f;
+    int last_idx = n0 - 1;
+    for (int i = 0; i < n0; i++) {
+        cumulative_prob += probindex[i].prob;
+        if (cumulative_prob > topp) {
+            last_idx = i;
+            break;
+        }
+    }
+    float r = coin * cumulative_prob;
+    float cdf = 0.0f;
+    for (int i = 0; i <= last_idx; i++) {
+        cdf += probindex[i].prob;
+        if (r < cdf) return probindex[i].index;
+    }
+    return probindex[last_idx].index;   /* rounding */
+}
+
+/* The next token from logits (which it overwrites with probabilities). */
+static int sample(Sampler *s, float *logits) {
+    if (s->temperature == 0.0f) return sample_argmax(logits, s->vocab_size);
+    for (int q = 0; q < s->vocab_size; q++) logits[q] /= s->temperature;
+    softmax(logits, s->vocab_size);
+    float coin = random_f32(&s->rng_state);
+    if (s->topp <= 0 || s->topp >= 1) return sample_mult(logits, s->vocab_size, coin);
+    return sample_topp(logits, s->vocab_size, s->topp, s->probindex, coin);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Transformer: the neo_attn runtime, model and session
+   --------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int n_threads;          /* 0 = online cores */
+    int gpu;                /* 1 = CUDA runtime */
+    neo_type kv_type;
+    float gpu_heads_frac;   /* share of KV heads in GPU memory; >= 1 = all (no split) */
+    neo_pipeline pipeline;
+} NeoOptions;
+
+typedef struct {
+    neo_runtime *rt;
+    neo_model *model;
+    neo_session *session;
+    neo_model_info config;
+    neo_runtime_info rt_info;
+    neo_type kv_type;
+    int n_ctx;
+    float *logits;          /* [vocab_size] */
+    long long n_forward;    /* tokens run */
+    double forward_seconds; /* time spent running them */
+} Transformer;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *kv_type_name(neo_type t) {
+    return t == NEO_TYPE_F32 ? "f32" : t == NEO_TYPE_BF16 ? "bf16" : "f16";
+}
+
+static const char *pipeline_name(neo_pipeline p) {
+    return p == NEO_PIPELINE_ON ? "on" : p == NEO_PIPELINE_AUTO ? "auto" : "off";
+}
+
+static void free_transformer(Transformer *t) {
+    free(t->logits);
+    neo_session_destroy(t->session);
+    neo_model_destroy(t->model);
+    neo_runtime_destroy(t->rt);
+    memset(t, 0, sizeof *t);
+}
+
+/* Prints a one-line message and returns -1 on failure. */
+static int build_transformer(Transformer *t, const char *checkpoint_path, const NeoOptions *o) {
+    memset(t, 0, sizeof *t);
+    neo_runtime_desc rd = {0};
+    rd.n_threads = o->n_threads;
+    rd.gpu = o->gpu;
+    neo_status st = neo_runtime_create(&rd, &t->rt);
+    if (st != NEO_OK) {
+        if (o->gpu && st == NEO_ERR_UNSUPPORTED)
+            fprintf(stderr, "mini-chat: --gpu: this build has no GPU support (build with NEO_ATTN_CUDA=1 and "
+                            "neo_attn_cuda.cu), run without --gpu\n");
+        else
+            fprintf(stderr, "mini-chat: cannot start the neo_attn runtime: %s\n", neo_status_string(st));
+        free_transformer(t);
+        return -1;
+    }
+    neo_runtime_get_info(t->rt, &t->rt_info);
+
+    st = neo_model_load(checkpoint_path, &t->model);
+    if (st != NEO_OK) {
+        const char *detail = "";
+        if (st == NEO_ERR_IO) {   /* say why, when the system knows */
+            FILE *f = fopen(checkpoint_path, "rb");
+            if (!f) detail = strerror(errno);
+            else fclose(f);
+        }
+        fprintf(stderr, "mini-chat: %s: cannot load the model: %s%s%s\n", checkpoint_path, neo_status_string(st),
+                detail[0] ? ": " : "", detail);
+        free_transformer(t);
+        return -1;
+    }
+    neo_model_get_info(t->model, &t->config);
+
+    neo_session_desc sd = {0};
+    sd.n_ctx = 0;   /* the model's seq_len, as run.c */
+    sd.kv_type = o->kv_type;
+    sd.gpu_heads = neo_gpu_heads_for_frac(t->config.n_kv_heads, o->gpu_heads_frac);
+    sd.pipeline = o->pipeline;
+    st = neo_session_create(t->rt, t->model, &sd, &t->session);
+    if (st != NEO_OK) {
+        fprintf(stderr, "mini-chat: cannot create a session (kv %s, %d GPU heads, pipeline %s): %s\n",
+                kv_type_name(o->kv_type), sd.gpu_heads, pipeline_name(o->pipeline), neo_status_string(st));
+        free_transformer(t);
+        return -1;
+    }
+    t->kv_type = o->kv_type;
+    t->n_ctx = t->config.seq_len;
+    t->logits = malloc((size_t)t->config.vocab_size * sizeof(float));
+    if (!t->logits) {
+        fprintf(stderr, "mini-chat: out of memory\n");
+        free_transformer(t);
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs token at the next position; the logits land in t->logits. */
+static neo_status forward(Transformer *t, int token) {
+    double t0 = now_seconds();
+    neo_status st = neo_session_step(t->session, token, t->logits);
+    t->forward_seconds += now_seconds() - t0;
+    if (st == NEO_OK) t->n_forward++;
+    return st;
+}
+
+static void print_neo_info(const Transformer *t, FILE *out) {
+    neo_layer_info li;
+    memset(&li, 0, sizeof li);
+    neo_session_get_info(t->session, &li);
+    fprintf(out, "neo_attn %s: %d threads, cpu %s%s, KV cache %s: %zu bytes GPU + %zu bytes host, "
+                 "KV heads per layer %d GPU + %d CPU, pipeline %s, context %d of %d tokens\n",
+            neo_attn_version(), t->rt_info.n_threads, neo_cpu_isa_name(t->rt_info.cpu_isa),
+            t->rt_info.gpu ? ", GPU" : "", kv_type_name(t->kv_type), li.gpu_bytes, li.host_bytes, li.gpu_heads,
+            li.cpu_heads, pipeline_name(li.pipeline), neo_session_length(t->session), t->n_ctx);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Generation: run.c's loop, and the chat
+   --------------------------------------------------------------------------------------------- */
+
+static void safe_printf(const char *piece) {
+    /* a piece that is one raw byte is printed only if it is printable or whitespace */
+    if (piece == NULL || piece[0] == '\0') return;
+    if (piece[1] == '\0') {
+        unsigned char byte_val = (unsigned char)piece[0];
+        if (!(isprint(byte_val) || isspace(byte_val))) return;
+    }
+    printf("%s", piece);
+}
+
+static int generate(Transformer *t, Tokenizer *tok, Sampler *sampler, const char *prompt, int steps) {
+    int num_prompt_tokens = 0;
+    int *prompt_tokens = malloc((strlen(prompt) + 3) * sizeof(int));   /* + BOS, EOS, NUL */
+    if (!prompt_tokens) {
+        fprintf(stderr, "mini-chat: out of memory\n");
+        return -1;
+    }
+    encode(tok, prompt, 1, 0, prompt_tokens, &num_prompt_tokens);
+
+    double start = 0;            /* the timer starts after the first token, as run.c's */
+    int token = prompt_tokens[0];
+    int pos = 0;
+    while (pos < steps) {
+        neo_status st = forward(t, token);
+        if (st != NEO_OK) {
+            fprintf(stderr, "mini-chat: neo_session_step at position %d: %s\n", pos, neo_status_string(st));
+            free(prompt_tokens);
+            return -1;
+        }
+        /* the prompt is forced; after it, sample */
+        int next = pos < num_prompt_tokens - 1 ? prompt_tokens[pos + 1] : sample(sampler, t->logits);
+        pos++;
+        if (next == 1) break;   /* BOS delimits sequences */
+        safe_printf(decode(tok, token, next));
+        fflush(stdout);
+        token = next;
+        if (start == 0) start = now_seconds();
+    }
+    printf("\n");
+    fflush(stdout);
+    if (pos > 1) {
+        double elapsed = now_seconds() - start;
+        fprintf(stderr, "achieved tok/s: %f\n", elapsed > 0 ? (pos - 1) / elapsed : 0.0);
+    }
+    print_neo_info(t, stderr);
+    free(prompt_tokens);
+    return 0;
+}
+
+static void print_chat_stats(const Transformer *t, long long reply_tokens, double reply_seconds) {
+    printf("[stats] %lld tokens run in %.3f s: %.1f tok/s", t->n_forward, t->forward_seconds,
+           t->forward_seconds > 0 ? (double)t->n_forward / t->forward_seconds : 0.0);
+    if (reply_tokens > 0)
+        printf("; last reply %lld tokens: %.1f tok/s", reply_tokens,
+               reply_seconds > 0 ? (double)reply_tokens / reply_seconds : 0.0);
+    printf("\n[stats] ");
+    print_neo_info(t, stdout);
+}
+
+/* Each line is appended to one growing session, and the model carries on from it. */
+static int chat(Transformer *t, Tokenizer *tok, Sampler *sampler, int steps) {
+    char *line = NULL;
+    size_t line_cap = 0;
+    int *tokens = NULL;
+    size_t tokens_cap = 0;
+    long long reply_tokens = 0;
+    double reply_seconds = 0;
+    int rc = 0;
+
+    printf("mini-chat: type the start of a story and the model goes on with it. "
+           "/reset starts over, /stats, /quit leaves.\n");
+    for (;;) {
+        printf("> ");
+        fflush(stdout);
+        ssize_t got = getline(&line, &line_cap, stdin);
+        if (got < 0) {   /* EOF */
+            printf("\n");
+            break;
+        }
+        size_t len = strlen(line);
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+
+        if (strcmp(line, "/quit") == 0) break;
+        if (strcmp(line, "/reset") == 0) {
+            neo_status st = neo_session_truncate(t->session, 0);
+            if (st != NEO_OK) {
+                fprintf(stderr, "mini-chat: /reset: %s\n", neo_status_string(st));
+                rc = -1;
+                break;
+            }
+            printf("[context cleared]\n");
+            continue;
+        }
+        if (strcmp(line, "/stats") == 0) {
+            print_chat_stats(t, reply_tokens, reply_seconds);
+            continue;
+        }
+        if (line[0] == '/') {
+            printf("[unknown command %s; the commands are /reset, /stats and /quit]\n", line);
+            continue;
+        }
+        if (len == 0) continue;
+
+        /* the line's tokens, with BOS at the start of a fresh session */
+        if (len + 3 > tokens_cap) {
+            int *grown = realloc(tokens, (len + 3) * sizeof(int));
+            if (!grown) {
+                fprintf(stderr, "mini-chat: out of memory\n");
+                rc = -1;
+                break;
+            }
+            tokens = grown;
+            tokens_cap = len + 3;
+        }
+        int n_tokens = 0;
+        int used = neo_session_length(t->session);
+        encode(tok, line, used == 0, 0, tokens, &n_tokens);
+        if (n_tokens == 0) continue;
+        if (n_tokens > t->n_ctx - used) {
+            printf("[the context is full: %d of %d tokens used, that line needs %d more; type /reset to start over]\n",
+                   used, t->n_ctx, n_tokens);
+            continue;
+        }
+        for (int i = 0; i < n_tokens && rc == 0; i++) {
+            neo_status st = forward(t, tokens[i]);
+            if (st != NEO_OK) {
+                fprintf(stderr, "mini-chat: neo_session_step: %s\n", neo_status_string(st));
+                rc = -1;
+            }
+        }
+        if (rc != 0) break;
+
+        /* the reply, streamed as it comes */
+        double t0 = now_seconds();
+        int token = tokens[n_tokens - 1], n_reply = 0;
+        for (int i = 0; i < steps; i++) {
+            if (neo_session_length(t->session) >= t->n_ctx) {
+                printf("\n[the context is full (%d tokens); type /reset to start over]", t->n_ctx);
+                break;
+            }
+            int next = sample(sampler, t->logits);
+            if (next == 1 || next == 2) break;   /* BOS or EOS: the story is over */
+            safe_printf(decode(tok, token, next));
+            fflush(stdout);
+            neo_status st = forward(t, next);
+            if (st != NEO_OK) {
+                fprintf(stderr, "\nmini-chat: neo_session_step: %s\n", neo_status_string(st));
+                rc = -1;
+                break;
+            }
+            token = next;
+            n_reply++;
+        }
+        printf("\n");
+        reply_tokens = n_reply;
+        reply_seconds = now_seconds() - t0;
+        if (rc != 0) break;
+    }
+    fflush(stdout);
+    if (t->n_forward > 0 && t->forward_seconds > 0)
+        fprintf(stderr, "achieved tok/s: %f\n", (double)t->n_forward / t->forward_seconds);
+    print_neo_info(t, stderr);
+    free(tokens);
+    free(line);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   main: arguments, finding the model, and the unwinding
+   --------------------------------------------------------------------------------------------- */
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "Usage:   mini-chat [MODEL] [options]\n"
+            "Example: mini-chat stories260K.bin -z tok512.bin -t 0 -n 256 -i \"Once upon a time\"\n"
+            "         mini-chat                  (chat: type lines; /reset, /stats, /quit)\n"
+            "MODEL is a llama2.c checkpoint; default: stories260K.bin in $NEO_MODEL (a file or a directory),\n"
+            "models/ or ../shared/models/.\n"
+            "Options (as llama2.c run.c):\n"
+            "  -t <float>  temperature in [0,inf], default 1.0 (0 = greedy)\n"
+            "  -p <float>  p value in top-p (nucleus) sampling in [0,1], default 0.9\n"
+            "  -s <int>    random seed, default time(NULL)\n"
+            "  -n <int>    number of steps to run for, default 256. 0 = max_seq_len\n"
+            "  -i <string> input prompt: generate once and exit, as run.c (no -i: chat)\n"
+            "  -z <string> tokenizer, default tok512.bin beside the model\n"
+            "neo_attn options (the environment variable is used when the flag is not given):\n"
+            "  --kv-type f16|bf16|f32     KV cache storage, default f32 (matches run.c exactly)\n"
+            "  --gpu-heads-frac <float>   share of KV heads in GPU memory, in [0,1]; default 1 = all, no split\n"
+            "                             (NEO_GPU_HEADS_FRAC)\n"
+            "  --neo-pipeline off|on|auto how a split layer runs, default auto (NEO_PIPELINE)\n"
+            "  --threads <int>            CPU threads, default 0 = online cores (NEO_THREADS)\n"
+            "  --gpu                      attention on a CUDA GPU (needs a NEO_ATTN_CUDA build)\n"
+            "  -h, --help                 this text\n"
+            "Model files: https://huggingface.co/karpathy/tinyllamas/tree/main/stories260K "
+            "(stories260K.bin, tok512.bin)\n");
+}
+
+static int bad_value(const char *what, const char *value) {
+    fprintf(stderr, "mini-chat: bad value for %s: '%s'\n", what, value);
+    usage(stderr);
+    return 1;
+}
+
+static int parse_int(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE || v < INT_MIN || v > INT_MAX) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_float(const char *s, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !isfinite(v) || v > 1e30 || v < -1e30) return -1;
+    *out = (float)v;
+    return 0;
+}
+
+static int parse_frac(const char *s, float *out) {
+    float f;
+    if (parse_float(s, &f) != 0 || f < 0.0f || f > 1.0f) return -1;
+    *out = f;
+    return 0;
+}
+
+static int parse_threads(const char *s, int *out) {
+    int n;
+    if (parse_int(s, &n) != 0 || n < 0 || n > 4096) return -1;
+    *out = n;
+    return 0;
+}
+
+static int parse_pipeline(const char *s, neo_pipeline *out) {
+    if (strcmp(s, "off") == 0) *out = NEO_PIPELINE_OFF;
+    else if (strcmp(s, "on") == 0) *out = NEO_PIPELINE_ON;
+    else if (strcmp(s, "auto") == 0) *out = NEO_PIPELINE_AUTO;
+    else return -1;
+    return 0;
+}
+
+static int parse_kv_type(const char *s, neo_type *out) {
+    if (strcmp(s, "f16") == 0) *out = NEO_TYPE_F16;
+    else if (strcmp(s, "bf16") == 0) *out = NEO_TYPE_BF16;
+    else if (strcmp(s, "f32") == 0) *out = NEO_TYPE_F32;
+    else return -1;
+    return 0;
+}
+
+static int is_regular_file(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static int is_directory(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* dir + "/" + name in a new string */
+static char *path_join(const char *dir, const char *name) {
+    size_t ld = strlen(dir), ln = strlen(name);
+    char *p = malloc(ld + ln + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, ld);
+    size_t o = ld;
+    if (ld > 0 && dir[ld - 1] != '/') p[o++] = '/';
+    memcpy(p + o, name, ln + 1);
+    return p;
+}
+
+/* stories260K.bin in $NEO_MODEL (a file, or a directory holding it), models/, ../shared/models/ */
+static char *find_model(void) {
+    const char *env = getenv("NEO_MODEL");
+    if (env && env[0]) {
+        if (is_regular_file(env)) return path_join("", env);
+        if (is_directory(env)) {
+            char *p = path_join(env, "stories260K.bin");
+            if (p && is_regular_file(p)) return p;
+            free(p);
+        }
+    }
+    static const char *const dirs[] = {"models", "../shared/models"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char *p = path_join(dirs[i], "stories260K.bin");
+        if (p && is_regular_file(p)) return p;
+        free(p);
+    }
+    return NULL;
+}
+
+/* tok512.bin in the directory of model_path */
+static char *tokenizer_beside(const char *model_path) {
+    const char *slash = strrchr(model_path, '/');
+    if (!slash) return path_join("", "tok512.bin");
+    size_t ld = (size_t)(slash - model_path) + 1;
+    char *dir = malloc(ld + 1);
+    if (!dir) return NULL;
+    memcpy(dir, model_path, ld);
+    dir[ld] = '\0';
+    char *p = path_join(dir, "tok512.bin");
+    free(dir);
+    return p;
+}
+
+int main(int argc, char **argv) {
+    /* defaults, as run.c's */
+    const char *checkpoint_path = NULL;   /* MODEL; NULL = look for stories260K.bin */
+    const char *tokenizer_path = NULL;    /* -z; NULL = tok512.bin beside the model */
+    float temperature = 1.0f;             /* -t: 0 = greedy, 1 = the model's distribution */
+    float topp = 0.9f;                    /* -p: top-p (nucleus) sampling; 0 or 1 = off */
+    int seed = 0;                         /* -s: 0 = time(NULL) */
+    int steps = 256;                      /* -n: positions to run, the prompt's included; 0 = seq_len */
+    const char *prompt = NULL;            /* -i: generate once from it, as run.c; NULL = chat */
+    /* neo_attn */
+    NeoOptions neo;
+    neo.kv_type = NEO_TYPE_F32;           /* --kv-type: f32 keeps run.c's numbers exactly */
+    neo.gpu_heads_frac = 1.0f;            /* --gpu-heads-frac: 1 = every KV head on the GPU (no split) */
+    neo.pipeline = NEO_PIPELINE_AUTO;     /* --neo-pipeline: chosen from measured costs */
+    neo.n_threads = 0;                    /* --threads: 0 = online cores */
+    neo.gpu = 0;                          /* --gpu: 0 = CPU only */
+
+    /* the environment first, so that a flag wins */
+    const char *env;
+    if ((env = getenv("NEO_GPU_HEADS_FRAC")) && env[0] && parse_frac(env, &neo.gpu_heads_frac) != 0)
+        return bad_value("NEO_GPU_HEADS_FRAC", env);
+    if ((env = getenv("NEO_PIPELINE")) && env[0] && parse_pipeline(env, &neo.pipeline) != 0)
+        return bad_value("NEO_PIPELINE", env);
+    if ((env = getenv("NEO_THREADS")) && env[0] && parse_threads(env, &neo.n_threads) != 0)
+        return bad_value("NEO_THREADS", env);
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(arg, "--gpu") == 0) {
+            neo.gpu = 1;
+            continue;
+        }
+        if (arg[0] != '-') {   /* the model */
+            if (checkpoint_path) {
+                fprintf(stderr, "mini-chat: unexpected argument '%s'\n", arg);
+                usage(stderr);
+                return 1;
+            }
+            checkpoint_path = arg;
+            continue;
+        }
+        /* every other flag takes a value: "-x value", "--flag value" or "--flag=value" */
+        char name[32];
+        const char *value = NULL;
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (name_len >= sizeof name) name_len = sizeof name - 1;
+        memcpy(name, arg, name_len);
+        name[name_len] = '\0';
+        if (eq) value = eq + 1;
+        else if (i + 1 < argc) value = argv[++i];
+        if (strcmp(name, "-t") && strcmp(name, "-p") && strcmp(name, "-s") && strcmp(name, "-n") &&
+            strcmp(name, "-i") && strcmp(name, "-z") && strcmp(name, "--kv-type") &&
+            strcmp(name, "--gpu-heads-frac") && strcmp(name, "--neo-pipeline") && strcmp(name, "--threads")) {
+            fprintf(stderr, "mini-chat: unknown option '%s'\n", arg);
+            usage(stderr);
+            return 1;
+        }
+        if (!value) {
+            fprintf(stderr, "mini-chat: option %s needs a value\n", name);
+            usage(stderr);
+            return 1;
+        }
+        if (strcmp(name, "-t") == 0) {
+            if (parse_float(value, &temperature) != 0) return bad_value("-t", value);
+        } else if (strcmp(name, "-p") == 0) {
+            if (parse_float(value, &topp) != 0) return bad_value("-p", value);
+        } else if (strcmp(name, "-s") == 0) {
+            if (parse_int(value, &seed) != 0) return bad_value("-s", value);
+        } else if (strcmp(name, "-n") == 0) {
+            if (parse_int(value, &steps) != 0) return bad_value("-n", value);
+        } else if (strcmp(name, "-i") == 0) {
+            prompt = value;
+        } else if (strcmp(name, "-z") == 0) {
+            tokenizer_path = value;
+        } else if (strcmp(name, "--kv-type") == 0) {
+            if (parse_kv_type(value, &neo.kv_type) != 0) return bad_value("--kv-type", value);
+        } else if (strcmp(name, "--gpu-heads-frac") == 0) {
+            if (parse_frac(value, &neo.gpu_heads_frac) != 0) return bad_value("--gpu-heads-frac", value);
+        } else if (strcmp(name, "--neo-pipeline") == 0) {
+            if (parse_pipeline(value, &neo.pipeline) != 0) return bad_value("--neo-pipeline", value);
+        } else {
+            if (parse_threads(value, &neo.n_threads) != 0) return bad_value("--threads", value);
+        }
+    }
+
+    /* run.c's clamping. Its seed is atoi() stored in an unsigned long long, so only 0 means "time" */
+    unsigned long long rng_seed = (unsigned long long)(long long)seed;
+    if (rng_seed == 0) rng_seed = (unsigned int)time(NULL);
+    if (temperature < 0.0) temperature = 0.0f;
+    if (topp < 0.0 || 1.0 < topp) topp = 0.9f;
+    if (steps < 0) steps = 0;
+
+    char *found_model = NULL, *found_tokenizer = NULL;
+    if (!checkpoint_path) {
+        found_model = find_model();
+        if (!found_model) {
+            const char *nm = getenv("NEO_MODEL");
+            fprintf(stderr,
+                    "mini-chat: no model given and stories260K.bin not found in $NEO_MODEL (%s), models/ or "
+                    "../shared/models/\n"
+                    "  get stories260K.bin and tok512.bin from "
+                    "https://huggingface.co/karpathy/tinyllamas/tree/main/stories260K\n"
+                    "  and put them in models/, or pass the model's path (mini-chat --help)\n",
+                    nm && nm[0] ? nm : "unset");
+            return 1;
+        }
+        checkpoint_path = found_model;
+    }
+    if (!tokenizer_path) {
+        found_tokenizer = tokenizer_beside(checkpoint_path);
+        if (!found_tokenizer) {
+            fprintf(stderr, "mini-chat: out of memory\n");
+            free(found_model);
+            return 1;
+        }
+        tokenizer_path = found_tokenizer;
+    }
+
+    int rc = 1;
+    Transformer transformer;
+    if (build_transformer(&transformer, checkpoint_path, &neo) != 0) goto out_paths;
+    if (steps == 0 || steps > transformer.config.seq_len) steps = transformer.config.seq_len;
+
+    Tokenizer tokenizer;
+    char msg[256];
+    if (build_tokenizer(&tokenizer, tokenizer_path, transformer.config.vocab_size, msg, sizeof msg) != TOK_OK) {
+        fprintf(stderr, "mini-chat: %s: bad tokenizer: %s\n", tokenizer_path, msg);
+        goto out_transformer;
+    }
+
+    Sampler sampler;
+    if (build_sampler(&sampler, transformer.config.vocab_size, temperature, topp, rng_seed) != 0) {
+        fprintf(stderr, "mini-chat: out of memory\n");
+        goto out_tokenizer;
+    }
+
+    if (prompt) rc = generate(&transformer, &tokenizer, &sampler, prompt, steps) == 0 ? 0 : 1;
+    else rc = chat(&transformer, &tokenizer, &sampler, steps) == 0 ? 0 : 1;
+
+    free_sampler(&sampler);
+out_tokenizer:
+    free_tokenizer(&tokenizer);
+out_transformer:
+    free_transformer(&transformer);
+out_paths:
+    free(found_tokenizer);
+    free(found_model);
+    return rc;
+}
+
+#endif /* MINI_CHAT_NO_MAIN */

@@ -1,0 +1,219 @@
+#!/bin/sh
+# test_golden.sh BUILT_MINI_CHAT
+#
+# mini-chat on stories260K against llama2.c run.c's own output (../shared/models/reference, byte for
+# byte), with the neo_attn flags that must not change the greedy text, plus its error paths and the
+# interactive mode. The model files come from $NEO_MODEL_DIR (default ../shared/models); without them
+# the test fails, it never skips. Prints a PASS/FAIL line per check; exits non-zero on any failure.
+# Run from the repository root: make test-golden   (or: sh tests/test_golden.sh build/mini-chat)
+set -e
+
+if [ $# -ne 1 ]; then
+    echo "usage: sh tests/test_golden.sh BUILT_MINI_CHAT" >&2
+    exit 2
+fi
+BIN=$1
+if [ ! -x "$BIN" ]; then
+    echo "FAIL: $BIN is not an executable (build it first: make build/mini-chat)"
+    exit 1
+fi
+case $BIN in /*) ;; *) BIN=$(pwd)/$BIN ;; esac
+
+DIR=${NEO_MODEL_DIR:-../shared/models}
+GREEDY=reference/greedy-once-upon-a-time.txt
+SAMPLE=reference/sample-t1.0-p0.9-s42-once-upon-a-time.txt
+for f in stories260K.bin tok512.bin $GREEDY $SAMPLE; do
+    if [ ! -f "$DIR/$f" ]; then
+        echo "FAIL: test data $DIR/$f not found; set NEO_MODEL_DIR to the folder that holds stories260K.bin," \
+             "tok512.bin and reference/ (see ../shared/models/README.md)"
+        exit 1
+    fi
+done
+DIR=$(cd "$DIR" && pwd)
+MODEL=$DIR/stories260K.bin
+TOK=$DIR/tok512.bin
+GREEDY=$DIR/$GREEDY
+SAMPLE=$DIR/$SAMPLE
+PROMPT="Once upon a time"
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/neo_golden.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM HUP
+mkdir "$T/empty" "$T/work" "$T/bad"
+
+n_checks=0
+n_failed=0
+pass() {
+    n_checks=$((n_checks + 1))
+    echo "PASS: $1"
+}
+fail() {
+    n_checks=$((n_checks + 1))
+    n_failed=$((n_failed + 1))
+    echo "FAIL: $1"
+    if [ $# -ge 2 ] && [ -s "$2" ]; then head -n 20 "$2" | sed 's/^/    | /'; fi
+}
+
+# golden NAME REFERENCE COMMAND...: run in $RUN_DIR, stdout must equal REFERENCE byte for byte, exit 0
+RUN_DIR=.
+golden() {
+    g_name=$1
+    g_ref=$2
+    shift 2
+    if (cd "$RUN_DIR" && exec "$@") >"$T/out" 2>"$T/err" </dev/null; then g_rc=0; else g_rc=$?; fi
+    if [ "$g_rc" -ne 0 ]; then
+        fail "$g_name: exit status $g_rc" "$T/err"
+    elif cmp "$T/out" "$g_ref" >"$T/cmp" 2>&1; then
+        pass "$g_name"
+    else
+        fail "$g_name: stdout differs from $(basename "$g_ref")" "$T/cmp"
+        printf '    got:      %s\n' "$(head -c 300 "$T/out" | tr '\n' '~')"
+        printf '    expected: %s\n' "$(head -c 300 "$g_ref" | tr '\n' '~')"
+    fi
+}
+
+# load_error NAME TEXT ARGS...: exit non-zero, nothing on stdout, one line on stderr that holds TEXT
+load_error() {
+    e_name=$1
+    e_text=$2
+    shift 2
+    if "$BIN" "$@" >"$T/out" 2>"$T/err" </dev/null; then e_rc=0; else e_rc=$?; fi
+    e_lines=$(wc -l <"$T/err" | tr -d ' ')
+    if [ "$e_rc" -eq 0 ]; then
+        fail "$e_name: exit status 0, expected an error" "$T/err"
+    elif [ -s "$T/out" ]; then
+        fail "$e_name: printed on stdout" "$T/out"
+    elif [ "$e_lines" != 1 ]; then
+        fail "$e_name: $e_lines lines on stderr, expected one" "$T/err"
+    elif ! grep -qF -- "$e_text" "$T/err"; then
+        fail "$e_name: the message does not name '$e_text'" "$T/err"
+    else
+        pass "$e_name (exit $e_rc: $(cat "$T/err"))"
+    fi
+}
+
+# --- run.c's output, byte for byte --------------------------------------------------------------
+golden "greedy: -t 0 -n 256" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT"
+golden "sampled: -t 1.0 -p 0.9 -s 42 -n 256" "$SAMPLE" "$BIN" "$MODEL" -z "$TOK" -t 1.0 -p 0.9 -s 42 -n 256 -i "$PROMPT"
+
+# --- neo_attn options that must not change the greedy text --------------------------------------
+golden "greedy with --threads 2" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --threads 2
+golden "greedy with --threads 1" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --threads 1
+golden "greedy with --neo-pipeline on" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --neo-pipeline on
+golden "greedy with --gpu-heads-frac 0.5" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --gpu-heads-frac 0.5
+golden "greedy with NEO_THREADS=2 NEO_PIPELINE=on NEO_GPU_HEADS_FRAC=0.25" "$GREEDY" \
+    env NEO_THREADS=2 NEO_PIPELINE=on NEO_GPU_HEADS_FRAC=0.25 "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT"
+
+# --- finding the model ---------------------------------------------------------------------------
+# $NEO_MODEL as a directory and as a file, from a directory with no models/ nor ../shared/models/;
+# the tokenizer is then tok512.bin beside the model
+RUN_DIR=$T/work
+golden "model from NEO_MODEL=<dir>, tokenizer beside it" "$GREEDY" env NEO_MODEL="$DIR" "$BIN" -t 0 -n 256 -i "$PROMPT"
+golden "model from NEO_MODEL=<file>" "$GREEDY" env NEO_MODEL="$MODEL" "$BIN" -t 0 -n 256 -i "$PROMPT"
+RUN_DIR=.
+golden "tokenizer defaults to tok512.bin beside a MODEL argument" "$GREEDY" "$BIN" "$MODEL" -t 0 -n 256 -i "$PROMPT"
+
+if (cd "$T/work" && NEO_MODEL="$T/empty" "$BIN" -t 0 -i "$PROMPT" >"$T/out" 2>"$T/err" </dev/null); then
+    fail "no model found: exit status 0"
+elif [ -s "$T/out" ]; then
+    fail "no model found: printed on stdout" "$T/out"
+elif ! grep -qF "https://huggingface.co/karpathy/tinyllamas/tree/main/stories260K" "$T/err" ||
+     ! grep -qF "stories260K.bin" "$T/err" || ! grep -qF "tok512.bin" "$T/err"; then
+    fail "no model found: the message does not say where to get stories260K" "$T/err"
+else
+    pass "no model found: says where to get stories260K, exits non-zero"
+fi
+
+# --- bad files: one line that names the file, exit non-zero --------------------------------------
+head -c 100000 "$MODEL" >"$T/bad/truncated_model.bin"
+head -c 3000 "$TOK" >"$T/bad/truncated_tok.bin"
+: >"$T/bad/empty_tok.bin"
+load_error "missing model file" "$T/bad/no_such_model.bin" "$T/bad/no_such_model.bin" -z "$TOK" -i "$PROMPT"
+load_error "truncated model file" "$T/bad/truncated_model.bin" "$T/bad/truncated_model.bin" -z "$TOK" -i "$PROMPT"
+load_error "missing tokenizer file" "$T/bad/no_such_tok.bin" "$MODEL" -z "$T/bad/no_such_tok.bin" -i "$PROMPT"
+load_error "truncated tokenizer file" "$T/bad/truncated_tok.bin" "$MODEL" -z "$T/bad/truncated_tok.bin" -i "$PROMPT"
+load_error "empty tokenizer file" "$T/bad/empty_tok.bin" "$MODEL" -z "$T/bad/empty_tok.bin" -i "$PROMPT"
+load_error "model file given as the tokenizer" "$MODEL" "$MODEL" -z "$MODEL" -i "$PROMPT"
+
+# --- flags ---------------------------------------------------------------------------------------
+for bad in "--threads x" "--gpu-heads-frac 2" "--neo-pipeline sideways" "--kv-type f8" "-t abc" "--nope 1"; do
+    # shellcheck disable=SC2086  # split "flag value" on purpose
+    if "$BIN" "$MODEL" -z "$TOK" $bad -i "$PROMPT" >"$T/out" 2>"$T/err" </dev/null; then b_rc=0; else b_rc=$?; fi
+    if [ "$b_rc" -eq 1 ] && [ ! -s "$T/out" ] && grep -q "Usage" "$T/err"; then
+        pass "bad flag '$bad': message and usage, exit 1"
+    else
+        fail "bad flag '$bad': exit $b_rc" "$T/err"
+    fi
+done
+if NEO_THREADS=lots "$BIN" "$MODEL" -z "$TOK" -i "$PROMPT" >"$T/out" 2>"$T/err" </dev/null; then b_rc=0; else b_rc=$?; fi
+if [ "$b_rc" -eq 1 ] && grep -qF "NEO_THREADS" "$T/err"; then
+    pass "bad NEO_THREADS: message, exit 1"
+else
+    fail "bad NEO_THREADS: exit $b_rc" "$T/err"
+fi
+if "$BIN" --help >"$T/out" 2>"$T/err" </dev/null && grep -q -- "--gpu-heads-frac" "$T/out"; then
+    pass "--help prints usage, exit 0"
+else
+    fail "--help" "$T/err"
+fi
+# --gpu: the greedy text with a GPU build, else a clear one-line message
+if "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --gpu >"$T/out" 2>"$T/err" </dev/null; then
+    if cmp -s "$T/out" "$GREEDY"; then pass "--gpu: greedy text on the GPU"; else fail "--gpu: text differs" "$T/out"; fi
+elif [ "$(wc -l <"$T/err" | tr -d ' ')" = 1 ] && grep -q "GPU" "$T/err" && [ ! -s "$T/out" ]; then
+    pass "--gpu on a CPU-only build: $(cat "$T/err")"
+else
+    fail "--gpu: no clear message" "$T/err"
+fi
+for kv in f16 bf16; do
+    if "$BIN" "$MODEL" -z "$TOK" -t 0 -n 64 -i "$PROMPT" --kv-type $kv >"$T/out" 2>"$T/err" </dev/null &&
+       grep -q "^Once upon a time" "$T/out"; then
+        pass "--kv-type $kv runs"
+    else
+        fail "--kv-type $kv" "$T/err"
+    fi
+done
+
+# --- interactive mode on a scripted stdin --------------------------------------------------------
+if printf 'Once upon a time\n/stats\n/reset\nHello\n/quit\n' |
+    "$BIN" "$MODEL" -n 30 -t 0 >"$T/out" 2>"$T/err"; then i_rc=0; else i_rc=$?; fi
+if [ "$i_rc" -ne 0 ]; then
+    fail "chat: exit status $i_rc" "$T/err"
+elif ! grep -qF "> , there was a little girl named Lily" "$T/out"; then
+    fail "chat: the greedy reply to '$PROMPT' is not run.c's continuation" "$T/out"
+elif ! grep -qF "[stats]" "$T/out" || ! grep -q "tok/s" "$T/out" || ! grep -q "bytes host" "$T/out"; then
+    fail "chat: /stats printed no tok/s or KV bytes" "$T/out"
+elif ! grep -qF "[context cleared]" "$T/out"; then
+    fail "chat: /reset did not answer" "$T/out"
+else
+    pass "chat: reply, /stats, /reset, /quit, exit 0"
+fi
+# after /reset the session starts over: the same line gives the same greedy reply as at first
+if printf 'Once upon a time\n/reset\nOnce upon a time\n' | "$BIN" "$MODEL" -n 20 -t 0 >"$T/out" 2>"$T/err"; then
+    if [ "$(grep -c "^> , there was a little girl" "$T/out")" = 2 ]; then
+        pass "chat: /reset clears the session; EOF leaves with exit 0"
+    else
+        fail "chat: the reply after /reset differs" "$T/out"
+    fi
+else
+    fail "chat: EOF without /quit" "$T/err"
+fi
+# a long scripted session fills the context: it says so and keeps going until /quit
+i=0
+: >"$T/long_input"
+while [ $i -lt 40 ]; do
+    echo "The little dog ran to the park and played with a big red ball all day long." >>"$T/long_input"
+    i=$((i + 1))
+done
+echo "/quit" >>"$T/long_input"
+if "$BIN" "$MODEL" -n 20 -s 7 <"$T/long_input" >"$T/out" 2>"$T/err" && grep -q "/reset" "$T/out" &&
+   grep -qi "context is full" "$T/out"; then
+    pass "chat: a full context is reported (and /reset suggested), exit 0"
+else
+    fail "chat: full context" "$T/err"
+fi
+
+echo "test_golden: $((n_checks - n_failed)) of $n_checks checks passed"
+if [ "$n_failed" -ne 0 ]; then
+    echo "test_golden: FAILED"
+    exit 1
+fi
