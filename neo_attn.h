@@ -606,40 +606,42 @@ NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn,
 /* =============================================================================================
    >>cpu: CPU kernels (scalar, AVX2 + F16C + FMA, AVX-512) behind one small table
    =============================================================================================
-   Attention works on blocks of NEO__BLOCK cells: a block of K rows is widened to f32 once and
-   scored against every query of the GQA group, then the block of V rows is widened once and
-   accumulated into each query's output, so DRAM sees each row once per call. Function pointers
-   are called once per block, never per row. */
+   Attention works on blocks of NEO__BLOCK cells, reading K and V in their storage type and
+   widening in registers. Four queries of a GQA group share every K and V load, so DRAM sees
+   each row once per call. Function pointers are called once per block, never per row. */
 typedef struct neo__kernels {
     neo_cpu_isa isa;
-    /* dst: [n] f32 <- src: [n] of type t (F16 or BF16) */
-    void (*widen)(float *dst, const void *src, size_t n, neo_type t);
-    /* s: [nq][NEO__BLOCK] <- q: [nq][d] . k: [nk][d] (row dot products) */
-    void (*scores)(float *s, const float *q, const float *k, int nq, int nk, int d);
+    /* s: [nq][NEO__BLOCK] <- q: [nq][d] . k: [nk][d] of type t (row dot products) */
+    void (*scores)(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d);
     /* x: [n] <- exp(x - m); returns the sum */
     float (*exp_sum)(float *x, int n, float m);
-    /* acc: [nq][dv] += p: [nq][NEO__BLOCK] x v: [nk][dv] */
-    void (*pv)(float *acc, const float *p, const float *v, int nq, int nk, int dv);
+    /* acc: [nq][dv] += p: [nq][NEO__BLOCK] x v: [nk][dv] of type t */
+    void (*pv)(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv);
     /* dot product of two [n] vectors (the decode loop's matmuls) */
     float (*dot)(const float *a, const float *b, int n);
 } neo__kernels;
 
 /* --- scalar: the portable reference path --- */
-NEO_ATTN__PRIVATE void neo__widen_scalar(float *dst, const void *src, size_t n, neo_type t) {
-    const uint16_t *s = (const uint16_t *)src;
-    if (t == NEO_TYPE_F16)
-        for (size_t i = 0; i < n; i++) dst[i] = neo__f16_to_f32(s[i]);
-    else
-        for (size_t i = 0; i < n; i++) dst[i] = neo__bf16_to_f32(s[i]);
+NEO_ATTN__PRIVATE float neo__ld1(const void *p, size_t i, neo_type t) {
+    if (t == NEO_TYPE_F32) return ((const float *)p)[i];
+    if (t == NEO_TYPE_F16) return neo__f16_to_f32(((const uint16_t *)p)[i]);
+    return neo__bf16_to_f32(((const uint16_t *)p)[i]);
 }
 NEO_ATTN__PRIVATE float neo__dot_scalar(const float *a, const float *b, int n) {
     float s = 0.0f;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
     return s;
 }
-NEO_ATTN__PRIVATE void neo__scores_scalar(float *s, const float *q, const float *k, int nq, int nk, int d) {
+/* q: [d] . row: [d] of type t, from element j0 on, onto s */
+NEO_ATTN__PRIVATE float neo__dot_tail(float s, const float *q, const void *row, neo_type t, int j0, int d) {
+    for (int j = j0; j < d; j++) s += q[j] * neo__ld1(row, (size_t)j, t);
+    return s;
+}
+NEO_ATTN__PRIVATE void neo__scores_scalar(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+    size_t es = neo__type_size(t);
     for (int r = 0; r < nq; r++)
-        for (int b = 0; b < nk; b++) s[r * NEO__BLOCK + b] = neo__dot_scalar(q + (size_t)r * d, k + (size_t)b * d, d);
+        for (int b = 0; b < nk; b++)
+            s[r * NEO__BLOCK + b] = neo__dot_tail(0.0f, q + (size_t)r * d, (const char *)k + (size_t)b * d * es, t, 0, d);
 }
 NEO_ATTN__PRIVATE float neo__exp_sum_scalar(float *x, int n, float m) {
     float sum = 0.0f;
@@ -649,40 +651,45 @@ NEO_ATTN__PRIVATE float neo__exp_sum_scalar(float *x, int n, float m) {
     }
     return sum;
 }
-NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const float *v, int nq, int nk, int dv) {
-    for (int r = 0; r < nq; r++) {
-        float *a = acc + (size_t)r * dv;
+/* acc: [nq][dv] += p x v, for columns [j0, dv) */
+NEO_ATTN__PRIVATE void neo__pv_cols(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv, int j0) {
+    size_t es = neo__type_size(t);
+    for (int r = 0; r < nq; r++)
         for (int b = 0; b < nk; b++) {
-            float pb = p[r * NEO__BLOCK + b];
-            const float *vr = v + (size_t)b * dv;
-            for (int j = 0; j < dv; j++) a[j] += pb * vr[j];
+            float       pb = p[r * NEO__BLOCK + b];
+            const char *vr = (const char *)v + (size_t)b * dv * es;
+            for (int j = j0; j < dv; j++) acc[(size_t)r * dv + j] += pb * neo__ld1(vr, (size_t)j, t);
         }
-    }
+}
+NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv) {
+    neo__pv_cols(acc, p, v, t, nq, nk, dv, 0);
 }
 
 #if NEO__X86
-/* --- AVX2 + FMA + F16C --- */
-#define NEO__AVX2 NEO__TARGET("avx2,fma,f16c")
-NEO__AVX2 static inline __m256i neo__mask8(int r) { /* lanes [0, r) set */
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+/* One core's hardware prefetcher does not keep enough misses in flight to stream at DRAM speed
+   while the core also computes, so each K or V row read asks for the row NEO__PREFETCH bytes
+   ahead as well; prefetches never fault, so running past the cache's end is harmless. */
+#ifndef NEO__PREFETCH
+#define NEO__PREFETCH 4096
+#endif
+static inline void neo__prefetch_row(const char *row, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + NEO__PREFETCH + o, _MM_HINT_T0);
 }
+
+/* --- AVX2 + FMA + F16C: 8 lanes; the d % 8 tail columns go through the scalar helpers --- */
+#define NEO__AVX2 NEO__TARGET("avx2,fma,f16c")
 NEO__AVX2 static inline float neo__hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-NEO__AVX2 NEO_ATTN__PRIVATE void neo__widen_avx2(float *dst, const void *src, size_t n, neo_type t) {
-    const uint16_t *s = (const uint16_t *)src;
-    size_t i = 0;
-    if (t == NEO_TYPE_F16)
-        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
-    else
-        for (; i + 8 <= n; i += 8) {
-            __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
-            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-        }
-    neo__widen_scalar(dst + i, s + i, n - i, t);
+/* 8 elements of p (type t) from element i, widened */
+NEO__AVX2 static inline __m256 neo__ld8(const void *p, size_t i, neo_type t) {
+    if (t == NEO_TYPE_F32) return _mm256_loadu_ps((const float *)p + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+    if (t == NEO_TYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 NEO__AVX2 NEO_ATTN__PRIVATE float neo__dot_avx2(const float *a, const float *b, int n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -692,46 +699,44 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__dot_avx2(const float *a, const float *b, 
         s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
     }
     for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    if (i < n) {
-        __m256i m = neo__mask8(n - i);
-        s1 = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), s1);
-    }
-    return neo__hsum8(_mm256_add_ps(s0, s1));
+    return neo__dot_tail(neo__hsum8(_mm256_add_ps(s0, s1)), a, b, NEO_TYPE_F32, i, n);
 }
-/* Four queries share every load of a K row. */
-NEO__AVX2 NEO_ATTN__PRIVATE void neo__scores_avx2(float *s, const float *q, const float *k, int nq, int nk, int d) {
-    int      tail = d & 7, dm = d - tail;
-    __m256i  m = neo__mask8(tail);
+NEO__AVX2 static inline void neo__scores_avx2_t(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+    size_t es = neo__type_size(t);
+    int    dm = d & ~7;
     for (int b = 0; b < nk; b++) {
-        const float *kr = k + (size_t)b * d;
+        const char *kr = (const char *)k + (size_t)b * d * es;
         int r = 0;
+        neo__prefetch_row(kr, (size_t)d * es);
         for (; r + 4 <= nq; r += 4) {
             const float *q0 = q + (size_t)r * d, *q1 = q0 + d, *q2 = q1 + d, *q3 = q2 + d;
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             for (int j = 0; j < dm; j += 8) {
-                __m256 kv = _mm256_loadu_ps(kr + j);
+                __m256 kv = neo__ld8(kr, (size_t)j, t);
                 a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + j), kv, a0);
                 a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + j), kv, a1);
                 a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + j), kv, a2);
                 a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + j), kv, a3);
             }
-            if (tail) {
-                __m256 kv = _mm256_maskload_ps(kr + dm, m);
-                a0 = _mm256_fmadd_ps(_mm256_maskload_ps(q0 + dm, m), kv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_maskload_ps(q1 + dm, m), kv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_maskload_ps(q2 + dm, m), kv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_maskload_ps(q3 + dm, m), kv, a3);
-            }
             /* four horizontal sums at once */
             __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-            __m128 t4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-            s[(r + 0) * NEO__BLOCK + b] = _mm_cvtss_f32(t4);
-            s[(r + 1) * NEO__BLOCK + b] = _mm_cvtss_f32(_mm_shuffle_ps(t4, t4, 1));
-            s[(r + 2) * NEO__BLOCK + b] = _mm_cvtss_f32(_mm_shuffle_ps(t4, t4, 2));
-            s[(r + 3) * NEO__BLOCK + b] = _mm_cvtss_f32(_mm_shuffle_ps(t4, t4, 3));
+            float  o[4];
+            _mm_storeu_ps(o, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+            for (int i = 0; i < 4; i++) s[(r + i) * NEO__BLOCK + b] = neo__dot_tail(o[i], q0 + (size_t)i * d, kr, t, dm, d);
         }
-        for (; r < nq; r++) s[r * NEO__BLOCK + b] = neo__dot_avx2(q + (size_t)r * d, kr, d);
+        for (; r < nq; r++) {
+            const float *qr = q + (size_t)r * d;
+            __m256 a0 = _mm256_setzero_ps();
+            for (int j = 0; j < dm; j += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + j), neo__ld8(kr, (size_t)j, t), a0);
+            s[r * NEO__BLOCK + b] = neo__dot_tail(neo__hsum8(a0), qr, kr, t, dm, d);
+        }
     }
+}
+NEO__AVX2 NEO_ATTN__PRIVATE void neo__scores_avx2(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+    /* one call per storage type, so each gets its own inlined loop */
+    if (t == NEO_TYPE_F16) neo__scores_avx2_t(s, q, k, NEO_TYPE_F16, nq, nk, d);
+    else if (t == NEO_TYPE_BF16) neo__scores_avx2_t(s, q, k, NEO_TYPE_BF16, nq, nk, d);
+    else neo__scores_avx2_t(s, q, k, NEO_TYPE_F32, nq, nk, d);
 }
 /* expf for x in [-87, 88] to about 2 ulp: 2^n * poly(r), the Cephes polynomial. */
 NEO__AVX2 static inline __m256 neo__exp8(__m256 x) {
@@ -757,58 +762,60 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__exp_sum_avx2(float *x, int n, float m) {
         _mm256_storeu_ps(x + i, e);
         sum = _mm256_add_ps(sum, e);
     }
-    if (i < n) {
-        __m256i msk = neo__mask8(n - i);
-        __m256 e = _mm256_and_ps(neo__exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, msk), mv)), _mm256_castsi256_ps(msk));
-        _mm256_maskstore_ps(x + i, msk, e);
-        sum = _mm256_add_ps(sum, e);
-    }
-    return neo__hsum8(sum);
+    return neo__hsum8(sum) + neo__exp_sum_scalar(x + i, n - i, m);
 }
-NEO__AVX2 NEO_ATTN__PRIVATE void neo__pv_avx2(float *acc, const float *p, const float *v, int nq, int nk, int dv) {
-    int     tail = dv & 7, dm = dv - tail;
-    __m256i m = neo__mask8(tail);
-    for (int r = 0; r < nq; r++) {
-        float       *a = acc + (size_t)r * dv;
-        const float *pr = p + r * NEO__BLOCK;
-        int          j = 0;
-        for (; j + 16 <= dm; j += 16) {
-            __m256 a0 = _mm256_loadu_ps(a + j), a1 = _mm256_loadu_ps(a + j + 8);
+NEO__AVX2 static inline void neo__pv_avx2_t(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv) {
+    size_t es = neo__type_size(t);
+    int    dm = dv & ~7, r = 0;
+    for (; r + 4 <= nq; r += 4) {
+        const float *p0 = p + r * NEO__BLOCK;
+        float       *o = acc + (size_t)r * dv;
+        for (int j = 0; j < dm; j += 8) {
+            __m256 a0 = _mm256_loadu_ps(o + j), a1 = _mm256_loadu_ps(o + dv + j);
+            __m256 a2 = _mm256_loadu_ps(o + 2 * dv + j), a3 = _mm256_loadu_ps(o + 3 * dv + j);
             for (int b = 0; b < nk; b++) {
-                __m256 pb = _mm256_set1_ps(pr[b]);
-                a0 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + (size_t)b * dv + j), a0);
-                a1 = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + (size_t)b * dv + j + 8), a1);
+                if (j == 0) neo__prefetch_row((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
+                __m256 vv = neo__ld8((const char *)v + (size_t)b * dv * es, (size_t)j, t);
+                a0 = _mm256_fmadd_ps(_mm256_set1_ps(p0[b]), vv, a0);
+                a1 = _mm256_fmadd_ps(_mm256_set1_ps(p0[NEO__BLOCK + b]), vv, a1);
+                a2 = _mm256_fmadd_ps(_mm256_set1_ps(p0[2 * NEO__BLOCK + b]), vv, a2);
+                a3 = _mm256_fmadd_ps(_mm256_set1_ps(p0[3 * NEO__BLOCK + b]), vv, a3);
             }
-            _mm256_storeu_ps(a + j, a0);
-            _mm256_storeu_ps(a + j + 8, a1);
-        }
-        for (; j < dm; j += 8) {
-            __m256 a0 = _mm256_loadu_ps(a + j);
-            for (int b = 0; b < nk; b++) a0 = _mm256_fmadd_ps(_mm256_set1_ps(pr[b]), _mm256_loadu_ps(v + (size_t)b * dv + j), a0);
-            _mm256_storeu_ps(a + j, a0);
-        }
-        if (tail) {
-            __m256 a0 = _mm256_maskload_ps(a + dm, m);
-            for (int b = 0; b < nk; b++) a0 = _mm256_fmadd_ps(_mm256_set1_ps(pr[b]), _mm256_maskload_ps(v + (size_t)b * dv + dm, m), a0);
-            _mm256_maskstore_ps(a + dm, m, a0);
+            _mm256_storeu_ps(o + j, a0);
+            _mm256_storeu_ps(o + dv + j, a1);
+            _mm256_storeu_ps(o + 2 * dv + j, a2);
+            _mm256_storeu_ps(o + 3 * dv + j, a3);
         }
     }
+    for (; r < nq; r++) {
+        const float *pr = p + r * NEO__BLOCK;
+        float       *o = acc + (size_t)r * dv;
+        for (int j = 0; j < dm; j += 8) {
+            __m256 a0 = _mm256_loadu_ps(o + j);
+            for (int b = 0; b < nk; b++) {
+                if (j == 0) neo__prefetch_row((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
+                a0 = _mm256_fmadd_ps(_mm256_set1_ps(pr[b]), neo__ld8((const char *)v + (size_t)b * dv * es, (size_t)j, t), a0);
+            }
+            _mm256_storeu_ps(o + j, a0);
+        }
+    }
+    if (dm < dv) neo__pv_cols(acc, p, v, t, nq, nk, dv, dm);
+}
+NEO__AVX2 NEO_ATTN__PRIVATE void neo__pv_avx2(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv) {
+    if (t == NEO_TYPE_F16) neo__pv_avx2_t(acc, p, v, NEO_TYPE_F16, nq, nk, dv);
+    else if (t == NEO_TYPE_BF16) neo__pv_avx2_t(acc, p, v, NEO_TYPE_BF16, nq, nk, dv);
+    else neo__pv_avx2_t(acc, p, v, NEO_TYPE_F32, nq, nk, dv);
 }
 
-/* --- AVX-512F: masked loads make every tail one more iteration --- */
-#define NEO__AVX512 NEO__TARGET("avx512f,avx2,fma,f16c")
-NEO__AVX512 static inline __mmask16 neo__mask16(int r) { return (__mmask16)(r >= 16 ? 0xffffu : (1u << r) - 1u); }
-NEO__AVX512 NEO_ATTN__PRIVATE void neo__widen_avx512(float *dst, const void *src, size_t n, neo_type t) {
-    const uint16_t *s = (const uint16_t *)src;
-    size_t i = 0;
-    if (t == NEO_TYPE_F16)
-        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
-    else
-        for (; i + 16 <= n; i += 16) {
-            __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i)));
-            _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-        }
-    neo__widen_avx2(dst + i, s + i, n - i, t);
+/* --- AVX-512 F + BW + VL: masked loads make every tail one more iteration --- */
+#define NEO__AVX512 NEO__TARGET("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
+NEO__AVX512 static inline __mmask16 neo__mask16(int r) { return (__mmask16)(r >= 16 ? 0xffffu : r <= 0 ? 0u : (1u << r) - 1u); }
+/* up to 16 elements (mask m) of p (type t) from element i, widened; masked lanes are 0 */
+NEO__AVX512 static inline __m512 neo__ld16(const void *p, size_t i, __mmask16 m, neo_type t) {
+    if (t == NEO_TYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + i);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
+    if (t == NEO_TYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 NEO__AVX512 NEO_ATTN__PRIVATE float neo__dot_avx512(const float *a, const float *b, int n) {
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
@@ -823,28 +830,49 @@ NEO__AVX512 NEO_ATTN__PRIVATE float neo__dot_avx512(const float *a, const float 
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
-NEO__AVX512 NEO_ATTN__PRIVATE void neo__scores_avx512(float *s, const float *q, const float *k, int nq, int nk, int d) {
+/* [sum a0, sum a1, sum a2, sum a3] */
+NEO__AVX512 static inline __m128 neo__hsum4x16(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+#define NEO__HALF(a) _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)))
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(NEO__HALF(a0), NEO__HALF(a1)), _mm256_hadd_ps(NEO__HALF(a2), NEO__HALF(a3)));
+#undef NEO__HALF
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+NEO__AVX512 static inline void neo__scores_avx512_t(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+    size_t es = neo__type_size(t);
     for (int b = 0; b < nk; b++) {
-        const float *kr = k + (size_t)b * d;
+        const char *kr = (const char *)k + (size_t)b * d * es;
         int r = 0;
+        neo__prefetch_row(kr, (size_t)d * es);
         for (; r + 4 <= nq; r += 4) {
             const float *q0 = q + (size_t)r * d, *q1 = q0 + d, *q2 = q1 + d, *q3 = q2 + d;
             __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             for (int j = 0; j < d; j += 16) {
                 __mmask16 m = neo__mask16(d - j);
-                __m512 kv = _mm512_maskz_loadu_ps(m, kr + j);
+                __m512    kv = neo__ld16(kr, (size_t)j, m, t);
                 a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q0 + j), kv, a0);
                 a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q1 + j), kv, a1);
                 a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q2 + j), kv, a2);
                 a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q3 + j), kv, a3);
             }
-            s[(r + 0) * NEO__BLOCK + b] = _mm512_reduce_add_ps(a0);
-            s[(r + 1) * NEO__BLOCK + b] = _mm512_reduce_add_ps(a1);
-            s[(r + 2) * NEO__BLOCK + b] = _mm512_reduce_add_ps(a2);
-            s[(r + 3) * NEO__BLOCK + b] = _mm512_reduce_add_ps(a3);
+            float o[4];
+            _mm_storeu_ps(o, neo__hsum4x16(a0, a1, a2, a3));
+            for (int i = 0; i < 4; i++) s[(r + i) * NEO__BLOCK + b] = o[i];
         }
-        for (; r < nq; r++) s[r * NEO__BLOCK + b] = neo__dot_avx512(q + (size_t)r * d, kr, d);
+        for (; r < nq; r++) {
+            const float *qr = q + (size_t)r * d;
+            __m512 a0 = _mm512_setzero_ps();
+            for (int j = 0; j < d; j += 16) {
+                __mmask16 m = neo__mask16(d - j);
+                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qr + j), neo__ld16(kr, (size_t)j, m, t), a0);
+            }
+            s[r * NEO__BLOCK + b] = _mm512_reduce_add_ps(a0);
+        }
     }
+}
+NEO__AVX512 NEO_ATTN__PRIVATE void neo__scores_avx512(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+    if (t == NEO_TYPE_F16) neo__scores_avx512_t(s, q, k, NEO_TYPE_F16, nq, nk, d);
+    else if (t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, NEO_TYPE_BF16, nq, nk, d);
+    else neo__scores_avx512_t(s, q, k, NEO_TYPE_F32, nq, nk, d);
 }
 NEO__AVX512 static inline __m512 neo__exp16(__m512 x) {
     x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f)), _mm512_set1_ps(-87.3365447505531f));
@@ -870,28 +898,63 @@ NEO__AVX512 NEO_ATTN__PRIVATE float neo__exp_sum_avx512(float *x, int n, float m
     }
     return _mm512_reduce_add_ps(sum);
 }
-NEO__AVX512 NEO_ATTN__PRIVATE void neo__pv_avx512(float *acc, const float *p, const float *v, int nq, int nk, int dv) {
-    for (int r = 0; r < nq; r++) {
-        float       *a = acc + (size_t)r * dv;
-        const float *pr = p + r * NEO__BLOCK;
-        int          j = 0;
-        for (; j + 32 <= dv; j += 32) {
-            __m512 a0 = _mm512_loadu_ps(a + j), a1 = _mm512_loadu_ps(a + j + 16);
+NEO__AVX512 static inline void neo__pv_avx512_t(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv) {
+    size_t es = neo__type_size(t);
+    int    r = 0;
+    /* Columns in groups of 64 with rows inner, so each V row is read front to back, which is
+       what the hardware prefetcher follows. */
+    for (; r + 4 <= nq; r += 4) {
+        const float *p0 = p + r * NEO__BLOCK;
+        float       *o = acc + (size_t)r * dv;
+        for (int j = 0; j < dv; j += 32) {
+            __mmask16 m0 = neo__mask16(dv - j), m1 = neo__mask16(dv - j - 16);
+            __m512 a0 = _mm512_maskz_loadu_ps(m0, o + j), a1 = _mm512_maskz_loadu_ps(m0, o + dv + j);
+            __m512 a2 = _mm512_maskz_loadu_ps(m0, o + 2 * dv + j), a3 = _mm512_maskz_loadu_ps(m0, o + 3 * dv + j);
+            __m512 b0 = _mm512_maskz_loadu_ps(m1, o + j + 16), b1 = _mm512_maskz_loadu_ps(m1, o + dv + j + 16);
+            __m512 b2 = _mm512_maskz_loadu_ps(m1, o + 2 * dv + j + 16), b3 = _mm512_maskz_loadu_ps(m1, o + 3 * dv + j + 16);
             for (int b = 0; b < nk; b++) {
-                __m512 pb = _mm512_set1_ps(pr[b]);
-                a0 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(v + (size_t)b * dv + j), a0);
-                a1 = _mm512_fmadd_ps(pb, _mm512_loadu_ps(v + (size_t)b * dv + j + 16), a1);
+                const char *vr = (const char *)v + (size_t)b * dv * es;
+                if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
+                __m512 v0 = neo__ld16(vr, (size_t)j, m0, t), v1 = neo__ld16(vr, (size_t)j + 16, m1, t);
+                __m512 p_0 = _mm512_set1_ps(p0[b]), p_1 = _mm512_set1_ps(p0[NEO__BLOCK + b]);
+                __m512 p_2 = _mm512_set1_ps(p0[2 * NEO__BLOCK + b]), p_3 = _mm512_set1_ps(p0[3 * NEO__BLOCK + b]);
+                a0 = _mm512_fmadd_ps(p_0, v0, a0);
+                a1 = _mm512_fmadd_ps(p_1, v0, a1);
+                a2 = _mm512_fmadd_ps(p_2, v0, a2);
+                a3 = _mm512_fmadd_ps(p_3, v0, a3);
+                b0 = _mm512_fmadd_ps(p_0, v1, b0);
+                b1 = _mm512_fmadd_ps(p_1, v1, b1);
+                b2 = _mm512_fmadd_ps(p_2, v1, b2);
+                b3 = _mm512_fmadd_ps(p_3, v1, b3);
             }
-            _mm512_storeu_ps(a + j, a0);
-            _mm512_storeu_ps(a + j + 16, a1);
-        }
-        for (; j < dv; j += 16) {
-            __mmask16 m = neo__mask16(dv - j);
-            __m512 a0 = _mm512_maskz_loadu_ps(m, a + j);
-            for (int b = 0; b < nk; b++) a0 = _mm512_fmadd_ps(_mm512_set1_ps(pr[b]), _mm512_maskz_loadu_ps(m, v + (size_t)b * dv + j), a0);
-            _mm512_mask_storeu_ps(a + j, m, a0);
+            _mm512_mask_storeu_ps(o + j, m0, a0);
+            _mm512_mask_storeu_ps(o + dv + j, m0, a1);
+            _mm512_mask_storeu_ps(o + 2 * dv + j, m0, a2);
+            _mm512_mask_storeu_ps(o + 3 * dv + j, m0, a3);
+            _mm512_mask_storeu_ps(o + j + 16, m1, b0);
+            _mm512_mask_storeu_ps(o + dv + j + 16, m1, b1);
+            _mm512_mask_storeu_ps(o + 2 * dv + j + 16, m1, b2);
+            _mm512_mask_storeu_ps(o + 3 * dv + j + 16, m1, b3);
         }
     }
+    for (; r < nq; r++) {
+        const float *pr = p + r * NEO__BLOCK;
+        float       *o = acc + (size_t)r * dv;
+        for (int j = 0; j < dv; j += 16) {
+            __mmask16 m = neo__mask16(dv - j);
+            __m512 a0 = _mm512_maskz_loadu_ps(m, o + j);
+            for (int b = 0; b < nk; b++) {
+                if (j == 0) neo__prefetch_row((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
+                a0 = _mm512_fmadd_ps(_mm512_set1_ps(pr[b]), neo__ld16((const char *)v + (size_t)b * dv * es, (size_t)j, m, t), a0);
+            }
+            _mm512_mask_storeu_ps(o + j, m, a0);
+        }
+    }
+}
+NEO__AVX512 NEO_ATTN__PRIVATE void neo__pv_avx512(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv) {
+    if (t == NEO_TYPE_F16) neo__pv_avx512_t(acc, p, v, NEO_TYPE_F16, nq, nk, dv);
+    else if (t == NEO_TYPE_BF16) neo__pv_avx512_t(acc, p, v, NEO_TYPE_BF16, nq, nk, dv);
+    else neo__pv_avx512_t(acc, p, v, NEO_TYPE_F32, nq, nk, dv);
 }
 #endif /* NEO__X86 */
 
@@ -904,7 +967,8 @@ NEO_ATTN__PRIVATE int neo__cpu_has(neo_cpu_isa isa) {
     int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     if (isa == NEO_CPU_AVX2) return avx2;
-    if (isa == NEO_CPU_AVX512) return avx2 && __builtin_cpu_supports("avx512f");
+    if (isa == NEO_CPU_AVX512)
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 #endif
     return 0;
 }
@@ -914,7 +978,6 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
     if (isa == NEO_CPU_AUTO) isa = neo__cpu_has(NEO_CPU_AVX512) ? NEO_CPU_AVX512 : neo__cpu_has(NEO_CPU_AVX2) ? NEO_CPU_AVX2 : NEO_CPU_SCALAR;
     if (!neo__cpu_has(isa)) return 0;
     k->isa = NEO_CPU_SCALAR;
-    k->widen = neo__widen_scalar;
     k->scores = neo__scores_scalar;
     k->exp_sum = neo__exp_sum_scalar;
     k->pv = neo__pv_scalar;
@@ -922,15 +985,13 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
 #if NEO__X86
     if (isa == NEO_CPU_AVX2) {
         k->isa = isa;
-        k->widen = neo__widen_avx2;
-        k->scores = neo__scores_avx2;
+            k->scores = neo__scores_avx2;
         k->exp_sum = neo__exp_sum_avx2;
         k->pv = neo__pv_avx2;
         k->dot = neo__dot_avx2;
     } else if (isa == NEO_CPU_AVX512) {
         k->isa = isa;
-        k->widen = neo__widen_avx512;
-        k->scores = neo__scores_avx512;
+            k->scores = neo__scores_avx512;
         k->exp_sum = neo__exp_sum_avx512;
         k->pv = neo__pv_avx512;
         k->dot = neo__dot_avx512;
@@ -975,10 +1036,10 @@ struct neo_layer {
 NEO_ATTN__PRIVATE int neo__prefill_tokens(int group) { return group >= NEO__PREFILL_QUERIES ? 1 : NEO__PREFILL_QUERIES / group; }
 NEO_ATTN__PRIVATE int neo__max_queries(int group) { return group * neo__prefill_tokens(group); }
 
-/* Per-thread scratch of a layer shape, in floats: K and V blocks widened to f32, the scaled
-   queries, scores, and the online-softmax state (m, l, acc) of every query. */
+/* Per-thread scratch of a layer shape, in floats: the scaled queries, scores, and the
+   online-softmax state (m, l, acc) of every query. */
 NEO_ATTN__PRIVATE size_t neo__scratch_floats(int d, int dv, int nq) {
-    return (size_t)NEO__BLOCK * (size_t)(d + dv) + (size_t)nq * ((size_t)d + NEO__BLOCK + 2 + (size_t)dv) + 16;
+    return (size_t)nq * ((size_t)d + NEO__BLOCK + 2 + (size_t)dv);
 }
 
 /* Grows the runtime's shared scratch to fit a layer. Layers of one runtime run one at a time. */
@@ -1040,8 +1101,6 @@ typedef struct neo__qstate {
     float *m;   /* [nq] running max */
     float *l;   /* [nq] running denominator */
     float *acc; /* [nq][head_dim_v] running numerator */
-    float *kb;  /* [NEO__BLOCK][head_dim] */
-    float *vb;  /* [NEO__BLOCK][head_dim_v] */
 } neo__qstate;
 
 NEO_ATTN__PRIVATE void neo__qstate_init(neo__qstate *st, const neo__attn_job *J, float *scratch, int g, int t0, int nt) {
@@ -1050,9 +1109,7 @@ NEO_ATTN__PRIVATE void neo__qstate_init(neo__qstate *st, const neo__attn_job *J,
     st->nq = nt * G;
     st->t0 = t0;
     st->g = g;
-    st->kb = scratch;
-    st->vb = st->kb + (size_t)NEO__BLOCK * d;
-    st->q = st->vb + (size_t)NEO__BLOCK * dv;
+    st->q = scratch;
     st->s = st->q + (size_t)st->nq * d;
     st->m = st->s + (size_t)st->nq * NEO__BLOCK;
     st->l = st->m + st->nq;
@@ -1078,12 +1135,7 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
     int pos0 = J->len - J->n_tokens + st->t0; /* position of the task's first token */
     for (int c = c0; c < c1; c += NEO__BLOCK) {
         int nk = c1 - c < NEO__BLOCK ? c1 - c : NEO__BLOCK;
-        const float *kf = (const float *)(kbase + (size_t)c * d * es), *vf;
-        if (L->kv_type != NEO_TYPE_F32) {
-            kr->widen(st->kb, kf, (size_t)nk * d, L->kv_type);
-            kf = st->kb;
-        }
-        kr->scores(st->s, st->q, kf, st->nq, nk, d);
+        kr->scores(st->s, st->q, kbase + (size_t)c * d * es, L->kv_type, st->nq, nk, d);
         for (int r = 0; r < st->nq; r++) {
             float *s = st->s + r * NEO__BLOCK;
             int    pos = pos0 + r / G, nv = pos - c + 1;
@@ -1109,12 +1161,7 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
             }
             st->l[r] += kr->exp_sum(s, nv, st->m[r]);
         }
-        vf = (const float *)(vbase + (size_t)c * dv * es);
-        if (L->kv_type != NEO_TYPE_F32) {
-            kr->widen(st->vb, vf, (size_t)nk * dv, L->kv_type);
-            vf = st->vb;
-        }
-        kr->pv(st->acc, st->s, vf, st->nq, nk, dv);
+        kr->pv(st->acc, st->s, vbase + (size_t)c * dv * es, L->kv_type, st->nq, nk, dv);
     }
 }
 
