@@ -1801,6 +1801,7 @@ NEO_ATTN__PUBLIC neo_status neo_session_get_info(const neo_session *s, neo_layer
     memset(info, 0, sizeof *info);
     for (int l = 0; l < s->m->info.n_layers; l++) {
         neo_layer_info li;
+        memset(&li, 0, sizeof li);
         neo_layer_get_info(s->layers[l], &li);
         info->gpu_heads = li.gpu_heads;
         info->cpu_heads = li.cpu_heads;
