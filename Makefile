@@ -59,8 +59,8 @@ test-compile: | $(B)
 	$(CC)  $(CSTD) $(CWARN) -c tests/test_compile.c -I. -o $(B)/compile_a.o
 	$(CC)  $(CSTD) $(CWARN) -c tests/test_compile_impl.c -I. -o $(B)/compile_b.o
 	$(CC)  $(B)/compile_a.o $(B)/compile_b.o -o $(B)/compile_c $(LDLIBS) && ./$(B)/compile_c
-	$(CXX) -std=c++17 $(WARN) -c tests/test_compile.cc -I. -o $(B)/compile_cc_a.o
-	$(CXX) -std=c++17 $(WARN) -DNEO_TEST_IMPL -c tests/test_compile.cc -I. -o $(B)/compile_cc_b.o
+	$(CXX) -std=c++17 $(WARN) -O2 -c tests/test_compile.cc -I. -o $(B)/compile_cc_a.o
+	$(CXX) -std=c++17 $(WARN) -O2 -DNEO_TEST_IMPL -c tests/test_compile.cc -I. -o $(B)/compile_cc_b.o
 	$(CXX) $(B)/compile_cc_a.o $(B)/compile_cc_b.o -o $(B)/compile_cc $(LDLIBS) && ./$(B)/compile_cc
 	$(CC)  $(CSTD) $(CWARN) -DNEO_ATTN_STATIC tests/test_compile_impl.c -DNEO_TEST_MAIN -I. -o $(B)/compile_static $(LDLIBS) && ./$(B)/compile_static
 

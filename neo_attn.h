@@ -666,6 +666,13 @@ NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v,
 }
 
 #if NEO__X86
+/* GCC 12's intrinsic headers initialise undefined vectors from themselves, which g++ -O2 -Wall
+   reports as maybe-uninitialized in every caller (GCC PR 105593). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 /* One core's hardware prefetcher does not keep enough misses in flight to stream at DRAM speed
    while the core also computes, so each K or V row read asks for the row NEO__PREFETCH bytes
    ahead as well; prefetches never fault, so running past the cache's end is harmless. */
@@ -956,6 +963,9 @@ NEO__AVX512 NEO_ATTN__PRIVATE void neo__pv_avx512(float *acc, const float *p, co
     else if (t == NEO_TYPE_BF16) neo__pv_avx512_t(acc, p, v, NEO_TYPE_BF16, nq, nk, dv);
     else neo__pv_avx512_t(acc, p, v, NEO_TYPE_F32, nq, nk, dv);
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif /* NEO__X86 */
 
 NEO_ATTN__PRIVATE int neo__cpu_has(neo_cpu_isa isa) {
