@@ -1,0 +1,610 @@
+/* bench_cpu.c - CPU decode-attention benchmark for neo_attn (a benchmark, not a test).
+
+   WHAT IT MEASURES
+   ----------------
+   One decode step of attention (neo_attn_decode) for a Llama-3-8B-like layer: 32 query heads,
+   8 KV heads, head_dim 128, f16 KV cache, on a CPU-only runtime, at contexts 4096 and 32768
+   (--ctx N adds more, e.g. --ctx 131072). Decode attention reads every K and V cell once per
+   call and does 4 flops per byte of it (each f16 K/V element serves the 4 query heads of its
+   GQA group: one FMA for the score, one for the output), so its ceiling is the machine's memory read bandwidth.
+   The program therefore measures that ceiling itself, in the same run and with the same thread
+   count, and prints every attention figure as a ratio to it:
+
+   - read bandwidth: every thread sums the uint64 words of its own contiguous slice of a large
+     buffer (>= 1 GiB, >= 8x the largest KV cache, >= 4x the LLC; capped to half of the
+     available memory), pages touched first, nothing pinned; median of several repetitions.
+     Also measured with one thread (printed in the header).
+   - attention: the cache is filled with random K/V (appended in chunks of 1024 tokens), then
+     after a warm-up many neo_attn_decode calls are timed one by one with CLOCK_MONOTONIC and
+     the median is reported. KV bytes read per call = len * n_head_kv * (head_dim + head_dim_v)
+     * 2 (f16), i.e. 16.8 MB at 4096 and 134 MB at 32768.
+       hot  - the same layer every call. A 4k cache (16.8 MB) may sit in the last-level cache,
+              so this row can beat DRAM bandwidth; it shows the kernel's compute speed.
+       cold - the calls rotate over enough distinct layers (>= 2, and >= 4x the LLC in total)
+              that every call streams its KV from DRAM, as in a real model with many layers.
+              LLC = the larger of sysconf(_SC_LEVEL3_CACHE_SIZE) and /sys (a VM's CPUID can
+              report the host's), 64 MiB if neither is known.
+              This is the row to compare with the read bandwidth.
+
+   HOW TO READ IT
+   --------------
+       ctx mode  threads isa     layers  calls  median_us     GB/s read_GB/s  ratio  other
+   layers     KV caches the calls rotate over (1 = hot)
+   calls      timed decode calls
+   median_us  time of one decode call (all 32 heads), median over the timed calls
+   GB/s       KV bytes read per call / median_us
+   read_GB/s  this machine's read bandwidth with the same thread count
+   ratio      GB/s / read_GB/s: 1.0 means decode runs at memory speed. The cold rows are the
+              honest figure; a hot 4k row above 1.0 only means the cache sat in the LLC.
+   other      CPU time, in cores, that other processes and the hypervisor (steal) took while
+              the row was timed (from /proc/stat). On a 2-core machine anything above ~0.1
+              means the row is disturbed. The read bandwidth is measured again at the end; the
+              program warns on stderr when it moved by more than 15% or other load was seen.
+
+   USAGE
+   -----
+       make bench                 (or build/bench-cpu [options])
+       --ctx N        add context N (repeatable; 4096 and 32768 are always run)
+       --threads N    threads for both the attention pool and the bandwidth test (default:
+                      online cores)
+       --seconds S    time spent timing each row (default 1.5)
+       --csv          print CSV (one row per line, machine fields on every row) instead
+   Total run time is about 20-40 s on a 2-core machine with the defaults. */
+
+#define NEO_ATTN_IMPLEMENTATION
+#include "neo_attn.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define N_HEAD      32
+#define N_HEAD_KV   8
+#define HEAD_DIM    128
+#define HEAD_DIM_V  128
+#define FILL_CHUNK  1024   /* tokens per neo_attn_append call while filling */
+#define MAX_CTX     16     /* distinct contexts */
+#define MAX_CALLS   200000 /* timed calls per row, at most */
+#define MIN_CALLS   10     /* timed calls per row, at least */
+
+/* --- small helpers --- */
+
+static void check(neo_status s, const char *what) {
+    if (s != NEO_OK) {
+        fprintf(stderr, "bench-cpu: %s failed: %s\n", what, neo_status_string(s));
+        exit(1);
+    }
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "bench-cpu: out of memory (%zu bytes)\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static float rnd(void) {   /* xorshift64*, uniform in [-1, 1) */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t r = rng_state * 0x2545F4914F6CDD1Dull;
+    return (float)(r >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+static void fill_random(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = rnd();
+}
+
+/* --- machine description --- */
+
+static void cpu_model(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (!c) break;
+            c++;
+            while (*c == ' ' || *c == '\t') c++;
+            size_t n = strcspn(c, "\r\n");
+            if (n >= cap) n = cap - 1;
+            memcpy(buf, c, n);
+            buf[n] = 0;
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* "32768K" / "32M" / "33554432" -> bytes */
+static size_t parse_size(const char *s) {
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end == 'K' || *end == 'k') v <<= 10;
+    else if (*end == 'M' || *end == 'm') v <<= 20;
+    else if (*end == 'G' || *end == 'g') v <<= 30;
+    return (size_t)v;
+}
+
+/* Largest level-3 cache size this program can find: sysconf and /sys may disagree in VMs
+   (CPUID can report the host's total); the larger is the safe choice for "won't fit". */
+static size_t llc_bytes(size_t *from_sysconf, size_t *from_sys) {
+    *from_sysconf = 0;
+    *from_sys = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (v > 0) *from_sysconf = (size_t)v;
+#endif
+    for (int idx = 0; idx < 8; idx++) {
+        char path[128], buf[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", idx);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        int level = 0;
+        if (fscanf(f, "%d", &level) != 1) level = 0;
+        fclose(f);
+        if (level != 3) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
+        f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(buf, sizeof buf, f)) {
+            size_t s = parse_size(buf);
+            if (s > *from_sys) *from_sys = s;
+        }
+        fclose(f);
+    }
+    size_t best = *from_sysconf > *from_sys ? *from_sysconf : *from_sys;
+    return best ? best : (size_t)64 << 20;
+}
+
+static size_t mem_available_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb = 0;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+        fclose(f);
+        if (kb) return (size_t)(kb << 10);
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0) return (size_t)pages * (size_t)psz / 2;
+    return (size_t)4 << 30;
+}
+
+/* --- what else ran: CPU time of other processes plus hypervisor steal, from /proc/stat --- */
+
+typedef struct usage_snap {
+    double wall, own, busy; /* seconds: monotonic clock, this process's CPU time, all CPUs' busy + steal */
+} usage_snap;
+
+static usage_snap usage_now(void) {
+    usage_snap u;
+    struct timespec ts;
+    u.wall = now_s();
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    u.own = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    u.busy = -1.0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (f) {
+        unsigned long long user = 0, nice = 0, sys = 0, idle = 0, iow = 0, irq = 0, sirq = 0, steal = 0;
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iow, &irq, &sirq,
+                   &steal) == 8) {
+            long hz = sysconf(_SC_CLK_TCK);
+            u.busy = (double)(user + nice + sys + irq + sirq + steal) / (double)(hz > 0 ? hz : 100);
+        }
+        fclose(f);
+    }
+    return u;
+}
+
+/* Cores' worth of CPU time used by anything but this process between a and b (-1 if unknown).
+   /proc/stat counts in 10 ms ticks, so values below ~0.05 are noise. */
+static double other_cores(usage_snap a, usage_snap b) {
+    if (a.busy < 0 || b.busy < 0 || b.wall <= a.wall) return -1.0;
+    double o = ((b.busy - a.busy) - (b.own - a.own)) / (b.wall - a.wall);
+    return o < 0 ? 0.0 : o;
+}
+
+/* --- memory read bandwidth --- */
+
+/* Sum of the uint64 words of [p, p + n); 8 independent accumulators so -O3 vectorizes it and
+   the loads, not the adds, are the limit. */
+static uint64_t sum_words(const uint64_t *p, size_t n) {
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        a0 += p[i + 0];
+        a1 += p[i + 1];
+        a2 += p[i + 2];
+        a3 += p[i + 3];
+        a4 += p[i + 4];
+        a5 += p[i + 5];
+        a6 += p[i + 6];
+        a7 += p[i + 7];
+    }
+    for (; i < n; i++) a0 += p[i];
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+}
+
+typedef struct bw_ctx {
+    const uint64_t   *buf;
+    size_t            n_words;
+    int               n_threads;
+    int               quit;
+    pthread_barrier_t start, done;
+    uint64_t          sums[256];
+} bw_ctx;
+
+typedef struct bw_arg {
+    bw_ctx *c;
+    int     id;
+} bw_arg;
+
+static void bw_slice(bw_ctx *c, int id) {
+    size_t per = c->n_words / (size_t)c->n_threads;
+    size_t lo = per * (size_t)id, hi = id == c->n_threads - 1 ? c->n_words : lo + per;
+    c->sums[id] += sum_words(c->buf + lo, hi - lo);
+}
+
+static void *bw_worker(void *p) {
+    bw_arg *a = (bw_arg *)p;
+    bw_ctx *c = a->c;
+    for (;;) {
+        pthread_barrier_wait(&c->start);
+        if (c->quit) break;
+        bw_slice(c, a->id);
+        pthread_barrier_wait(&c->done);
+    }
+    return NULL;
+}
+
+volatile uint64_t bench_sink;   /* the sums land here, so the reads cannot be optimized away */
+
+/* Median GB/s of `reps` parallel reads of the whole buffer by n_threads threads; the calling
+   thread reads slice n_threads - 1. */
+static double read_bandwidth(const uint64_t *buf, size_t n_words, int n_threads, int reps) {
+    bw_ctx c;
+    memset(&c, 0, sizeof c);
+    c.buf = buf;
+    c.n_words = n_words;
+    c.n_threads = n_threads;
+    if (pthread_barrier_init(&c.start, NULL, (unsigned)n_threads) ||
+        pthread_barrier_init(&c.done, NULL, (unsigned)n_threads)) {
+        fprintf(stderr, "bench-cpu: pthread_barrier_init failed\n");
+        exit(1);
+    }
+    pthread_t th[256];
+    bw_arg args[256];
+    for (int t = 0; t < n_threads - 1; t++) {
+        args[t].c = &c;
+        args[t].id = t;
+        if (pthread_create(&th[t], NULL, bw_worker, &args[t])) {
+            fprintf(stderr, "bench-cpu: pthread_create failed\n");
+            exit(1);
+        }
+    }
+    double gbs[64];
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s();
+        pthread_barrier_wait(&c.start);
+        bw_slice(&c, n_threads - 1);
+        pthread_barrier_wait(&c.done);
+        double t1 = now_s();
+        gbs[r] = (double)(n_words * sizeof(uint64_t)) / (t1 - t0) * 1e-9;
+    }
+    c.quit = 1;
+    pthread_barrier_wait(&c.start);
+    for (int t = 0; t < n_threads - 1; t++) pthread_join(th[t], NULL);
+    pthread_barrier_destroy(&c.start);
+    pthread_barrier_destroy(&c.done);
+    uint64_t s = 0;
+    for (int t = 0; t < n_threads; t++) s += c.sums[t];
+    bench_sink += s;
+    return median(gbs, reps);
+}
+
+/* --- attention --- */
+
+static size_t kv_bytes_per_layer(int ctx) {
+    return (size_t)ctx * N_HEAD_KV * (HEAD_DIM + HEAD_DIM_V) * 2;
+}
+
+static void fill_layer(neo_layer *layer, int ctx, float *k, float *v) {
+    for (int pos = 0; pos < ctx; pos += FILL_CHUNK) {
+        int n = ctx - pos < FILL_CHUNK ? ctx - pos : FILL_CHUNK;
+        fill_random(k, (size_t)n * N_HEAD_KV * HEAD_DIM);
+        fill_random(v, (size_t)n * N_HEAD_KV * HEAD_DIM_V);
+        check(neo_attn_append(layer, k, v, n), "neo_attn_append");
+    }
+    if (neo_layer_length(layer) != ctx) {
+        fprintf(stderr, "bench-cpu: layer length %d after filling %d tokens\n", neo_layer_length(layer), ctx);
+        exit(1);
+    }
+}
+
+typedef struct row {
+    int         ctx;
+    const char *mode;
+    int         layers, calls;
+    double      median_us, gbs, other;
+} row;
+
+/* Times decode calls over layers[0..n_layers) in rotation for about `seconds`. */
+static row time_decode(neo_layer **layers, int n_layers, int ctx, const char *mode, double seconds, const float *q,
+                       float *out, double *times) {
+    /* warm-up: one pass over every layer, and at least 3 calls */
+    int warm = n_layers < 3 ? 3 : n_layers;
+    for (int i = 0; i < warm; i++) check(neo_attn_decode(layers[i % n_layers], q, out), "neo_attn_decode");
+    int        calls = 0;
+    usage_snap u0 = usage_now();
+    double     t_end = u0.wall + seconds;
+    while (calls < MAX_CALLS && (calls < MIN_CALLS || now_s() < t_end)) {
+        neo_layer *l = layers[calls % n_layers];
+        double     t0 = now_s();
+        neo_status s = neo_attn_decode(l, q, out);
+        double     t1 = now_s();
+        check(s, "neo_attn_decode");
+        times[calls++] = (t1 - t0) * 1e6;
+    }
+    usage_snap u1 = usage_now();
+    for (int i = 0; i < N_HEAD * HEAD_DIM_V; i++) {
+        if (!isfinite(out[i])) {
+            fprintf(stderr, "bench-cpu: non-finite output from neo_attn_decode\n");
+            exit(1);
+        }
+    }
+    row r;
+    r.ctx = ctx;
+    r.mode = mode;
+    r.layers = n_layers;
+    r.calls = calls;
+    r.median_us = median(times, calls);
+    r.gbs = (double)kv_bytes_per_layer(ctx) / (r.median_us * 1e-6) * 1e-9;
+    r.other = other_cores(u0, u1);
+    return r;
+}
+
+/* Read bandwidth with n_threads and with 1 thread over a fresh buffer of `bytes`. */
+static void measure_bandwidth(size_t bytes, int n_threads, double *bw_mt, double *bw_1t, double *other) {
+    size_t    n_words = bytes / sizeof(uint64_t);
+    uint64_t *buf = (uint64_t *)xmalloc(n_words * sizeof(uint64_t));
+    for (size_t i = 0; i < n_words; i++) buf[i] = i; /* touch: every page present */
+    (void)read_bandwidth(buf, n_words, n_threads, 1); /* warm-up */
+    usage_snap u0 = usage_now();
+    *bw_mt = read_bandwidth(buf, n_words, n_threads, 7);
+    *bw_1t = n_threads == 1 ? *bw_mt : read_bandwidth(buf, n_words, 1, 5);
+    *other = other_cores(u0, usage_now());
+    free(buf);
+}
+
+/* --- main --- */
+
+static int parse_int(const char *s, const char *flag, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "bench-cpu: bad value for %s: '%s' (want %ld..%ld)\n", flag, s, lo, hi);
+        exit(1);
+    }
+    return (int)v;
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: bench-cpu [--ctx N]... [--threads N] [--seconds S] [--csv]\n"
+                    "  CPU decode attention (32 q / 8 kv heads, d 128, f16 KV) vs measured read bandwidth.\n"
+                    "  --ctx N      add a context length (4096 and 32768 always run)\n"
+                    "  --threads N  threads (default: online cores)\n"
+                    "  --seconds S  timing per row (default 1.5)\n"
+                    "  --csv        CSV output\n");
+}
+
+int main(int argc, char **argv) {
+    int  ctxs[MAX_CTX] = {4096, 32768};
+    int  n_ctx = 2;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 1) ncpu = 1;
+    int    threads = (int)ncpu, csv = 0;
+    double seconds = 1.5;
+
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--csv")) {
+            csv = 1;
+        } else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
+            int c = parse_int(argv[++i], "--ctx", 1, 1 << 22);
+            int dup = 0;
+            for (int j = 0; j < n_ctx; j++) dup |= ctxs[j] == c;
+            if (!dup) {
+                if (n_ctx == MAX_CTX) {
+                    fprintf(stderr, "bench-cpu: at most %d contexts\n", MAX_CTX);
+                    return 1;
+                }
+                ctxs[n_ctx++] = c;
+            }
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            threads = parse_int(argv[++i], "--threads", 1, 256);
+        } else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
+            char *end;
+            seconds = strtod(argv[++i], &end);
+            if (*end || !(seconds > 0 && seconds <= 600)) {
+                fprintf(stderr, "bench-cpu: bad value for --seconds\n");
+                return 1;
+            }
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage();
+            return 0;
+        } else {
+            usage();
+            return 1;
+        }
+    }
+    for (int i = 1; i < n_ctx; i++) /* ascending */
+        for (int j = i; j > 0 && ctxs[j - 1] > ctxs[j]; j--) {
+            int t = ctxs[j];
+            ctxs[j] = ctxs[j - 1];
+            ctxs[j - 1] = t;
+        }
+
+    /* machine */
+    char model[256], date[64];
+    cpu_model(model, sizeof model);
+    time_t    tnow = time(NULL);
+    struct tm tm_utc;
+    gmtime_r(&tnow, &tm_utc);
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tm_utc);
+    size_t llc_sc, llc_sys;
+    size_t llc = llc_bytes(&llc_sc, &llc_sys);
+    size_t avail = mem_available_bytes();
+
+    /* runtime first, so the ISA is known for the header */
+    neo_runtime     *rt = NULL;
+    neo_runtime_desc rd;
+    memset(&rd, 0, sizeof rd);
+    rd.n_threads = threads;
+    check(neo_runtime_create(&rd, &rt), "neo_runtime_create");
+    neo_runtime_info ri;
+    check(neo_runtime_get_info(rt, &ri), "neo_runtime_get_info");
+    const char *isa = neo_cpu_isa_name(ri.cpu_isa);
+    if (ri.n_threads != threads)
+        fprintf(stderr, "bench-cpu: warning: runtime runs %d threads, %d asked\n", ri.n_threads, threads);
+
+    /* read bandwidth, same thread count: >= 1 GiB, >= 8x the largest KV, >= 4x the LLC */
+    size_t kv_max = kv_bytes_per_layer(ctxs[n_ctx - 1]);
+    size_t bw_bytes = (size_t)1 << 30;
+    if (8 * kv_max > bw_bytes) bw_bytes = 8 * kv_max;
+    if (4 * llc > bw_bytes) bw_bytes = 4 * llc;
+    if (bw_bytes > avail / 2) bw_bytes = avail / 2;
+    bw_bytes &= ~(size_t)4095;
+    double bw_mt, bw_1t, bw_other;
+    measure_bandwidth(bw_bytes, threads, &bw_mt, &bw_1t, &bw_other);
+
+    if (csv) {
+        printf("date,machine,cores,ctx,mode,threads,isa,layers,calls,median_us,gbs,read_gbs,ratio,read_gbs_1t,other_cores\n");
+    } else {
+        printf("# %s | %s | %ld cores | neo_attn %s\n", date, model, ncpu, neo_attn_version());
+        printf("# decode, 32 q / 8 kv heads, d 128, f16 KV | LLC %zu MiB (sysconf %zu, /sys %zu) | read bandwidth over "
+               "%.2f GiB: %.1f GB/s with %d threads, %.1f GB/s with 1 (other load %.2f cores)\n",
+               llc >> 20, llc_sc >> 20, llc_sys >> 20, (double)bw_bytes / (1 << 30), bw_mt, threads, bw_1t, bw_other);
+        printf("%8s %-5s %7s %-7s %6s %6s %10s %8s %9s %6s %6s\n", "ctx", "mode", "threads", "isa", "layers", "calls",
+               "median_us", "GB/s", "read_GB/s", "ratio", "other");
+    }
+    fflush(stdout);
+    double max_other = bw_other;
+
+    float  *k = (float *)xmalloc((size_t)FILL_CHUNK * N_HEAD_KV * HEAD_DIM * sizeof(float));
+    float  *v = (float *)xmalloc((size_t)FILL_CHUNK * N_HEAD_KV * HEAD_DIM_V * sizeof(float));
+    float  *q = (float *)xmalloc((size_t)N_HEAD * HEAD_DIM * sizeof(float));
+    float  *out = (float *)xmalloc((size_t)N_HEAD * HEAD_DIM_V * sizeof(float));
+    double *times = (double *)xmalloc((size_t)MAX_CALLS * sizeof(double));
+    fill_random(q, (size_t)N_HEAD * HEAD_DIM);
+
+    for (int ci = 0; ci < n_ctx; ci++) {
+        int    ctx = ctxs[ci];
+        size_t lb = kv_bytes_per_layer(ctx);
+        /* cold: >= 2 layers and >= 4x the LLC in total, within the memory there is */
+        size_t want = (4 * llc + lb - 1) / lb;
+        if (want < 2) want = 2;
+        size_t fit = (avail * 3 / 4) / lb;
+        if (want > fit) want = fit;
+        if (want < 1) {
+            fprintf(stderr, "bench-cpu: ctx %d: a KV cache of %zu bytes does not fit in memory\n", ctx, lb);
+            return 1;
+        }
+        if (want * lb < 4 * llc)
+            fprintf(stderr, "bench-cpu: warning: ctx %d: cold layers hold only %zu MiB (LLC %zu MiB)\n", ctx,
+                    (want * lb) >> 20, llc >> 20);
+        int         n_layers = (int)want;
+        neo_layer **layers = (neo_layer **)xmalloc((size_t)n_layers * sizeof *layers);
+        neo_layer_desc d;
+        memset(&d, 0, sizeof d);
+        d.n_head = N_HEAD;
+        d.n_head_kv = N_HEAD_KV;
+        d.head_dim = HEAD_DIM;
+        d.head_dim_v = HEAD_DIM_V;
+        d.n_ctx = ctx;
+        d.kv_type = NEO_TYPE_F16;
+        for (int l = 0; l < n_layers; l++) {
+            check(neo_layer_create(rt, &d, &layers[l]), "neo_layer_create");
+            fill_layer(layers[l], ctx, k, v);
+        }
+
+        row rows[2];
+        rows[0] = time_decode(layers, 1, ctx, "hot", seconds, q, out, times);
+        rows[1] = time_decode(layers, n_layers, ctx, "cold", seconds, q, out, times);
+
+        long long n_decode = 0;
+        for (int l = 0; l < n_layers; l++) {
+            neo_layer_info li;
+            check(neo_layer_get_info(layers[l], &li), "neo_layer_get_info");
+            n_decode += li.n_decode;
+        }
+        if (n_decode != 3 + rows[0].calls + (n_layers < 3 ? 3 : n_layers) + rows[1].calls)
+            fprintf(stderr, "bench-cpu: warning: the layers count %lld decode calls\n", n_decode);
+
+        for (int r = 0; r < 2; r++) {
+            const row *x = &rows[r];
+            double     ratio = x->gbs / bw_mt;
+            if (x->other > max_other) max_other = x->other;
+            if (csv)
+                printf("%s,\"%s\",%ld,%d,%s,%d,%s,%d,%d,%.1f,%.2f,%.2f,%.3f,%.2f,%.2f\n", date, model, ncpu, x->ctx,
+                       x->mode, ri.n_threads, isa, x->layers, x->calls, x->median_us, x->gbs, bw_mt, ratio, bw_1t, x->other);
+            else
+                printf("%8d %-5s %7d %-7s %6d %6d %10.1f %8.2f %9.2f %6.3f %6.2f\n", x->ctx, x->mode, ri.n_threads, isa,
+                       x->layers, x->calls, x->median_us, x->gbs, bw_mt, ratio, x->other);
+        }
+        fflush(stdout);
+        for (int l = 0; l < n_layers; l++) neo_layer_destroy(layers[l]);
+        free(layers);
+    }
+
+    /* the ceiling once more: a drift between the two says the machine was not quiet */
+    double bw2_mt, bw2_1t, bw2_other;
+    measure_bandwidth(bw_bytes, threads, &bw2_mt, &bw2_1t, &bw2_other);
+    if (bw2_other > max_other) max_other = bw2_other;
+    double drift = fabs(bw2_mt - bw_mt) / bw_mt;
+    if (!csv)
+        printf("# read bandwidth re-measured after the rows: %.1f GB/s with %d threads, %.1f GB/s with 1 (%+.0f%%)\n",
+               bw2_mt, threads, bw2_1t, 100.0 * (bw2_mt - bw_mt) / bw_mt);
+    fflush(stdout);
+    if (drift > 0.15 || max_other > 0.25)
+        fprintf(stderr,
+                "bench-cpu: warning: the machine was not quiet (read bandwidth moved %.0f%%, other load up to %.2f "
+                "cores); the ratios are unreliable\n",
+                100.0 * drift, max_other);
+
+    free(times);
+    free(out);
+    free(q);
+    free(v);
+    free(k);
+    neo_runtime_destroy(rt);
+    return 0;
+}
