@@ -23,6 +23,8 @@
        NEO_ATTN_CUDA             0             1 = call into neo_attn_cuda.cu for gpu = 1 runtimes
        NEO_ATTN_NO_THREADS       0             1 = no pthread pool; every parallel loop runs inline
        NEO_ATTN_NO_SIMD          0             1 = only the portable scalar kernels
+       NEO_ATTN_SPIN_US          300           how long idle pool workers spin before sleeping
+       NEO_ATTN_STAGE_BYTES      16 MiB        stream-back chunk of a split layer (two are allocated)
 
    QUICK START
    -----------
@@ -139,6 +141,8 @@ typedef struct neo_runtime_desc {
     int         gpu_device;  /* CUDA device ordinal when gpu = 1 */
     void       *gpu_stream;  /* the engine's cudaStream_t to order against; NULL = the runtime makes its own */
     neo_cpu_isa cpu_isa;     /* AUTO = best the CPU has; forcing one it lacks is NEO_ERR_UNSUPPORTED */
+    int         gpu_standin; /* 1 with gpu = 1: a host stand-in plays the GPU (same orchestration, host
+                                memory, synchronous), so the split paths can be tested with no GPU */
 } neo_runtime_desc;
 
 typedef struct neo_runtime_info {
@@ -255,6 +259,85 @@ NEO_ATTN_API neo_status neo_session_truncate(neo_session *s, int n_tokens);   /*
 /* Sums of every layer's neo_layer_info (heads per layer, bytes and calls over all layers). */
 NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_info *info);
 
+
+/* --- the GPU bridge ------------------------------------------------------------------------
+   Private, but declared here because two files share it: the header drives every device
+   operation through a neo__dev_ops table, filled either by neo_attn_cuda.cu (neo__cuda_get_ops,
+   NEO_ATTN_CUDA=1) or by the header's own host stand-in (neo_runtime_desc.gpu_standin = 1),
+   which runs the same orchestration in CI with no GPU. Only plain C crosses: pointers, ints,
+   size_t and the POD structs below. Every entry returns a neo_status (as int).
+   Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own), NEO__STREAM_SIDE runs the
+   GPU half of a split layer, NEO__STREAM_COPY moves the host half. Events are small integers
+   below NEO__EVENTS. */
+#define NEO_ATTN_CUDA_ABI_VERSION 1
+#define NEO__STREAM_MAIN 0
+#define NEO__STREAM_SIDE 1
+#define NEO__STREAM_COPY 2
+#define NEO__EVENTS 8
+
+/* Attention of query heads [h0 * group, h1 * group) over cells [c0, c1), as an online-softmax
+   state that can be continued over further cell ranges and finally normalised into out. */
+typedef struct neo__attn_args {
+    const void  *k;          /* [h1 - kv_h0 or more][kv_cells][head_dim] of kv_type: KV head h at (h - kv_h0) */
+    const void  *v;          /* [..][kv_cells][head_dim_v] of kv_type */
+    int          kv_cells;   /* rows per head in k and v */
+    int          kv_h0;      /* KV head stored first in k and v */
+    int          cell_base;  /* absolute position of row 0 of each head */
+    int          h0, h1;     /* KV heads attended */
+    int          c0, c1;     /* absolute cell range attended, cell_base <= c0 < c1 <= cell_base + kv_cells */
+    const float *q;          /* [n_tokens][n_head][head_dim] */
+    int          n_tokens;
+    int          pos0;       /* position of token 0: token t attends cells <= pos0 + t */
+    float       *state;      /* [n_tokens][n_head][head_dim_v + 2] as (m, l, acc[head_dim_v]), or NULL */
+    int          accumulate; /* 1 = continue the state in *state; 0 = start afresh */
+    float       *out;        /* [n_tokens][n_head][head_dim_v]: set = finish here (sinks added); NULL = leave it in state */
+    const float *sinks;      /* [n_head] or NULL */
+    const float *slopes;     /* [n_head] ALiBi slopes or NULL */
+    int          n_head, n_head_kv, head_dim, head_dim_v;
+    int          kv_type;    /* neo_type */
+    float        scale, softcap;
+} neo__attn_args;
+
+/* Rows of heads [h0, h1) of new tokens written into a cache in its storage type. */
+typedef struct neo__append_args {
+    void        *k;          /* [..][kv_cells][head_dim] of kv_type: KV head h at (h - kv_h0) */
+    void        *v;          /* [..][kv_cells][head_dim_v] */
+    int          kv_cells, kv_h0, h0, h1;
+    int          row0;       /* row of the first new token */
+    const float *src_k;      /* [n_tokens][n_head_kv][head_dim] */
+    const float *src_v;      /* [n_tokens][n_head_kv][head_dim_v] */
+    int          n_tokens, n_head_kv, head_dim, head_dim_v;
+    int          kv_type;
+} neo__append_args;
+
+typedef struct neo__dev_ops {
+    int  (*init)(int device, void *engine_stream, void **state);
+    void (*release)(void *state);
+    int  (*dev_alloc)(void *state, void **ptr, size_t bytes);   /* NEO_ERR_DEVICE_MEMORY when out */
+    void (*dev_free)(void *state, void *ptr);
+    int  (*host_alloc)(void *state, void **ptr, size_t bytes);  /* pinned; NEO_ERR_NO_MEMORY when out */
+    void (*host_free)(void *state, void *ptr);
+    /* asynchronous on stream; any direction (pinned or device memory) */
+    int  (*copy)(void *state, void *dst, const void *src, size_t bytes, int stream);
+    int  (*copy2d)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                   size_t rows, int stream);
+    int  (*record)(void *state, int event, int stream);
+    int  (*wait)(void *state, int stream, int event);         /* stream waits for event */
+    int  (*event_sync)(void *state, int event);               /* the host waits for event */
+    int  (*stream_sync)(void *state, int stream);
+    int  (*append)(void *state, const neo__append_args *a, int stream);
+    int  (*attend)(void *state, const neo__attn_args *a, int stream);
+    /* the decode loop; all pointers device memory */
+    int  (*gemv)(void *state, float *y, const float *w, const float *x, int n, int d, int stream); /* y[d] = w[d][n] x[n] */
+    int  (*rmsnorm)(void *state, float *o, const float *x, const float *w, int n, int stream);    /* as run.c */
+    int  (*rope)(void *state, float *q, float *k, int dim, int kv_dim, int head_size, int pos, int stream); /* as run.c */
+    int  (*swiglu)(void *state, float *h, const float *h2, int n, int stream);  /* h = silu(h) * h2 */
+    int  (*add)(void *state, float *x, const float *y, int n, int stream);      /* x += y */
+} neo__dev_ops;
+
+/* Fills ops when the caller's ABI version matches; NEO_ERR_UNSUPPORTED otherwise. */
+int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
+
 #ifdef __cplusplus
 }
 #endif
@@ -296,6 +379,9 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
 #ifndef NEO_ATTN_NO_SIMD
 #define NEO_ATTN_NO_SIMD 0
 #endif
+#ifndef NEO_ATTN_STAGE_BYTES
+#define NEO_ATTN_STAGE_BYTES (16u << 20) /* one stream-back chunk of the host heads, double-buffered */
+#endif
 #ifndef NEO_ATTN_SPIN_US
 #define NEO_ATTN_SPIN_US 300 /* how long an idle worker spins before it sleeps */
 #endif
@@ -336,6 +422,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
 #define NEO__MAX_HEAD_DIM 16384
 #define NEO__MAX_HEADS 65536
 #define NEO__PREFILL_QUERIES 64 /* queries (tokens x group heads) one prefill task carries */
+#define NEO__APPEND_CHUNK 256 /* tokens the host heads' new rows are staged in */
 
 /* =============================================================================================
    >>util: allocation, checked size math, f16 / bf16, clocks
@@ -1011,35 +1098,30 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
 }
 
 /* =============================================================================================
-   >>layer: runtime state, KV layout and the CPU attention over the host heads
+   >>attn: CPU flash-attention over a neo__attn_args range (the host half, and the stand-in GPU)
    ============================================================================================= */
 struct neo_runtime {
     neo__pool    pool;
     neo__kernels kern;
-    int          gpu;
+    int          gpu;            /* 1 = layers keep gpu_heads in device memory */
+    neo__dev_ops dev;            /* device operations: CUDA, or the host ones (CPU runtime, stand-in) */
+    void        *dev_state;
+    int          dev_async;      /* 1 = device work runs concurrently with the host (real CUDA) */
     float      **scratch;        /* [pool.n_threads] per-thread attention scratch */
     size_t       scratch_floats; /* floats in each */
-    float       *partial;        /* decode chunk partials: [n_head_kv][n_chunks][group][head_dim_v + 2] */
+    float       *partial;        /* decode chunk partials: [kv heads][n_chunks][group][head_dim_v + 2] */
     size_t       partial_floats;
     int         *chunks_done;    /* [n_head_kv] chunks finished, for the last one to merge */
     size_t       chunks_done_n;
-};
-
-struct neo_layer {
-    neo_runtime *rt;
-    int          n_head, n_head_kv, head_dim, head_dim_v, n_ctx, group;
-    neo_type     kv_type;
-    int          gpu_heads; /* resident on the GPU (0 on a CPU runtime) */
-    neo_pipeline pipeline;
-    float        scale, softcap;
-    float       *sinks;  /* [n_head] or NULL */
-    float       *slopes; /* [n_head] ALiBi slopes or NULL */
-    int          host_h0;    /* first KV head stored on the host */
-    void        *k_host; /* [n_head_kv - host_h0][n_ctx][head_dim] of kv_type */
-    void        *v_host; /* [n_head_kv - host_h0][n_ctx][head_dim_v] of kv_type */
-    size_t       host_bytes;
-    int          len;
-    long long    n_decode, n_overlapped;
+    /* buffers of the split paths, shared by the layers (used one at a time), grown on demand */
+    void        *d_stage[2];     /* device: stream-back chunks, [host heads][chunk][head_dim + head_dim_v] */
+    size_t       d_stage_bytes;
+    void        *d_state;        /* device: stream-back online-softmax state */
+    size_t       d_state_bytes;
+    void        *d_append;       /* device: new rows of the host heads on their way to host memory */
+    size_t       d_append_bytes;
+    void        *h_q, *h_out;    /* pinned: the CPU half's queries and output */
+    size_t       h_q_bytes, h_out_bytes;
 };
 
 /* Queries one task carries: the GQA group for decode, a block of tokens x group for prefill. */
@@ -1052,7 +1134,7 @@ NEO_ATTN__PRIVATE size_t neo__scratch_floats(int d, int dv, int nq) {
     return (size_t)nq * ((size_t)d + NEO__BLOCK + 2 + (size_t)dv);
 }
 
-/* Grows the runtime's shared scratch to fit a layer. Layers of one runtime run one at a time. */
+/* Grows the runtime's CPU scratch to fit a layer. Layers of one runtime run one at a time. */
 NEO_ATTN__PRIVATE neo_status neo__rt_reserve(neo_runtime *rt, size_t per_thread, size_t partial, size_t n_done) {
     if (per_thread > rt->scratch_floats) {
         for (int t = 0; t < rt->pool.n_threads; t++) {
@@ -1080,8 +1162,8 @@ NEO_ATTN__PRIVATE neo_status neo__rt_reserve(neo_runtime *rt, size_t per_thread,
     return NEO_OK;
 }
 
-/* Decode splits each head's cells into chunks whose size depends only on len, so the result
-   does not depend on the thread count. */
+/* Decode splits each head's cells into chunks whose size depends only on the range, so the
+   result does not depend on the thread count. */
 NEO_ATTN__PRIVATE int neo__chunk_size(int len) {
     int c = NEO__MIN_CHUNK;
     if (len > NEO__MIN_CHUNK * NEO__MAX_CHUNKS) {
@@ -1092,14 +1174,11 @@ NEO_ATTN__PRIVATE int neo__chunk_size(int len) {
 }
 
 typedef struct neo__attn_job {
-    const neo_layer *L;
-    const float     *q;        /* [n_tokens][n_head][head_dim] */
-    float           *out;      /* [n_tokens][n_head][head_dim_v] */
-    int              len;      /* cells in the cache */
-    int              n_tokens; /* queries per head; query t sits at position len - n_tokens + t */
-    int              h0;       /* first KV head attended (the host half) */
-    int              chunk, n_chunks;   /* decode: cells per task, tasks per KV head */
-    int              tok_per_task, n_tok_blocks; /* prefill: tokens per task, tasks per KV head */
+    const neo__attn_args *a;
+    neo_runtime          *rt;
+    int                   group;
+    int                   chunk, n_chunks;           /* decode: cells per task, tasks per KV head */
+    int                   tok_per_task, n_tok_blocks; /* prefill: tokens per task, tasks per KV head */
 } neo__attn_job;
 
 /* Online-softmax state of nq queries for one task. Query r is head g * group + r % group of
@@ -1114,8 +1193,8 @@ typedef struct neo__qstate {
 } neo__qstate;
 
 NEO_ATTN__PRIVATE void neo__qstate_init(neo__qstate *st, const neo__attn_job *J, float *scratch, int g, int t0, int nt) {
-    const neo_layer *L = J->L;
-    int G = L->group, d = L->head_dim, dv = L->head_dim_v;
+    const neo__attn_args *a = J->a;
+    int G = J->group, d = a->head_dim, dv = a->head_dim_v;
     st->nq = nt * G;
     st->t0 = t0;
     st->g = g;
@@ -1125,9 +1204,9 @@ NEO_ATTN__PRIVATE void neo__qstate_init(neo__qstate *st, const neo__attn_job *J,
     st->l = st->m + st->nq;
     st->acc = st->l + st->nq;
     for (int r = 0; r < st->nq; r++) {
-        /* the group's query heads are adjacent, so each token's slice is one copy */
-        const float *src = J->q + ((size_t)(t0 + r / G) * L->n_head + (size_t)g * G + (size_t)(r % G)) * d;
-        for (int j = 0; j < d; j++) st->q[(size_t)r * d + j] = src[j] * L->scale;
+        /* the group's query heads are adjacent, so each token's slice is one run */
+        const float *src = a->q + ((size_t)(t0 + r / G) * a->n_head + (size_t)g * G + (size_t)(r % G)) * d;
+        for (int j = 0; j < d; j++) st->q[(size_t)r * d + j] = src[j] * a->scale;
         st->m[r] = -INFINITY;
         st->l[r] = 0.0f;
     }
@@ -1137,15 +1216,16 @@ NEO_ATTN__PRIVATE void neo__qstate_init(neo__qstate *st, const neo__attn_job *J,
 /* Attends every query of st to cells [c0, c1) of KV head g; cells after a query's position
    are masked out. */
 NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *kr, neo__qstate *st, int c0, int c1) {
-    const neo_layer *L = J->L;
-    int    d = L->head_dim, dv = L->head_dim_v, G = L->group;
-    size_t es = neo__type_size(L->kv_type), hk = (size_t)(st->g - L->host_h0);
-    const char *kbase = (const char *)L->k_host + hk * (size_t)L->n_ctx * d * es;
-    const char *vbase = (const char *)L->v_host + hk * (size_t)L->n_ctx * dv * es;
-    int pos0 = J->len - J->n_tokens + st->t0; /* position of the task's first token */
+    const neo__attn_args *a = J->a;
+    int         d = a->head_dim, dv = a->head_dim_v, G = J->group;
+    neo_type    t = (neo_type)a->kv_type;
+    size_t      es = neo__type_size(t), hk = (size_t)(st->g - a->kv_h0);
+    const char *kbase = (const char *)a->k + (hk * (size_t)a->kv_cells - (size_t)a->cell_base) * d * es;
+    const char *vbase = (const char *)a->v + (hk * (size_t)a->kv_cells - (size_t)a->cell_base) * dv * es;
+    int         pos0 = a->pos0 + st->t0; /* position of the task's first token */
     for (int c = c0; c < c1; c += NEO__BLOCK) {
         int nk = c1 - c < NEO__BLOCK ? c1 - c : NEO__BLOCK;
-        kr->scores(st->s, st->q, kbase + (size_t)c * d * es, L->kv_type, st->nq, nk, d);
+        kr->scores(st->s, st->q, kbase + (size_t)c * d * es, t, st->nq, nk, d);
         for (int r = 0; r < st->nq; r++) {
             float *s = st->s + r * NEO__BLOCK;
             int    pos = pos0 + r / G, nv = pos - c + 1;
@@ -1154,52 +1234,74 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
                 memset(s, 0, sizeof(float) * NEO__BLOCK);
                 continue;
             }
-            if (L->softcap > 0.0f)
-                for (int b = 0; b < nv; b++) s[b] = L->softcap * tanhf(s[b] / L->softcap);
-            if (L->slopes) {
-                float slope = L->slopes[st->g * G + r % G];
+            if (a->softcap > 0.0f)
+                for (int b = 0; b < nv; b++) s[b] = a->softcap * tanhf(s[b] / a->softcap);
+            if (a->slopes) {
+                float slope = a->slopes[st->g * G + r % G];
                 for (int b = 0; b < nv; b++) s[b] -= slope * (float)(pos - (c + b));
             }
             float mx = s[0];
             for (int b = 1; b < nv; b++) mx = s[b] > mx ? s[b] : mx;
             for (int b = nv; b < nk; b++) s[b] = 0.0f;
             if (mx > st->m[r]) { /* a new max rescales what was accumulated */
-                float corr = expf(st->m[r] - mx), *a = st->acc + (size_t)r * dv;
+                float corr = expf(st->m[r] - mx), *acc = st->acc + (size_t)r * dv;
                 st->l[r] *= corr;
-                for (int j = 0; j < dv; j++) a[j] *= corr;
+                for (int j = 0; j < dv; j++) acc[j] *= corr;
                 st->m[r] = mx;
             }
             st->l[r] += kr->exp_sum(s, nv, st->m[r]);
         }
-        kr->pv(st->acc, st->s, vbase + (size_t)c * dv * es, L->kv_type, st->nq, nk, dv);
+        kr->pv(st->acc, st->s, vbase + (size_t)c * dv * es, t, st->nq, nk, dv);
     }
 }
 
-/* out_h = sum_c acc_c e^(m_c - M) / (sum_c l_c e^(m_c - M) + e^(sink - M)), chunks in order.
-   m, l: [n] with stride ml_stride; acc: [n][dv] with row stride acc_stride (floats). */
-NEO_ATTN__PRIVATE void neo__merge(float *out, const float *m, const float *l, const float *acc, int n, size_t ml_stride,
-                                  size_t acc_stride, int dv, const float *sink) {
-    float M = sink ? *sink : -INFINITY, den = 0.0f;
+/* Merges n partial states (m, l, acc), in order, with an optional prior state [m, l, acc[dv]],
+   into either state [m, l, acc[dv]] or, finished, out [dv]:
+   out = sum_c acc_c e^(m_c - M) / (sum_c l_c e^(m_c - M) + e^(sink - M)).
+   m, l: [n] with stride ml_stride; acc: [n][dv] with row stride acc_stride (floats). state may
+   be the same memory as prior. */
+NEO_ATTN__PRIVATE void neo__merge(const float *m, const float *l, const float *acc, int n, size_t ml_stride,
+                                  size_t acc_stride, int dv, const float *prior, float *state, float *out,
+                                  const float *sink) {
+    float M = prior ? prior[0] : -INFINITY, den = 0.0f, wp = 0.0f, inv = 1.0f;
     for (int c = 0; c < n; c++) M = m[c * ml_stride] > M ? m[c * ml_stride] : M;
-    if (sink) den = expf(*sink - M);
+    if (M == -INFINITY) M = 0.0f; /* nothing attended yet: every weight below is 0 */
+    if (prior) den = prior[1] * (wp = expf(prior[0] - M));
     for (int c = 0; c < n; c++) den += l[c * ml_stride] * expf(m[c * ml_stride] - M);
-    for (int j = 0; j < dv; j++) out[j] = 0.0f;
-    for (int c = 0; c < n; c++) {
-        float w = expf(m[c * ml_stride] - M) / den;
-        const float *a = acc + c * acc_stride;
-        for (int j = 0; j < dv; j++) out[j] += w * a[j];
+    if (out) {
+        float Mf = sink && *sink > M ? *sink : M, sc = expf(M - Mf);
+        float tot = den * sc + (sink ? expf(*sink - Mf) : 0.0f);
+        inv = tot > 0.0f ? sc / tot : 0.0f;
+    } else {
+        state[0] = M;
+        state[1] = den;
     }
+    for (int j = 0; j < dv; j++) {
+        float x = prior ? prior[2 + j] * wp : 0.0f;
+        for (int c = 0; c < n; c++) x += acc[c * acc_stride + j] * expf(m[c * ml_stride] - M);
+        if (out) out[j] = x * inv;
+        else state[2 + j] = x;
+    }
+}
+
+/* Where query head h of token t reads a prior state and leaves its result. */
+NEO_ATTN__PRIVATE void neo__merge_head(const neo__attn_args *a, int t, int h, const float *m, const float *l,
+                                       const float *acc, int n, size_t ml_stride, size_t acc_stride) {
+    size_t th = (size_t)t * a->n_head + (size_t)h, sw = (size_t)a->head_dim_v + 2;
+    float *st = a->state ? a->state + th * sw : NULL;
+    neo__merge(m, l, acc, n, ml_stride, acc_stride, a->head_dim_v, a->accumulate ? st : NULL, a->out ? NULL : st,
+               a->out ? a->out + th * a->head_dim_v : NULL, a->out && a->sinks ? a->sinks + h : NULL);
 }
 
 NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
-    const neo__attn_job *J = (const neo__attn_job *)user;
-    const neo_layer     *L = J->L;
-    neo_runtime         *rt = L->rt;
-    int    G = L->group, dv = L->head_dim_v;
-    int    g = J->h0 + task / J->n_chunks, c = task % J->n_chunks;
-    int    c0 = c * J->chunk, c1 = c0 + J->chunk < J->len ? c0 + J->chunk : J->len;
+    const neo__attn_job  *J = (const neo__attn_job *)user;
+    const neo__attn_args *a = J->a;
+    neo_runtime          *rt = J->rt;
+    int    G = J->group, dv = a->head_dim_v, hi = task / J->n_chunks, c = task % J->n_chunks, g = a->h0 + hi;
+    int    c0 = a->c0 + c * J->chunk, c1 = c0 + J->chunk < a->c1 ? c0 + J->chunk : a->c1;
     size_t stride = (size_t)dv + 2;
-    float *part = rt->partial + ((size_t)(g - J->h0) * J->n_chunks + c) * G * stride; /* [G][stride] */
+    float *first = rt->partial + (size_t)hi * J->n_chunks * G * stride; /* [n_chunks][G][stride] */
+    float *part = first + (size_t)c * G * stride;
     neo__qstate st;
     neo__qstate_init(&st, J, rt->scratch[thread], g, 0, 1);
     neo__attend(J, &rt->kern, &st, c0, c1);
@@ -1208,58 +1310,208 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
         part[r * stride + 1] = st.l[r];
         memcpy(part + r * stride + 2, st.acc + (size_t)r * dv, sizeof(float) * (size_t)dv);
     }
-    if (J->n_chunks > 1 && __atomic_add_fetch(&rt->chunks_done[g - J->h0], 1, __ATOMIC_ACQ_REL) != J->n_chunks) return;
+    if (J->n_chunks > 1 && __atomic_add_fetch(&rt->chunks_done[hi], 1, __ATOMIC_ACQ_REL) != J->n_chunks) return;
     /* the last chunk of head g to finish merges all of them, always in chunk order */
-    const float *first = rt->partial + (size_t)(g - J->h0) * J->n_chunks * G * stride;
     for (int r = 0; r < G; r++) {
-        int h = g * G + r;
         const float *p = first + r * stride;
-        neo__merge(J->out + (size_t)h * dv, p, p + 1, p + 2, J->n_chunks, (size_t)G * stride, (size_t)G * stride, dv,
-                   L->sinks ? L->sinks + h : NULL);
+        neo__merge_head(a, 0, g * G + r, p, p + 1, p + 2, J->n_chunks, (size_t)G * stride, (size_t)G * stride);
     }
 }
 
 NEO_ATTN__PRIVATE void neo__prefill_task(void *user, int task, int thread) {
-    const neo__attn_job *J = (const neo__attn_job *)user;
-    const neo_layer     *L = J->L;
-    int G = L->group, dv = L->head_dim_v;
-    int g = J->h0 + task / J->n_tok_blocks, t0 = (task % J->n_tok_blocks) * J->tok_per_task;
-    int nt = J->n_tokens - t0 < J->tok_per_task ? J->n_tokens - t0 : J->tok_per_task;
+    const neo__attn_job  *J = (const neo__attn_job *)user;
+    const neo__attn_args *a = J->a;
+    int G = J->group, dv = a->head_dim_v;
+    int g = a->h0 + task / J->n_tok_blocks, t0 = (task % J->n_tok_blocks) * J->tok_per_task;
+    int nt = a->n_tokens - t0 < J->tok_per_task ? a->n_tokens - t0 : J->tok_per_task;
+    int c1 = a->pos0 + t0 + nt < a->c1 ? a->pos0 + t0 + nt : a->c1; /* the block's last token sees up to here */
     neo__qstate st;
-    neo__qstate_init(&st, J, L->rt->scratch[thread], g, t0, nt);
-    neo__attend(J, &L->rt->kern, &st, 0, J->len - J->n_tokens + t0 + nt);
-    for (int r = 0; r < st.nq; r++) {
-        int h = g * G + r % G;
-        neo__merge(J->out + ((size_t)(t0 + r / G) * L->n_head + h) * dv, st.m + r, st.l + r, st.acc + (size_t)r * dv, 1, 0, 0, dv,
-                   L->sinks ? L->sinks + h : NULL);
-    }
+    neo__qstate_init(&st, J, J->rt->scratch[thread], g, t0, nt);
+    if (c1 > a->c0) neo__attend(J, &J->rt->kern, &st, a->c0, c1);
+    for (int r = 0; r < st.nq; r++)
+        neo__merge_head(a, t0 + r / G, g * G + r % G, st.m + r, st.l + r, st.acc + (size_t)r * dv, 1, 0, 0);
 }
 
-/* CPU attention of KV heads [h0, n_head_kv) for n_tokens queries (1 = decode). */
-NEO_ATTN__PRIVATE void neo__cpu_attend(const neo_layer *L, int h0, const float *q, int n_tokens, float *out) {
+/* CPU attention of a range, on the runtime's pool (activations in host memory). */
+NEO_ATTN__PRIVATE void neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a) {
     neo__attn_job J;
-    int           n_heads = L->n_head_kv - h0;
+    int           n_heads = a->h1 - a->h0;
     memset(&J, 0, sizeof J);
-    J.L = L;
-    J.q = q;
-    J.out = out;
-    J.len = L->len;
-    J.n_tokens = n_tokens;
-    J.h0 = h0;
-    if (n_tokens == 1) {
-        J.chunk = neo__chunk_size(L->len);
-        J.n_chunks = (L->len + J.chunk - 1) / J.chunk;
-        memset(L->rt->chunks_done, 0, sizeof(int) * (size_t)n_heads);
-        neo__pool_run(&L->rt->pool, n_heads * J.n_chunks, neo__decode_task, &J);
+    J.a = a;
+    J.rt = rt;
+    J.group = a->n_head / a->n_head_kv;
+    if (a->n_tokens == 1) {
+        J.chunk = neo__chunk_size(a->c1 - a->c0);
+        J.n_chunks = (a->c1 - a->c0 + J.chunk - 1) / J.chunk;
+        memset(rt->chunks_done, 0, sizeof(int) * (size_t)n_heads);
+        neo__pool_run(&rt->pool, n_heads * J.n_chunks, neo__decode_task, &J);
     } else {
-        J.tok_per_task = neo__prefill_tokens(L->group);
-        J.n_tok_blocks = (n_tokens + J.tok_per_task - 1) / J.tok_per_task;
-        neo__pool_run(&L->rt->pool, n_heads * J.n_tok_blocks, neo__prefill_task, &J);
+        J.tok_per_task = neo__prefill_tokens(J.group);
+        J.n_tok_blocks = (a->n_tokens + J.tok_per_task - 1) / J.tok_per_task;
+        neo__pool_run(&rt->pool, n_heads * J.n_tok_blocks, neo__prefill_task, &J);
     }
 }
 
 /* =============================================================================================
-   >>public: runtime and layer API
+   >>dev: the device operations done on the host: the CPU runtime's decode loop, and the
+   stand-in GPU (neo_runtime_desc.gpu_standin) that runs the split paths where there is none.
+   Everything completes before the call returns, so streams and events are no-ops.
+   ============================================================================================= */
+/* dst: [n] of type t <- src: [n] f32 */
+NEO_ATTN__PRIVATE void neo__narrow(void *dst, const float *src, int n, neo_type t) {
+    uint16_t *d16 = (uint16_t *)dst;
+    if (t == NEO_TYPE_F32) memcpy(dst, src, sizeof(float) * (size_t)n);
+    else if (t == NEO_TYPE_F16)
+        for (int i = 0; i < n; i++) d16[i] = neo__f32_to_f16(src[i]);
+    else
+        for (int i = 0; i < n; i++) d16[i] = neo__f32_to_bf16(src[i]);
+}
+
+NEO_ATTN__PRIVATE int neo__host_init(int device, void *stream, void **state) {
+    (void)device, (void)stream;
+    *state = NULL; /* the runtime sets it to itself */
+    return NEO_OK;
+}
+NEO_ATTN__PRIVATE void neo__host_release(void *state) { (void)state; }
+NEO_ATTN__PRIVATE int  neo__host_alloc(void *state, void **ptr, size_t bytes) {
+    (void)state;
+    return (*ptr = neo__alloc(bytes)) != NULL || !bytes ? NEO_OK : NEO_ERR_NO_MEMORY;
+}
+NEO_ATTN__PRIVATE int neo__host_dev_alloc(void *state, void **ptr, size_t bytes) {
+    return neo__host_alloc(state, ptr, bytes) == NEO_OK ? NEO_OK : NEO_ERR_DEVICE_MEMORY;
+}
+NEO_ATTN__PRIVATE void neo__host_free(void *state, void *ptr) {
+    (void)state;
+    neo__free(ptr);
+}
+NEO_ATTN__PRIVATE int neo__host_copy(void *state, void *dst, const void *src, size_t bytes, int stream) {
+    (void)state, (void)stream;
+    if (bytes) memmove(dst, src, bytes);
+    return NEO_OK;
+}
+NEO_ATTN__PRIVATE int neo__host_copy2d(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                       size_t width, size_t rows, int stream) {
+    (void)state, (void)stream;
+    for (size_t r = 0; r < rows; r++) memcpy((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, width);
+    return NEO_OK;
+}
+NEO_ATTN__PRIVATE int neo__host_record(void *state, int event, int stream) {
+    (void)state, (void)event, (void)stream;
+    return NEO_OK;
+}
+NEO_ATTN__PRIVATE int neo__host_sync(void *state, int which) {
+    (void)state, (void)which;
+    return NEO_OK;
+}
+NEO_ATTN__PRIVATE int neo__host_append(void *state, const neo__append_args *a, int stream) {
+    size_t es = neo__type_size((neo_type)a->kv_type);
+    (void)state, (void)stream;
+    for (int t = 0; t < a->n_tokens; t++)
+        for (int h = a->h0; h < a->h1; h++) {
+            size_t row = (size_t)(h - a->kv_h0) * (size_t)a->kv_cells + (size_t)a->row0 + (size_t)t;
+            neo__narrow((char *)a->k + row * a->head_dim * es, a->src_k + ((size_t)t * a->n_head_kv + h) * a->head_dim,
+                        a->head_dim, (neo_type)a->kv_type);
+            neo__narrow((char *)a->v + row * a->head_dim_v * es,
+                        a->src_v + ((size_t)t * a->n_head_kv + h) * a->head_dim_v, a->head_dim_v, (neo_type)a->kv_type);
+        }
+    return NEO_OK;
+}
+NEO_ATTN__PRIVATE int neo__host_attend(void *state, const neo__attn_args *a, int stream) {
+    (void)stream;
+    neo__cpu_attend((neo_runtime *)state, a);
+    return NEO_OK;
+}
+
+/* out: [d] = w: [d][n] . x: [n], rows spread over the pool (each row is one dot product, so
+   the result does not depend on the split). */
+typedef struct neo__matmul_job {
+    float              *out;
+    const float        *x, *w;
+    int                 n, d, rows_per_task;
+    const neo__kernels *kern;
+} neo__matmul_job;
+
+NEO_ATTN__PRIVATE void neo__matmul_task(void *user, int task, int thread) {
+    const neo__matmul_job *J = (const neo__matmul_job *)user;
+    int i1 = (task + 1) * J->rows_per_task < J->d ? (task + 1) * J->rows_per_task : J->d;
+    (void)thread;
+    for (int i = task * J->rows_per_task; i < i1; i++) J->out[i] = J->kern->dot(J->w + (size_t)i * J->n, J->x, J->n);
+}
+NEO_ATTN__PRIVATE int neo__host_gemv(void *state, float *y, const float *w, const float *x, int n, int d, int stream) {
+    neo_runtime    *rt = (neo_runtime *)state;
+    neo__matmul_job J;
+    (void)stream;
+    J.out = y;
+    J.x = x;
+    J.w = w;
+    J.n = n;
+    J.d = d;
+    J.kern = &rt->kern;
+    /* below ~32k multiply-adds waking the pool costs more than it saves */
+    J.rows_per_task = (size_t)n * (size_t)d < 32768 ? d : (d + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
+    neo__pool_run(&rt->pool, (d + J.rows_per_task - 1) / J.rows_per_task, neo__matmul_task, &J);
+    return NEO_OK;
+}
+/* o = w * x / rms(x), as run.c computes it */
+NEO_ATTN__PRIVATE int neo__host_rmsnorm(void *state, float *o, const float *x, const float *w, int n, int stream) {
+    float ss = 0.0f;
+    (void)state, (void)stream;
+    for (int j = 0; j < n; j++) ss += x[j] * x[j];
+    ss /= (float)n;
+    ss += 1e-5f;
+    ss = 1.0f / sqrtf(ss);
+    for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
+    return NEO_OK;
+}
+/* RoPE: rotate pairs of q (and of k where it exists) by pos * freq, as run.c does */
+NEO_ATTN__PRIVATE int neo__host_rope(void *state, float *q, float *k, int dim, int kv_dim, int head_size, int pos, int stream) {
+    (void)state, (void)stream;
+    for (int i = 0; i < dim; i += 2) {
+        float freq = 1.0f / powf(10000.0f, (float)(i % head_size) / (float)head_size);
+        float val = (float)pos * freq, fcr = cosf(val), fci = sinf(val);
+        for (int r = 0; r < (i < kv_dim ? 2 : 1); r++) {
+            float *vec = r == 0 ? q : k, v0 = vec[i], v1 = vec[i + 1];
+            vec[i] = v0 * fcr - v1 * fci;
+            vec[i + 1] = v0 * fci + v1 * fcr;
+        }
+    }
+    return NEO_OK;
+}
+NEO_ATTN__PRIVATE int neo__host_swiglu(void *state, float *h, const float *h2, int n, int stream) {
+    (void)state, (void)stream;
+    for (int i = 0; i < n; i++) h[i] = h[i] * (1.0f / (1.0f + expf(-h[i]))) * h2[i];
+    return NEO_OK;
+}
+NEO_ATTN__PRIVATE int neo__host_add(void *state, float *x, const float *y, int n, int stream) {
+    (void)state, (void)stream;
+    for (int i = 0; i < n; i++) x[i] += y[i];
+    return NEO_OK;
+}
+
+NEO_ATTN__PRIVATE void neo__host_ops(neo__dev_ops *o) {
+    o->init = neo__host_init;
+    o->release = neo__host_release;
+    o->dev_alloc = neo__host_dev_alloc;
+    o->dev_free = neo__host_free;
+    o->host_alloc = neo__host_alloc;
+    o->host_free = neo__host_free;
+    o->copy = neo__host_copy;
+    o->copy2d = neo__host_copy2d;
+    o->record = neo__host_record;
+    o->wait = neo__host_record;
+    o->event_sync = neo__host_sync;
+    o->stream_sync = neo__host_sync;
+    o->append = neo__host_append;
+    o->attend = neo__host_attend;
+    o->gemv = neo__host_gemv;
+    o->rmsnorm = neo__host_rmsnorm;
+    o->rope = neo__host_rope;
+    o->swiglu = neo__host_swiglu;
+    o->add = neo__host_add;
+}
+
+/* =============================================================================================
+   >>runtime
    ============================================================================================= */
 NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo_runtime **out) {
     neo_runtime_desc d;
@@ -1270,8 +1522,11 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
     memset(&d, 0, sizeof d);
     if (desc) d = *desc;
     if (d.n_threads < 0 || d.n_threads > 1024 || (d.gpu != 0 && d.gpu != 1) || d.gpu_device < 0) return NEO_ERR_INVALID_ARG;
+    if ((d.gpu_standin != 0 && d.gpu_standin != 1) || (d.gpu_standin && !d.gpu)) return NEO_ERR_INVALID_ARG;
     if ((unsigned)d.cpu_isa > (unsigned)NEO_CPU_AVX512) return NEO_ERR_INVALID_ARG;
-    if (d.gpu) return NEO_ERR_UNSUPPORTED; /* this build has no GPU path */
+#if !NEO_ATTN_CUDA
+    if (d.gpu && !d.gpu_standin) return NEO_ERR_UNSUPPORTED; /* built without neo_attn_cuda.cu */
+#endif
     if (d.n_threads == 0) {
 #if !NEO_ATTN_NO_THREADS
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1286,11 +1541,26 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
         neo__free(rt);
         return NEO_ERR_UNSUPPORTED;
     }
-    s = neo__pool_init(&rt->pool, d.n_threads);
-    if (s != NEO_OK) {
+    if ((s = neo__pool_init(&rt->pool, d.n_threads)) != NEO_OK) {
         neo__free(rt);
         return s;
     }
+    neo__host_ops(&rt->dev);
+    rt->dev_state = rt;
+    rt->gpu = d.gpu;
+#if NEO_ATTN_CUDA
+    if (d.gpu && !d.gpu_standin) {
+        void *st = NULL;
+        if ((s = (neo_status)neo__cuda_get_ops(NEO_ATTN_CUDA_ABI_VERSION, &rt->dev)) != NEO_OK ||
+            (s = (neo_status)rt->dev.init(d.gpu_device, d.gpu_stream, &st)) != NEO_OK) {
+            neo__host_ops(&rt->dev); /* nothing of the device's to release */
+            neo_runtime_destroy(rt);
+            return s;
+        }
+        rt->dev_state = st;
+        rt->dev_async = 1;
+    }
+#endif
     rt->scratch = (float **)neo__calloc(sizeof(float *) * (size_t)rt->pool.n_threads);
     if (!rt->scratch) {
         neo_runtime_destroy(rt);
@@ -1302,6 +1572,14 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
 
 NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     if (!rt) return;
+    if (rt->dev_async) rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
+    rt->dev.dev_free(rt->dev_state, rt->d_stage[0]);
+    rt->dev.dev_free(rt->dev_state, rt->d_stage[1]);
+    rt->dev.dev_free(rt->dev_state, rt->d_state);
+    rt->dev.dev_free(rt->dev_state, rt->d_append);
+    rt->dev.host_free(rt->dev_state, rt->h_q);
+    rt->dev.host_free(rt->dev_state, rt->h_out);
+    rt->dev.release(rt->dev_state);
     if (rt->scratch)
         for (int t = 0; t < rt->pool.n_threads; t++) neo__free(rt->scratch[t]);
     neo__pool_destroy(&rt->pool);
@@ -1319,6 +1597,22 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_get_info(const neo_runtime *rt, neo_runt
     return NEO_OK;
 }
 
+/* Grows one of the runtime's split-path buffers (device memory, or pinned when host is 1). */
+NEO_ATTN__PRIVATE neo_status neo__rt_buffer(neo_runtime *rt, void **buf, size_t *cap, size_t bytes, int host) {
+    void *p = NULL;
+    int   s;
+    if (bytes <= *cap) return NEO_OK;
+    /* the old buffer may still be read by queued work */
+    if ((s = rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
+    s = host ? rt->dev.host_alloc(rt->dev_state, &p, bytes) : rt->dev.dev_alloc(rt->dev_state, &p, bytes);
+    if (s != NEO_OK) return (neo_status)s;
+    if (host) rt->dev.host_free(rt->dev_state, *buf);
+    else rt->dev.dev_free(rt->dev_state, *buf);
+    *buf = p;
+    *cap = bytes;
+    return NEO_OK;
+}
+
 NEO_ATTN__PUBLIC int neo_gpu_heads_for_frac(int n_head_kv, float frac) {
     if (!(frac < 1.0f) || n_head_kv <= 1) return 0; /* NaN counts as "no split" too */
     double g = floor((double)frac * (double)n_head_kv + 0.5);
@@ -1326,6 +1620,28 @@ NEO_ATTN__PUBLIC int neo_gpu_heads_for_frac(int n_head_kv, float frac) {
     if (g > (double)(n_head_kv - 1)) return n_head_kv - 1;
     return (int)g;
 }
+
+/* =============================================================================================
+   >>layer: the KV cache of one layer, split by head between device and host memory
+   ============================================================================================= */
+struct neo_layer {
+    neo_runtime *rt;
+    int          n_head, n_head_kv, head_dim, head_dim_v, n_ctx, group;
+    neo_type     kv_type;
+    neo_pipeline pipeline;
+    float        scale, softcap;
+    float       *sinks, *slopes;         /* [n_head] host copies, or NULL */
+    float       *sinks_dev, *slopes_dev; /* [n_head] device copies on a GPU runtime, or NULL */
+    int          gpu_heads;  /* KV heads [0, gpu_heads) in device memory; the rest on the host */
+    void        *k_dev;      /* [gpu_heads][n_ctx][head_dim] of kv_type, device */
+    void        *v_dev;      /* [gpu_heads][n_ctx][head_dim_v] */
+    void        *k_host;     /* [n_head_kv - gpu_heads][n_ctx][head_dim], pinned on a GPU runtime */
+    void        *v_host;     /* [n_head_kv - gpu_heads][n_ctx][head_dim_v] */
+    size_t       gpu_bytes, host_bytes;
+    int          stage_cells; /* stream-back chunk, in cells */
+    int          len;
+    long long    n_decode, n_overlapped;
+};
 
 NEO_ATTN__PRIVATE int neo__bad_float(float x) { return !(x >= 0.0f) || isinf(x); } /* NaN, negative or inf */
 
@@ -1342,10 +1658,18 @@ NEO_ATTN__PRIVATE neo_status neo__check_layer_desc(const neo_layer_desc *d) {
     return NEO_OK;
 }
 
+/* A host array of n floats copied to new device memory. */
+NEO_ATTN__PRIVATE neo_status neo__to_device(neo_runtime *rt, float **dst, const float *src, size_t n) {
+    int s;
+    if ((s = rt->dev.dev_alloc(rt->dev_state, (void **)dst, n * sizeof(float))) != NEO_OK) return (neo_status)s;
+    if ((s = rt->dev.copy(rt->dev_state, *dst, src, n * sizeof(float), NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
+    return (neo_status)rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
+}
+
 NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_desc *desc, neo_layer **out) {
     neo_layer *L;
     neo_status s;
-    size_t     kb, vb, host_heads, partial, nq;
+    size_t     es, row, host_heads, gk, gv, hk, hv, partial, nq;
     if (!out) return NEO_ERR_INVALID_ARG;
     *out = NULL;
     if (!rt || !desc) return NEO_ERR_INVALID_ARG;
@@ -1363,17 +1687,33 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
     L->pipeline = desc->pipeline;
     L->scale = desc->scale > 0.0f ? desc->scale : 1.0f / sqrtf((float)desc->head_dim);
     L->softcap = desc->softcap;
-    L->gpu_heads = 0; /* a CPU runtime keeps every head on the host */
-    L->host_h0 = 0;
-    host_heads = (size_t)(L->n_head_kv - L->host_h0);
+    /* a CPU runtime keeps every head on the host; on a GPU, 0 means all on the device */
+    L->gpu_heads = !rt->gpu ? 0 : desc->gpu_heads ? desc->gpu_heads : desc->n_head_kv;
+    host_heads = (size_t)(L->n_head_kv - L->gpu_heads);
+    es = neo__type_size(L->kv_type);
     s = NEO_ERR_NO_MEMORY;
-    if (!neo__mul3(host_heads * (size_t)L->n_ctx, (size_t)L->head_dim, neo__type_size(L->kv_type), &kb) ||
-        !neo__mul3(host_heads * (size_t)L->n_ctx, (size_t)L->head_dim_v, neo__type_size(L->kv_type), &vb) ||
-        !neo__add(kb, vb, &L->host_bytes))
+    if (!neo__mul(es, (size_t)L->n_ctx, &row) || !neo__mul3(row, (size_t)L->gpu_heads, (size_t)L->head_dim, &gk) ||
+        !neo__mul3(row, (size_t)L->gpu_heads, (size_t)L->head_dim_v, &gv) || !neo__mul3(row, host_heads, (size_t)L->head_dim, &hk) ||
+        !neo__mul3(row, host_heads, (size_t)L->head_dim_v, &hv) || !neo__add(gk, gv, &L->gpu_bytes) ||
+        !neo__add(hk, hv, &L->host_bytes))
         goto fail;
-    L->k_host = neo__alloc(kb);
-    L->v_host = neo__alloc(vb);
-    if (!L->k_host || !L->v_host) goto fail;
+    if (L->gpu_heads) {
+        if ((s = (neo_status)rt->dev.dev_alloc(rt->dev_state, &L->k_dev, gk)) != NEO_OK ||
+            (s = (neo_status)rt->dev.dev_alloc(rt->dev_state, &L->v_dev, gv)) != NEO_OK)
+            goto fail;
+    }
+    if (host_heads) {
+        /* pinned on a GPU runtime, because the split paths copy it with DMA */
+        s = NEO_ERR_NO_MEMORY;
+        if (rt->gpu) {
+            if ((s = (neo_status)rt->dev.host_alloc(rt->dev_state, &L->k_host, hk)) != NEO_OK ||
+                (s = (neo_status)rt->dev.host_alloc(rt->dev_state, &L->v_host, hv)) != NEO_OK)
+                goto fail;
+        } else if (!(L->k_host = neo__alloc(hk)) || !(L->v_host = neo__alloc(hv))) {
+            goto fail;
+        }
+    }
+    s = NEO_ERR_NO_MEMORY;
     if (desc->sinks) {
         if (!(L->sinks = (float *)neo__alloc(sizeof(float) * (size_t)L->n_head))) goto fail;
         memcpy(L->sinks, desc->sinks, sizeof(float) * (size_t)L->n_head);
@@ -1387,9 +1727,22 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
         if (!(L->slopes = (float *)neo__alloc(sizeof(float) * (size_t)L->n_head))) goto fail;
         for (int h = 0; h < L->n_head; h++) L->slopes[h] = (float)(h < n2 ? pow(m0, h + 1) : pow(m1, 2 * (h - n2) + 1));
     }
+    if (rt->gpu && ((L->sinks && (s = neo__to_device(rt, &L->sinks_dev, L->sinks, (size_t)L->n_head)) != NEO_OK) ||
+                    (L->slopes && (s = neo__to_device(rt, &L->slopes_dev, L->slopes, (size_t)L->n_head)) != NEO_OK)))
+        goto fail;
     nq = (size_t)neo__max_queries(L->group);
     partial = (size_t)L->n_head * NEO__MAX_CHUNKS * ((size_t)L->head_dim_v + 2);
-    if ((s = neo__rt_reserve(rt, neo__scratch_floats(L->head_dim, L->head_dim_v, (int)nq), partial, (size_t)L->n_head_kv)) != NEO_OK) goto fail;
+    if ((s = neo__rt_reserve(rt, neo__scratch_floats(L->head_dim, L->head_dim_v, (int)nq), partial, (size_t)L->n_head_kv)) != NEO_OK)
+        goto fail;
+    if (rt->gpu && host_heads) {
+        /* stream-back chunks of about NEO_ATTN_STAGE_BYTES, double-buffered */
+        size_t cell_bytes = host_heads * (size_t)(L->head_dim + L->head_dim_v) * es;
+        size_t cells = NEO_ATTN_STAGE_BYTES / cell_bytes;
+        L->stage_cells = cells < NEO__BLOCK ? NEO__BLOCK : cells > (size_t)L->n_ctx ? L->n_ctx : (int)cells;
+        if ((s = neo__rt_buffer(rt, &rt->d_stage[0], &rt->d_stage_bytes, cell_bytes * L->stage_cells, 0)) != NEO_OK) goto fail;
+        rt->d_stage_bytes = 0; /* grow the second to the same size */
+        if ((s = neo__rt_buffer(rt, &rt->d_stage[1], &rt->d_stage_bytes, cell_bytes * L->stage_cells, 0)) != NEO_OK) goto fail;
+    }
     *out = L;
     return NEO_OK;
 fail:
@@ -1398,53 +1751,88 @@ fail:
 }
 
 NEO_ATTN__PUBLIC void neo_layer_destroy(neo_layer *L) {
+    neo_runtime *rt;
     if (!L) return;
-    neo__free(L->k_host);
-    neo__free(L->v_host);
+    rt = L->rt;
+    if (rt->dev_async) rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN); /* queued work may read the cache */
+    rt->dev.dev_free(rt->dev_state, L->k_dev);
+    rt->dev.dev_free(rt->dev_state, L->v_dev);
+    rt->dev.dev_free(rt->dev_state, L->sinks_dev);
+    rt->dev.dev_free(rt->dev_state, L->slopes_dev);
+    if (rt->gpu) {
+        rt->dev.host_free(rt->dev_state, L->k_host);
+        rt->dev.host_free(rt->dev_state, L->v_host);
+    } else {
+        neo__free(L->k_host);
+        neo__free(L->v_host);
+    }
     neo__free(L->sinks);
     neo__free(L->slopes);
     neo__free(L);
 }
 
-/* dst: [n] of type t <- src: [n] f32 */
-NEO_ATTN__PRIVATE void neo__narrow(void *dst, const float *src, int n, neo_type t) {
-    uint16_t *d16 = (uint16_t *)dst;
-    if (t == NEO_TYPE_F32) memcpy(dst, src, sizeof(float) * (size_t)n);
-    else if (t == NEO_TYPE_F16)
-        for (int i = 0; i < n; i++) d16[i] = neo__f32_to_f16(src[i]);
-    else
-        for (int i = 0; i < n; i++) d16[i] = neo__f32_to_bf16(src[i]);
+NEO_ATTN__PRIVATE void neo__append_args_init(const neo_layer *L, neo__append_args *a, const float *k, const float *v, int n_tokens) {
+    memset(a, 0, sizeof *a);
+    a->kv_cells = L->n_ctx;
+    a->row0 = L->len;
+    a->src_k = k;
+    a->src_v = v;
+    a->n_tokens = n_tokens;
+    a->n_head_kv = L->n_head_kv;
+    a->head_dim = L->head_dim;
+    a->head_dim_v = L->head_dim_v;
+    a->kv_type = (int)L->kv_type;
 }
 
 NEO_ATTN__PUBLIC neo_status neo_attn_append(neo_layer *L, const float *k, const float *v, int n_tokens) {
-    size_t es;
+    neo_runtime     *rt;
+    neo__append_args a;
+    int              s = NEO_OK, hh;
+    size_t           es;
     if (!L || !k || !v || n_tokens < 1) return NEO_ERR_INVALID_ARG;
     if (n_tokens > L->n_ctx - L->len) return NEO_ERR_FULL;
+    rt = L->rt;
+    hh = L->n_head_kv - L->gpu_heads;
     es = neo__type_size(L->kv_type);
-    for (int t = 0; t < n_tokens; t++) {
-        size_t cell = (size_t)L->len + (size_t)t;
-        for (int h = L->host_h0; h < L->n_head_kv; h++) {
-            size_t hh = (size_t)(h - L->host_h0) * (size_t)L->n_ctx + cell;
-            neo__narrow((char *)L->k_host + hh * (size_t)L->head_dim * es, k + ((size_t)t * L->n_head_kv + h) * L->head_dim,
-                        L->head_dim, L->kv_type);
-            neo__narrow((char *)L->v_host + hh * (size_t)L->head_dim_v * es,
-                        v + ((size_t)t * L->n_head_kv + h) * L->head_dim_v, L->head_dim_v, L->kv_type);
-        }
+    neo__append_args_init(L, &a, k, v, n_tokens);
+    if (!rt->gpu) { /* the activations are in host memory: narrow straight into the cache */
+        a.k = L->k_host;
+        a.v = L->v_host;
+        a.h1 = L->n_head_kv;
+        neo__host_append(rt, &a, NEO__STREAM_MAIN);
+        L->len += n_tokens;
+        return NEO_OK;
+    }
+    if (L->gpu_heads) {
+        a.k = L->k_dev;
+        a.v = L->v_dev;
+        a.h1 = L->gpu_heads;
+        if ((s = rt->dev.append(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
+    }
+    /* the host heads' rows: narrowed on the device into staging, then one DMA per K and V for
+       every NEO__APPEND_CHUNK tokens (rows of a head are adjacent in both places) */
+    for (int t0 = 0; t0 < n_tokens && hh > 0; t0 += NEO__APPEND_CHUNK) {
+        int    nt = n_tokens - t0 < NEO__APPEND_CHUNK ? n_tokens - t0 : NEO__APPEND_CHUNK;
+        size_t kb = (size_t)nt * L->head_dim * es, vb = (size_t)nt * L->head_dim_v * es;
+        size_t need = (size_t)hh * (kb + vb), row = (size_t)(L->len + t0);
+        char  *stage;
+        if ((s = neo__rt_buffer(rt, &rt->d_append, &rt->d_append_bytes, need, 0)) != NEO_OK) return (neo_status)s;
+        stage = (char *)rt->d_append;
+        neo__append_args_init(L, &a, k + (size_t)t0 * L->n_head_kv * L->head_dim, v + (size_t)t0 * L->n_head_kv * L->head_dim_v, nt);
+        a.k = stage;
+        a.v = stage + (size_t)hh * kb;
+        a.kv_cells = nt;
+        a.kv_h0 = a.h0 = L->gpu_heads;
+        a.h1 = L->n_head_kv;
+        a.row0 = 0;
+        if ((s = rt->dev.append(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK ||
+            (s = rt->dev.copy2d(rt->dev_state, (char *)L->k_host + row * L->head_dim * es, (size_t)L->n_ctx * L->head_dim * es,
+                                a.k, kb, kb, (size_t)hh, NEO__STREAM_MAIN)) != NEO_OK ||
+            (s = rt->dev.copy2d(rt->dev_state, (char *)L->v_host + row * L->head_dim_v * es,
+                                (size_t)L->n_ctx * L->head_dim_v * es, a.v, vb, vb, (size_t)hh, NEO__STREAM_MAIN)) != NEO_OK)
+            return (neo_status)s;
     }
     L->len += n_tokens;
-    return NEO_OK;
-}
-
-NEO_ATTN__PUBLIC neo_status neo_attn_decode(neo_layer *L, const float *q, float *out) {
-    if (!L || !q || !out || L->len == 0) return NEO_ERR_INVALID_ARG;
-    neo__cpu_attend(L, L->host_h0, q, 1, out);
-    L->n_decode++;
-    return NEO_OK;
-}
-
-NEO_ATTN__PUBLIC neo_status neo_attn_prefill(neo_layer *L, const float *q, int n_tokens, float *out) {
-    if (!L || !q || !out || n_tokens < 1 || n_tokens > L->len) return NEO_ERR_INVALID_ARG;
-    neo__cpu_attend(L, L->host_h0, q, n_tokens, out);
     return NEO_OK;
 }
 
@@ -1460,13 +1848,157 @@ NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_inf
     if (!L || !info) return NEO_ERR_INVALID_ARG;
     memset(info, 0, sizeof *info);
     info->gpu_heads = L->gpu_heads;
-    info->cpu_heads = L->n_head_kv - L->host_h0;
-    info->gpu_bytes = 0;
+    info->cpu_heads = L->n_head_kv - L->gpu_heads;
+    info->gpu_bytes = L->gpu_bytes;
     info->host_bytes = L->host_bytes;
     info->pipeline = L->pipeline;
     info->n_decode = L->n_decode;
     info->n_overlapped = L->n_overlapped;
     return NEO_OK;
+}
+
+/* =============================================================================================
+   >>orchestration: one attention call over both halves
+   =============================================================================================
+   Events: START (the queries are ready on MAIN), READY0/1 (a stream-back chunk is on the
+   device), USED0/1 (its attention is done, the buffer may be refilled), GPU (the device half
+   finished on SIDE), QHOST (the CPU half's queries are in pinned memory). */
+enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1, NEO__EV_GPU, NEO__EV_QHOST };
+
+NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, const float *q, int n_tokens, float *out, int dev) {
+    memset(a, 0, sizeof *a);
+    a->q = q;
+    a->out = out;
+    a->n_tokens = n_tokens;
+    a->pos0 = L->len - n_tokens;
+    a->c0 = 0;
+    a->c1 = L->len;
+    a->kv_cells = L->n_ctx;
+    a->n_head = L->n_head;
+    a->n_head_kv = L->n_head_kv;
+    a->head_dim = L->head_dim;
+    a->head_dim_v = L->head_dim_v;
+    a->kv_type = (int)L->kv_type;
+    a->scale = L->scale;
+    a->softcap = L->softcap;
+    a->sinks = dev ? L->sinks_dev : L->sinks;
+    a->slopes = dev ? L->slopes_dev : L->slopes;
+}
+
+/* Stream-back: the host heads' valid cells go to the device in double-buffered chunks and are
+   attended there as they arrive, carrying an online-softmax state from chunk to chunk. */
+NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, int n_tokens, float *out) {
+    neo_runtime   *rt = L->rt;
+    neo__dev_ops  *D = &rt->dev;
+    void          *S = rt->dev_state;
+    neo__attn_args a;
+    int            hh = L->n_head_kv - L->gpu_heads, s, CH = L->stage_cells;
+    size_t         es = neo__type_size(L->kv_type), kpitch = (size_t)L->n_ctx * L->head_dim * es;
+    size_t         vpitch = (size_t)L->n_ctx * L->head_dim_v * es;
+    size_t         state_bytes = (size_t)n_tokens * L->n_head * ((size_t)L->head_dim_v + 2) * sizeof(float);
+    if ((s = neo__rt_buffer(rt, &rt->d_state, &rt->d_state_bytes, state_bytes, 0)) != NEO_OK) return (neo_status)s;
+    if ((s = D->record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK || (s = D->wait(S, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
+        return (neo_status)s;
+    neo__layer_args(L, &a, q, n_tokens, NULL, 1);
+    a.kv_h0 = a.h0 = L->gpu_heads;
+    a.h1 = L->n_head_kv;
+    a.kv_cells = CH;
+    a.state = (float *)rt->d_state;
+    for (int i = 0, c0 = 0; c0 < L->len; i++, c0 += CH) {
+        int    b = i & 1, c1 = c0 + CH < L->len ? c0 + CH : L->len;
+        char  *kst = (char *)rt->d_stage[b], *vst = kst + (size_t)hh * CH * L->head_dim * es;
+        size_t kw = (size_t)(c1 - c0) * L->head_dim * es, vw = (size_t)(c1 - c0) * L->head_dim_v * es;
+        if ((i >= 2 && (s = D->wait(S, NEO__STREAM_COPY, NEO__EV_USED0 + b)) != NEO_OK) ||
+            (s = D->copy2d(S, kst, (size_t)CH * L->head_dim * es, (const char *)L->k_host + (size_t)c0 * L->head_dim * es,
+                           kpitch, kw, (size_t)hh, NEO__STREAM_COPY)) != NEO_OK ||
+            (s = D->copy2d(S, vst, (size_t)CH * L->head_dim_v * es, (const char *)L->v_host + (size_t)c0 * L->head_dim_v * es,
+                           vpitch, vw, (size_t)hh, NEO__STREAM_COPY)) != NEO_OK ||
+            (s = D->record(S, NEO__EV_READY0 + b, NEO__STREAM_COPY)) != NEO_OK ||
+            (s = D->wait(S, NEO__STREAM_MAIN, NEO__EV_READY0 + b)) != NEO_OK)
+            return (neo_status)s;
+        a.k = kst;
+        a.v = vst;
+        a.cell_base = a.c0 = c0;
+        a.c1 = c1;
+        a.accumulate = i > 0;
+        a.out = c1 == L->len ? out : NULL;
+        if ((s = D->attend(S, &a, NEO__STREAM_MAIN)) != NEO_OK || (s = D->record(S, NEO__EV_USED0 + b, NEO__STREAM_MAIN)) != NEO_OK)
+            return (neo_status)s;
+    }
+    return NEO_OK;
+}
+
+/* Both halves at once: the device heads on SIDE while the pool attends the host heads from
+   pinned memory; the CPU half's queries come down and its output goes up through pinned
+   staging, and MAIN waits for SIDE before anything after this call runs. */
+NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int n_tokens, float *out) {
+    neo_runtime   *rt = L->rt;
+    neo__dev_ops  *D = &rt->dev;
+    void          *S = rt->dev_state;
+    neo__attn_args g, c;
+    int            s, qh0 = L->gpu_heads * L->group; /* first query head of the CPU half */
+    size_t         qrow = (size_t)L->n_head * L->head_dim * sizeof(float), orow = (size_t)L->n_head * L->head_dim_v * sizeof(float);
+    size_t         qoff = (size_t)qh0 * L->head_dim * sizeof(float), ooff = (size_t)qh0 * L->head_dim_v * sizeof(float);
+    if ((s = neo__rt_buffer(rt, &rt->h_q, &rt->h_q_bytes, qrow * n_tokens, 1)) != NEO_OK ||
+        (s = neo__rt_buffer(rt, &rt->h_out, &rt->h_out_bytes, orow * n_tokens, 1)) != NEO_OK)
+        return (neo_status)s;
+    neo__layer_args(L, &g, q, n_tokens, out, 1);
+    g.k = L->k_dev;
+    g.v = L->v_dev;
+    g.h1 = L->gpu_heads;
+    if ((s = D->record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK || (s = D->wait(S, NEO__STREAM_SIDE, NEO__EV_START)) != NEO_OK ||
+        (s = D->attend(S, &g, NEO__STREAM_SIDE)) != NEO_OK || (s = D->record(S, NEO__EV_GPU, NEO__STREAM_SIDE)) != NEO_OK)
+        return (neo_status)s;
+    /* after the queries, in MAIN's order, so the rows that append sent to the host are there too */
+    if ((s = D->copy2d(S, (char *)rt->h_q + qoff, qrow, (const char *)q + qoff, qrow, qrow - qoff, (size_t)n_tokens,
+                       NEO__STREAM_MAIN)) != NEO_OK ||
+        (s = D->record(S, NEO__EV_QHOST, NEO__STREAM_MAIN)) != NEO_OK || (s = D->event_sync(S, NEO__EV_QHOST)) != NEO_OK)
+        return (neo_status)s;
+    neo__layer_args(L, &c, (const float *)rt->h_q, n_tokens, (float *)rt->h_out, 0);
+    c.k = L->k_host;
+    c.v = L->v_host;
+    c.kv_h0 = c.h0 = L->gpu_heads;
+    c.h1 = L->n_head_kv;
+    neo__cpu_attend(rt, &c);
+    if ((s = D->copy2d(S, (char *)out + ooff, orow, (const char *)rt->h_out + ooff, orow, orow - ooff, (size_t)n_tokens,
+                       NEO__STREAM_MAIN)) != NEO_OK ||
+        (s = D->wait(S, NEO__STREAM_MAIN, NEO__EV_GPU)) != NEO_OK)
+        return (neo_status)s;
+    if (rt->dev_async && n_tokens == 1) L->n_overlapped++;
+    return NEO_OK;
+}
+
+/* Attention of every head of layer L for the last n_tokens cells (q, out: activation memory). */
+NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int n_tokens, float *out) {
+    neo_runtime   *rt = L->rt;
+    neo__attn_args a;
+    neo_status     s;
+    if (!rt->gpu || L->gpu_heads == L->n_head_kv) { /* one side holds every head */
+        neo__layer_args(L, &a, q, n_tokens, out, rt->gpu);
+        a.k = rt->gpu ? L->k_dev : L->k_host;
+        a.v = rt->gpu ? L->v_dev : L->v_host;
+        a.h1 = L->n_head_kv;
+        return (neo_status)rt->dev.attend(rt->dev_state, &a, NEO__STREAM_MAIN);
+    }
+    if (L->pipeline != NEO_PIPELINE_OFF) return neo__attend_both(L, q, n_tokens, out);
+    neo__layer_args(L, &a, q, n_tokens, out, 1);
+    a.k = L->k_dev;
+    a.v = L->v_dev;
+    a.h1 = L->gpu_heads;
+    if ((s = (neo_status)rt->dev.attend(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return s;
+    return neo__attend_streamed(L, q, n_tokens, out);
+}
+
+NEO_ATTN__PUBLIC neo_status neo_attn_decode(neo_layer *L, const float *q, float *out) {
+    neo_status s;
+    if (!L || !q || !out || L->len == 0) return NEO_ERR_INVALID_ARG;
+    if ((s = neo__layer_attend(L, q, 1, out)) == NEO_OK) L->n_decode++;
+    return s;
+}
+
+NEO_ATTN__PUBLIC neo_status neo_attn_prefill(neo_layer *L, const float *q, int n_tokens, float *out) {
+    if (!L || !q || !out || n_tokens < 1 || n_tokens > L->len) return NEO_ERR_INVALID_ARG;
+    return neo__layer_attend(L, q, n_tokens, out);
 }
 
 /* =============================================================================================
@@ -1636,69 +2168,37 @@ struct neo_session {
     const neo_model *m;
     neo_layer      **layers;    /* [n_layers] */
     int              n_ctx;
+    /* The weights the step reads: the model's own on a CPU runtime, a device copy on a GPU. */
+    float           *w_dev;     /* the device copy of m->data, or NULL */
+    const float     *tok_emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
+    /* activations, in activation memory: one allocation */
+    float           *act;
     float           *x;         /* [dim] residual stream */
     float           *xb, *xb2;  /* [dim] */
     float           *q;         /* [dim] */
     float           *k, *v;     /* [kv_dim] */
     float           *hb, *hb2;  /* [hidden_dim] */
-    float           *rope_freq; /* [head_size / 2] */
+    float           *logits;    /* [vocab_size] */
 };
-
-/* out: [d] = w: [d][n] . x: [n], rows spread over the pool (each row is one dot product, so
-   the result does not depend on the split). */
-typedef struct neo__matmul_job {
-    float              *out;
-    const float        *x, *w;
-    int                 n, d, rows_per_task;
-    const neo__kernels *kern;
-} neo__matmul_job;
-
-NEO_ATTN__PRIVATE void neo__matmul_task(void *user, int task, int thread) {
-    const neo__matmul_job *J = (const neo__matmul_job *)user;
-    int i1 = (task + 1) * J->rows_per_task < J->d ? (task + 1) * J->rows_per_task : J->d;
-    (void)thread;
-    for (int i = task * J->rows_per_task; i < i1; i++) J->out[i] = J->kern->dot(J->w + (size_t)i * J->n, J->x, J->n);
-}
-
-NEO_ATTN__PRIVATE void neo__matmul(neo_runtime *rt, float *out, const float *x, const float *w, int n, int d) {
-    neo__matmul_job J;
-    J.out = out;
-    J.x = x;
-    J.w = w;
-    J.n = n;
-    J.d = d;
-    J.kern = &rt->kern;
-    /* below ~32k multiply-adds waking the pool costs more than it saves */
-    J.rows_per_task = (size_t)n * (size_t)d < 32768 ? d : (d + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
-    neo__pool_run(&rt->pool, (d + J.rows_per_task - 1) / J.rows_per_task, neo__matmul_task, &J);
-}
-
-/* o = weight * x / rms(x), as run.c computes it */
-NEO_ATTN__PRIVATE void neo__rmsnorm(float *o, const float *x, const float *weight, int n) {
-    float ss = 0.0f;
-    for (int j = 0; j < n; j++) ss += x[j] * x[j];
-    ss /= (float)n;
-    ss += 1e-5f;
-    ss = 1.0f / sqrtf(ss);
-    for (int j = 0; j < n; j++) o[j] = weight[j] * (ss * x[j]);
-}
 
 NEO_ATTN__PUBLIC void neo_session_destroy(neo_session *s) {
     if (!s) return;
     if (s->layers)
         for (int l = 0; l < s->m->info.n_layers; l++) neo_layer_destroy(s->layers[l]);
     neo__free(s->layers);
-    neo__free(s->x);
+    s->rt->dev.dev_free(s->rt->dev_state, s->act);
+    s->rt->dev.dev_free(s->rt->dev_state, s->w_dev);
     neo__free(s);
 }
 
 NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model *m, const neo_session_desc *desc,
                                                neo_session **out) {
-    neo_session_desc       d;
-    const neo_model_info  *mi;
-    neo_session           *s;
-    neo_status             st = NEO_ERR_NO_MEMORY;
-    size_t                 hs, kv, floats;
+    neo_session_desc      d;
+    const neo_model_info *mi;
+    neo_session          *s;
+    neo_status            st = NEO_ERR_NO_MEMORY;
+    size_t                kv, floats;
+    const float          *base;
     if (!out) return NEO_ERR_INVALID_ARG;
     *out = NULL;
     if (!rt || !m) return NEO_ERR_INVALID_ARG;
@@ -1706,15 +2206,39 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
     if (desc) d = *desc;
     mi = &m->info;
     if (d.n_ctx < 0 || d.gpu_heads < 0 || d.gpu_heads > mi->n_kv_heads) return NEO_ERR_INVALID_ARG;
-    hs = (size_t)(mi->dim / mi->n_heads);
-    kv = hs * (size_t)mi->n_kv_heads;
+    kv = (size_t)(mi->dim / mi->n_heads) * (size_t)mi->n_kv_heads;
     if (!(s = (neo_session *)neo__calloc(sizeof *s))) return NEO_ERR_NO_MEMORY;
     s->rt = rt;
     s->m = m;
     s->n_ctx = d.n_ctx ? d.n_ctx : mi->seq_len;
-    /* one allocation for every activation: x, xb, xb2, q, k, v, hb, hb2, rope_freq */
-    floats = 4 * (size_t)mi->dim + 2 * kv + 2 * (size_t)mi->hidden_dim + hs / 2;
-    if (!(s->x = (float *)neo__calloc(floats * sizeof(float)))) goto fail;
+    base = m->data;
+    if (rt->gpu) {
+        size_t bytes = (size_t)(m->wcls + (mi->shared_classifier ? 0 : (size_t)mi->vocab_size * mi->dim) - m->data) * sizeof(float);
+        if ((st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->w_dev, bytes)) != NEO_OK ||
+            (st = (neo_status)rt->dev.copy(rt->dev_state, s->w_dev, m->data, bytes, NEO__STREAM_MAIN)) != NEO_OK ||
+            (st = (neo_status)rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN)) != NEO_OK)
+            goto fail;
+        base = s->w_dev;
+    }
+    /* the same offsets into whichever copy the step reads */
+#define NEO__REBASE(f) s->f = base + (m->f - m->data)
+    NEO__REBASE(tok_emb);
+    NEO__REBASE(rms_att);
+    NEO__REBASE(wq);
+    NEO__REBASE(wk);
+    NEO__REBASE(wv);
+    NEO__REBASE(wo);
+    NEO__REBASE(rms_ffn);
+    NEO__REBASE(w1);
+    NEO__REBASE(w2);
+    NEO__REBASE(w3);
+    NEO__REBASE(rms_final);
+    NEO__REBASE(wcls);
+#undef NEO__REBASE
+    /* x, xb, xb2, q, k, v, hb, hb2, logits */
+    floats = 4 * (size_t)mi->dim + 2 * kv + 2 * (size_t)mi->hidden_dim + (size_t)mi->vocab_size;
+    if ((st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->act, floats * sizeof(float))) != NEO_OK) goto fail;
+    s->x = s->act;
     s->xb = s->x + mi->dim;
     s->xb2 = s->xb + mi->dim;
     s->q = s->xb2 + mi->dim;
@@ -1722,15 +2246,15 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
     s->v = s->k + kv;
     s->hb = s->v + kv;
     s->hb2 = s->hb + mi->hidden_dim;
-    s->rope_freq = s->hb2 + mi->hidden_dim;
-    for (size_t i = 0; i < hs / 2; i++) s->rope_freq[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hs);
+    s->logits = s->hb2 + mi->hidden_dim;
+    st = NEO_ERR_NO_MEMORY;
     if (!(s->layers = (neo_layer **)neo__calloc(sizeof(neo_layer *) * (size_t)mi->n_layers))) goto fail;
     for (int l = 0; l < mi->n_layers; l++) {
         neo_layer_desc ld;
         memset(&ld, 0, sizeof ld);
         ld.n_head = mi->n_heads;
         ld.n_head_kv = mi->n_kv_heads;
-        ld.head_dim = (int)hs;
+        ld.head_dim = mi->dim / mi->n_heads;
         ld.n_ctx = s->n_ctx;
         ld.kv_type = d.kv_type;
         ld.gpu_heads = d.gpu_heads;
@@ -1744,58 +2268,58 @@ fail:
     return st;
 }
 
+/* One token through every layer, as run.c's forward() (all on the runtime's device ops). */
+NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int pos) {
+    const neo_model_info *mi = &s->m->info;
+    neo__dev_ops         *D = &s->rt->dev;
+    void                 *S = s->rt->dev_state;
+    int                   dim = mi->dim, hid = mi->hidden_dim, hs = dim / mi->n_heads, kv = hs * mi->n_kv_heads;
+    int                   e = NEO_OK;
+    const int             M = NEO__STREAM_MAIN;
+    e = D->copy(S, s->x, s->tok_emb + (size_t)token * dim, sizeof(float) * (size_t)dim, M);
+    for (int l = 0; l < mi->n_layers && e == NEO_OK; l++) {
+        size_t ld = (size_t)l * dim;
+        /* attention rmsnorm, q k v projections, RoPE */
+        if ((e = D->rmsnorm(S, s->xb, s->x, s->rms_att + ld, dim, M)) != NEO_OK ||
+            (e = D->gemv(S, s->q, s->wq + ld * dim, s->xb, dim, dim, M)) != NEO_OK ||
+            (e = D->gemv(S, s->k, s->wk + ld * kv, s->xb, dim, kv, M)) != NEO_OK ||
+            (e = D->gemv(S, s->v, s->wv + ld * kv, s->xb, dim, kv, M)) != NEO_OK ||
+            (e = D->rope(S, s->q, s->k, dim, kv, hs, pos, M)) != NEO_OK)
+            break;
+        /* this layer's KV cache and attention over it */
+        if ((e = neo_attn_append(s->layers[l], s->k, s->v, 1)) != NEO_OK || (e = neo_attn_decode(s->layers[l], s->q, s->xb)) != NEO_OK)
+            break;
+        /* output projection and residual; FFN w2(silu(w1 x) * w3 x) and residual */
+        if ((e = D->gemv(S, s->xb2, s->wo + ld * dim, s->xb, dim, dim, M)) != NEO_OK || (e = D->add(S, s->x, s->xb2, dim, M)) != NEO_OK ||
+            (e = D->rmsnorm(S, s->xb, s->x, s->rms_ffn + ld, dim, M)) != NEO_OK ||
+            (e = D->gemv(S, s->hb, s->w1 + (size_t)l * hid * dim, s->xb, dim, hid, M)) != NEO_OK ||
+            (e = D->gemv(S, s->hb2, s->w3 + (size_t)l * hid * dim, s->xb, dim, hid, M)) != NEO_OK ||
+            (e = D->swiglu(S, s->hb, s->hb2, hid, M)) != NEO_OK ||
+            (e = D->gemv(S, s->xb, s->w2 + (size_t)l * dim * hid, s->hb, hid, dim, M)) != NEO_OK ||
+            (e = D->add(S, s->x, s->xb, dim, M)) != NEO_OK)
+            break;
+    }
+    if (e == NEO_OK && (e = D->rmsnorm(S, s->x, s->x, s->rms_final, dim, M)) == NEO_OK)
+        e = D->gemv(S, s->logits, s->wcls, s->x, dim, mi->vocab_size, M);
+    return (neo_status)e;
+}
+
 NEO_ATTN__PUBLIC neo_status neo_session_step(neo_session *s, int token, float *logits) {
-    const neo_model      *m;
-    const neo_model_info *mi;
-    int                   dim, hid, hs, kv, pos;
+    neo_status st;
+    int        pos;
     if (!s || !logits) return NEO_ERR_INVALID_ARG;
-    m = s->m;
-    mi = &m->info;
-    if (token < 0 || token >= mi->vocab_size) return NEO_ERR_INVALID_ARG;
+    if (token < 0 || token >= s->m->info.vocab_size) return NEO_ERR_INVALID_ARG;
     pos = neo_layer_length(s->layers[0]);
     if (pos >= s->n_ctx) return NEO_ERR_FULL;
-    dim = mi->dim;
-    hid = mi->hidden_dim;
-    hs = dim / mi->n_heads;
-    kv = hs * mi->n_kv_heads;
-    memcpy(s->x, m->tok_emb + (size_t)token * dim, sizeof(float) * (size_t)dim);
-    for (int l = 0; l < mi->n_layers; l++) {
-        size_t     ld = (size_t)l * dim;
-        neo_status st;
-        /* attention rmsnorm, then q, k, v projections */
-        neo__rmsnorm(s->xb, s->x, m->rms_att + ld, dim);
-        neo__matmul(s->rt, s->q, s->xb, m->wq + ld * dim, dim, dim);
-        neo__matmul(s->rt, s->k, s->xb, m->wk + ld * kv, dim, kv);
-        neo__matmul(s->rt, s->v, s->xb, m->wv + ld * kv, dim, kv);
-        /* RoPE: rotate pairs of q (and of k where it exists) by pos * freq, as run.c does */
-        for (int i = 0; i < dim; i += 2) {
-            float val = (float)pos * s->rope_freq[(i % hs) / 2], fcr = cosf(val), fci = sinf(val);
-            for (int r = 0; r < (i < kv ? 2 : 1); r++) {
-                float *vec = r == 0 ? s->q : s->k, v0 = vec[i], v1 = vec[i + 1];
-                vec[i] = v0 * fcr - v1 * fci;
-                vec[i + 1] = v0 * fci + v1 * fcr;
-            }
-        }
-        /* the layer's KV cache and attention over it */
-        if ((st = neo_attn_append(s->layers[l], s->k, s->v, 1)) != NEO_OK ||
-            (st = neo_attn_decode(s->layers[l], s->q, s->xb)) != NEO_OK) {
-            for (int j = 0; j < mi->n_layers; j++) neo_layer_truncate(s->layers[j], pos < neo_layer_length(s->layers[j]) ? pos : neo_layer_length(s->layers[j]));
-            return st;
-        }
-        /* output projection and residual */
-        neo__matmul(s->rt, s->xb2, s->xb, m->wo + ld * dim, dim, dim);
-        for (int i = 0; i < dim; i++) s->x[i] += s->xb2[i];
-        /* FFN: w2(silu(w1 x) * w3 x), and residual */
-        neo__rmsnorm(s->xb, s->x, m->rms_ffn + ld, dim);
-        neo__matmul(s->rt, s->hb, s->xb, m->w1 + (size_t)l * hid * dim, dim, hid);
-        neo__matmul(s->rt, s->hb2, s->xb, m->w3 + (size_t)l * hid * dim, dim, hid);
-        for (int i = 0; i < hid; i++) s->hb[i] = s->hb[i] * (1.0f / (1.0f + expf(-s->hb[i]))) * s->hb2[i];
-        neo__matmul(s->rt, s->xb, s->hb, m->w2 + (size_t)l * dim * hid, hid, dim);
-        for (int i = 0; i < dim; i++) s->x[i] += s->xb[i];
-    }
-    neo__rmsnorm(s->x, s->x, m->rms_final, dim);
-    neo__matmul(s->rt, logits, s->x, m->wcls, dim, mi->vocab_size);
-    return NEO_OK;
+    st = neo__session_forward(s, token, pos);
+    if (st == NEO_OK &&
+        (st = (neo_status)s->rt->dev.copy(s->rt->dev_state, logits, s->logits, sizeof(float) * (size_t)s->m->info.vocab_size,
+                                          NEO__STREAM_MAIN)) == NEO_OK)
+        st = (neo_status)s->rt->dev.stream_sync(s->rt->dev_state, NEO__STREAM_MAIN);
+    if (st != NEO_OK) /* leave no layer a token ahead of the others */
+        for (int l = 0; l < s->m->info.n_layers; l++)
+            if (neo_layer_length(s->layers[l]) > pos) neo_layer_truncate(s->layers[l], pos);
+    return st;
 }
 
 NEO_ATTN__PUBLIC int neo_session_length(const neo_session *s) { return s ? neo_layer_length(s->layers[0]) : 0; }
