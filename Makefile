@@ -74,7 +74,7 @@ $(B)/fuzz_tokenizer: tests/fuzz_tokenizer.c examples/mini-chat/mini_chat.c $(HDR
 	$(CLANG) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -I. $< -o $@ -lm -lpthread
 
 test-fuzz: $(B)/fuzz_model $(B)/fuzz_tokenizer
-	./$(B)/fuzz_model -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 tests/fuzz_corpus_model
+	mkdir -p $(B)/corpus_model && cp tests/fuzz_seeds/model/* $(B)/corpus_model/ && ./$(B)/fuzz_model -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 $(B)/corpus_model
 	mkdir -p $(B)/corpus_tokenizer && cp tests/fuzz_seeds/tokenizer/* $(B)/corpus_tokenizer/ && ./$(B)/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 $(B)/corpus_tokenizer
 
 demo: $(B)/mini-chat

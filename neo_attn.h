@@ -422,6 +422,7 @@ int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
 #define NEO__MAX_HEAD_DIM 16384
 #define NEO__MAX_HEADS 65536
 #define NEO__PREFILL_QUERIES 64 /* queries (tokens x group heads) one prefill task carries */
+#define NEO__AUTO_PROBES 3 /* timed decode calls of each pipeline before AUTO decides (a median of 3) */
 #define NEO__APPEND_CHUNK 256 /* tokens the host heads' new rows are staged in */
 
 /* =============================================================================================
@@ -1639,6 +1640,12 @@ struct neo_layer {
     void        *v_host;     /* [n_head_kv - gpu_heads][n_ctx][head_dim_v] */
     size_t       gpu_bytes, host_bytes;
     int          stage_cells; /* stream-back chunk, in cells */
+    /* AUTO: decode calls alternate OFF and ON, timed, until each has NEO__AUTO_PROBES samples;
+       then the faster runs until the context doubles, when the probing starts again */
+    double       auto_us[2][NEO__AUTO_PROBES]; /* [OFF, ON] probe times */
+    int          auto_n;                        /* probes taken in this round */
+    int          auto_choice;                   /* NEO_PIPELINE_OFF or _ON once decided */
+    int          auto_len;                      /* length at the decision */
     int          len;
     long long    n_decode, n_overlapped;
 };
@@ -1980,7 +1987,10 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
         a.h1 = L->n_head_kv;
         return (neo_status)rt->dev.attend(rt->dev_state, &a, NEO__STREAM_MAIN);
     }
-    if (L->pipeline != NEO_PIPELINE_OFF) return neo__attend_both(L, q, n_tokens, out);
+    /* prefill under AUTO follows the last decision; before any, both halves */
+    if (L->pipeline == NEO_PIPELINE_ON ||
+        (L->pipeline == NEO_PIPELINE_AUTO && (L->auto_n < 2 * NEO__AUTO_PROBES || L->auto_choice == NEO_PIPELINE_ON)))
+        return neo__attend_both(L, q, n_tokens, out);
     neo__layer_args(L, &a, q, n_tokens, out, 1);
     a.k = L->k_dev;
     a.v = L->v_dev;
@@ -1989,10 +1999,42 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
     return neo__attend_streamed(L, q, n_tokens, out);
 }
 
+NEO_ATTN__PRIVATE double neo__median3(const double *x) {
+    double a = x[0], b = x[1], c = x[2];
+    return a > b ? (b > c ? b : a > c ? c : a) : (a > c ? a : b > c ? c : b);
+}
+
+/* AUTO: the pipeline of a split layer chosen by timing both on this machine and context. A
+   probe call waits for the device, so its time is the whole call's; other calls do not. */
+NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, float *out) {
+    neo_runtime *rt = L->rt;
+    neo_status   s;
+    int          probe, mode;
+    double       t0;
+    if (L->auto_n == 2 * NEO__AUTO_PROBES && L->len >= 2 * L->auto_len) L->auto_n = 0; /* context doubled: ask again */
+    probe = L->auto_n < 2 * NEO__AUTO_PROBES;
+    mode = probe ? L->auto_n & 1 : L->auto_choice;
+    L->pipeline = mode ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
+    t0 = neo__now_us();
+    s = neo__layer_attend(L, q, 1, out);
+    if (s == NEO_OK && probe) s = (neo_status)rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
+    L->pipeline = NEO_PIPELINE_AUTO;
+    if (s != NEO_OK || !probe) return s;
+    L->auto_us[mode][L->auto_n >> 1] = neo__now_us() - t0;
+    if (++L->auto_n == 2 * NEO__AUTO_PROBES) {
+        L->auto_choice = neo__median3(L->auto_us[1]) < neo__median3(L->auto_us[0]) ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
+        L->auto_len = L->len;
+    }
+    return NEO_OK;
+}
+
 NEO_ATTN__PUBLIC neo_status neo_attn_decode(neo_layer *L, const float *q, float *out) {
     neo_status s;
+    int        split;
     if (!L || !q || !out || L->len == 0) return NEO_ERR_INVALID_ARG;
-    if ((s = neo__layer_attend(L, q, 1, out)) == NEO_OK) L->n_decode++;
+    split = L->rt->gpu && L->gpu_heads < L->n_head_kv;
+    s = split && L->pipeline == NEO_PIPELINE_AUTO ? neo__decode_auto(L, q, out) : neo__layer_attend(L, q, 1, out);
+    if (s == NEO_OK) L->n_decode++;
     return s;
 }
 
