@@ -2049,6 +2049,7 @@ NEO_ATTN__PUBLIC neo_status neo_attn_prefill(neo_layer *L, const float *q, int n
 struct neo_model {
     neo_model_info info;
     float         *data;      /* every float of the file after the header */
+    size_t         n_floats;  /* how many */
     const float   *tok_emb;   /* [vocab][dim] */
     const float   *rms_att;   /* [n_layers][dim] */
     const float   *wq;        /* [n_layers][dim][dim], rows are outputs */
@@ -2143,6 +2144,7 @@ NEO_ATTN__PUBLIC neo_status neo_model_load_memory(const void *data, size_t size,
         return NEO_ERR_NO_MEMORY;
     }
     memcpy(m->data, (const unsigned char *)data + NEO__CKPT_HEADER, size - NEO__CKPT_HEADER);
+    m->n_floats = (size - NEO__CKPT_HEADER) / 4;
     neo__ckpt_map(m);
     *out = m;
     return NEO_OK;
@@ -2183,6 +2185,7 @@ NEO_ATTN__PUBLIC neo_status neo_model_load(const char *path, neo_model **out) {
         s = ferror(f) ? NEO_ERR_IO : NEO_ERR_FORMAT; /* shrank while we read it */
         goto done;
     }
+    m->n_floats = (want - NEO__CKPT_HEADER) / 4;
     neo__ckpt_map(m);
     *out = m;
     m = NULL;
@@ -2255,7 +2258,7 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
     s->n_ctx = d.n_ctx ? d.n_ctx : mi->seq_len;
     base = m->data;
     if (rt->gpu) {
-        size_t bytes = (size_t)(m->wcls + (mi->shared_classifier ? 0 : (size_t)mi->vocab_size * mi->dim) - m->data) * sizeof(float);
+        size_t bytes = m->n_floats * sizeof(float);
         if ((st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->w_dev, bytes)) != NEO_OK ||
             (st = (neo_status)rt->dev.copy(rt->dev_state, s->w_dev, m->data, bytes, NEO__STREAM_MAIN)) != NEO_OK ||
             (st = (neo_status)rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN)) != NEO_OK)

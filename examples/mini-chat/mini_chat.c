@@ -434,6 +434,7 @@ static int sample(Sampler *s, float *logits) {
 typedef struct {
     int n_threads;          /* 0 = online cores */
     int gpu;                /* 1 = CUDA runtime */
+    int gpu_standin;        /* 1 = the GPU path on neo_attn's host stand-in (no GPU needed) */
     neo_type kv_type;
     float gpu_heads_frac;   /* share of KV heads in GPU memory; >= 1 = all (no split) */
     neo_pipeline pipeline;
@@ -479,7 +480,8 @@ static int build_transformer(Transformer *t, const char *checkpoint_path, const 
     memset(t, 0, sizeof *t);
     neo_runtime_desc rd = {0};
     rd.n_threads = o->n_threads;
-    rd.gpu = o->gpu;
+    rd.gpu = o->gpu || o->gpu_standin;
+    rd.gpu_standin = o->gpu_standin;
     neo_status st = neo_runtime_create(&rd, &t->rt);
     if (st != NEO_OK) {
         if (o->gpu && st == NEO_ERR_UNSUPPORTED)
@@ -746,6 +748,8 @@ static void usage(FILE *out) {
             "  --neo-pipeline off|on|auto how a split layer runs, default auto (NEO_PIPELINE)\n"
             "  --threads <int>            CPU threads, default 0 = online cores (NEO_THREADS)\n"
             "  --gpu                      attention on a CUDA GPU (needs a NEO_ATTN_CUDA build)\n"
+            "  --gpu-standin              the GPU path on neo_attn's host stand-in: the split and pipelines\n"
+            "                             run with no GPU, for testing\n"
             "  -h, --help                 this text\n"
             "Model files: https://huggingface.co/karpathy/tinyllamas/tree/main/stories260K "
             "(stories260K.bin, tok512.bin)\n");
@@ -877,6 +881,7 @@ int main(int argc, char **argv) {
     neo.pipeline = NEO_PIPELINE_AUTO;     /* --neo-pipeline: chosen from measured costs */
     neo.n_threads = 0;                    /* --threads: 0 = online cores */
     neo.gpu = 0;                          /* --gpu: 0 = CPU only */
+    neo.gpu_standin = 0;                  /* --gpu-standin: 0 = a real GPU when --gpu */
 
     /* the environment first, so that a flag wins */
     const char *env;
@@ -895,6 +900,10 @@ int main(int argc, char **argv) {
         }
         if (strcmp(arg, "--gpu") == 0) {
             neo.gpu = 1;
+            continue;
+        }
+        if (strcmp(arg, "--gpu-standin") == 0) {
+            neo.gpu_standin = 1;
             continue;
         }
         if (arg[0] != '-') {   /* the model */
