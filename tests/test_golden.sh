@@ -212,6 +212,29 @@ else
     fail "chat: full context" "$T/err"
 fi
 
+# --- the seeds' checks, on the host stand-in GPU (the same split orchestration as CUDA) --------
+# C1: greedy output identical with no split, split + stream-back (OFF) and split + both halves (ON)
+for split in "" "--gpu-heads-frac 0.5 --neo-pipeline off" "--gpu-heads-frac 0.5 --neo-pipeline on" \
+             "--gpu-heads-frac 0.25 --neo-pipeline auto" "--gpu-heads-frac 0.75 --neo-pipeline on --kv-type f16"; do
+    # shellcheck disable=SC2086  # split "flag value" on purpose
+    golden "C1 stand-in GPU $split: greedy" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --gpu-standin $split
+done
+# C4: --neo-pipeline off with no split is byte-identical to no split
+golden "C4 stand-in GPU, no split, --neo-pipeline off: greedy" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" \
+    --gpu-standin --neo-pipeline off
+# C3: the split moves KV bytes from the GPU to the host: half of them at frac 0.5
+kv_bytes() { # prints "GPU HOST" from mini-chat's info line
+    sed -n 's/.*: \([0-9]*\) bytes GPU + \([0-9]*\) bytes host.*/\1 \2/p' "$1" | head -n 1
+}
+"$BIN" "$MODEL" -z "$TOK" -t 0 -n 16 -i "$PROMPT" --gpu-standin >/dev/null 2>"$T/c3a" </dev/null || true
+"$BIN" "$MODEL" -z "$TOK" -t 0 -n 16 -i "$PROMPT" --gpu-standin --gpu-heads-frac 0.5 >/dev/null 2>"$T/c3b" </dev/null || true
+set -- $(kv_bytes "$T/c3a") $(kv_bytes "$T/c3b")
+if [ $# -eq 4 ] && [ "$1" -gt 0 ] && [ "$2" -eq 0 ] && [ "$3" -eq $(($1 / 2)) ] && [ "$4" -eq $(($1 / 2)) ]; then
+    pass "C3 stand-in GPU: KV bytes GPU $1 -> $3, host $2 -> $4 at --gpu-heads-frac 0.5"
+else
+    fail "C3 stand-in GPU: KV bytes '$*'" "$T/c3b"
+fi
+
 echo "test_golden: $((n_checks - n_failed)) of $n_checks checks passed"
 if [ "$n_failed" -ne 0 ]; then
     echo "test_golden: FAILED"
