@@ -52,6 +52,24 @@
    Arithmetic is float32 (q is never rounded to the storage type); against a float64 evaluation
    the relative L2 error stays under 1e-4 for every kv_type.
 
+   THE GPU, SPLIT LAYERS AND THE TWO PIPELINES
+   -------------------------------------------
+   With neo_runtime_desc.gpu = 1 (a build with NEO_ATTN_CUDA=1 and neo_attn_cuda.cu linked), q, k,
+   v and out are device pointers, and every call is ordered on the engine's stream
+   (gpu_stream, or the runtime's own): a call returns once its work is queued, except for the
+   CPU half of a split layer, which runs on the calling thread. Each layer keeps KV heads
+   [0, gpu_heads) in device memory and the rest in pinned host memory, so a context whose cache
+   does not fit in the GPU still runs. A split layer attends in one of two ways:
+     NEO_PIPELINE_OFF   stream-back: the host heads' valid cells are copied to the GPU in
+                        double-buffered chunks of NEO_ATTN_STAGE_BYTES and attended there.
+     NEO_PIPELINE_ON    both halves at once: the GPU heads on a side stream while the pool
+                        attends the host heads; q's host slice comes down and the CPU half's
+                        output goes up through pinned staging, and events join the two.
+     NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; the faster runs
+                        from then on, and the timing is repeated when the context doubles.
+   neo_runtime_desc.gpu_standin = 1 runs the same orchestration on a host stand-in for the GPU
+   (host memory, synchronous), which is how the split paths are tested where there is no GPU.
+
    THREADS AND DETERMINISM
    -----------------------
    A runtime owns a persistent pool of n_threads - 1 workers; the calling thread is the last
