@@ -10,8 +10,9 @@
        #define NEO_ATTN_IMPLEMENTATION
        #include "neo_attn.h"
    in exactly one C or C++ file; every other file just includes the header. Link with -lm
-   -lpthread. For the GPU path, also compile neo_attn_cuda.cu with nvcc, define NEO_ATTN_CUDA=1
-   where the implementation is compiled, and link cudart.
+   -lpthread. For the GPU path, also compile neo_attn_cuda.cu (nvcc -O3 -arch=sm_90 -c
+   neo_attn_cuda.cu), define NEO_ATTN_CUDA=1 where the implementation is compiled, and link that
+   object and cudart (-lcudart).
 
    CONFIGURATION MACROS (define before the implementing include)
    ------------------------------------------------------------
