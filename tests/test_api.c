@@ -1,0 +1,652 @@
+/* test_api.c - every error case of the public API (API.md and neo_attn.h): bad pointers, shapes
+   and options give the documented status, change nothing and never crash; plus the small rules
+   (status strings, the gpu-heads fraction rule, layer info on a CPU runtime, sinks copied). */
+#define NEO_ATTN_IMPLEMENTATION
+#include "neo_attn.h"
+
+#include "check.h"
+#include "cpu_isa.h"
+#include "synth_model.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Huge allocations must come back as NULL (NEO_ERR_NO_MEMORY), not abort inside ASan. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#ifdef TEST_ASAN
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+#endif
+
+static neo_runtime *make_rt(int n_threads) {
+    neo_runtime_desc rd = {0};
+    neo_runtime *rt = NULL;
+    rd.n_threads = n_threads;
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return NULL;
+    return rt;
+}
+
+static void fill(float *p, size_t n, float base) {
+    size_t i;
+    for (i = 0; i < n; i++) p[i] = base + 0.37f * (float)((i * 7919u) % 23u) - 4.0f;
+}
+
+static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
+
+static void poison(float *p, size_t n) {
+    uint32_t u = 0x7FC0DEADu;
+    size_t i;
+    for (i = 0; i < n; i++) memcpy(&p[i], &u, 4);
+}
+
+/* --- status strings, version, isa names, gpu-heads rule --- */
+
+static void test_strings(void) {
+    static const char *const want[] = {"ok",
+                                       "invalid argument",
+                                       "out of host memory",
+                                       "out of GPU memory",
+                                       "KV cache full",
+                                       "CUDA runtime error",
+                                       "not supported by this build or CPU",
+                                       "file could not be opened or read",
+                                       "file is not in the expected format"};
+    static const neo_status all[] = {NEO_OK,           NEO_ERR_INVALID_ARG, NEO_ERR_NO_MEMORY,
+                                     NEO_ERR_DEVICE_MEMORY, NEO_ERR_FULL,    NEO_ERR_DEVICE,
+                                     NEO_ERR_UNSUPPORTED,   NEO_ERR_IO,      NEO_ERR_FORMAT};
+    int i;
+    check_context("neo_status_string");
+    for (i = 0; i < 9; i++) {
+        const char *s = neo_status_string(all[i]);
+        CHECK(s != NULL && strcmp(s, want[i]) == 0);
+    }
+    CHECK(strcmp(neo_status_string((neo_status)9), "unknown status") == 0);
+    CHECK(strcmp(neo_status_string((neo_status)1000), "unknown status") == 0);
+    CHECK(strcmp(neo_status_string((neo_status)-1), "unknown status") == 0);
+    CHECK(strcmp(neo_status_string((neo_status)INT_MAX), "unknown status") == 0);
+
+    check_context("version and isa names");
+    CHECK(strcmp(neo_attn_version(), NEO_ATTN_VERSION_STRING) == 0);
+    CHECK(strcmp(neo_cpu_isa_name(NEO_CPU_AUTO), "auto") == 0);
+    CHECK(strcmp(neo_cpu_isa_name(NEO_CPU_SCALAR), "scalar") == 0);
+    CHECK(strcmp(neo_cpu_isa_name(NEO_CPU_AVX2), "avx2") == 0);
+    CHECK(strcmp(neo_cpu_isa_name(NEO_CPU_AVX512), "avx512") == 0);
+    CHECK(neo_cpu_isa_name((neo_cpu_isa)4) != NULL);
+    CHECK(neo_cpu_isa_name((neo_cpu_isa)-1) != NULL);
+}
+
+static void test_gpu_heads_rule(void) {
+    check_context("neo_gpu_heads_for_frac");
+    CHECK(neo_gpu_heads_for_frac(8, 1.0f) == 0);   /* frac >= 1: no split */
+    CHECK(neo_gpu_heads_for_frac(8, 1.5f) == 0);
+    CHECK(neo_gpu_heads_for_frac(8, 1e30f) == 0);
+    CHECK(neo_gpu_heads_for_frac(1, 0.5f) == 0);   /* n_head_kv <= 1: no split */
+    CHECK(neo_gpu_heads_for_frac(0, 0.5f) == 0);
+    CHECK(neo_gpu_heads_for_frac(-4, 0.5f) == 0);
+    CHECK(neo_gpu_heads_for_frac(1, 0.0f) == 0);
+    CHECK(neo_gpu_heads_for_frac(8, 0.5f) == 4);   /* round(frac * n) */
+    CHECK(neo_gpu_heads_for_frac(8, 0.25f) == 2);
+    CHECK(neo_gpu_heads_for_frac(8, 0.3125f) == 3); /* 2.5 rounds away from zero */
+    CHECK(neo_gpu_heads_for_frac(4, 0.375f) == 2);  /* 1.5 -> 2 */
+    CHECK(neo_gpu_heads_for_frac(8, 0.3f) == 2);    /* 2.4 -> 2 */
+    CHECK(neo_gpu_heads_for_frac(8, 0.99f) == 7);   /* 7.92 -> 8, clamped to n - 1 */
+    CHECK(neo_gpu_heads_for_frac(8, 0.9375f) == 7); /* 7.5 -> 8 -> 7 */
+    CHECK(neo_gpu_heads_for_frac(8, 0.01f) == 1);   /* 0.08 -> 0, clamped to 1 */
+    CHECK(neo_gpu_heads_for_frac(8, 0.0f) == 1);    /* 0 and negative clamp to 1 */
+    CHECK(neo_gpu_heads_for_frac(8, -0.5f) == 1);
+    CHECK(neo_gpu_heads_for_frac(8, -1e30f) == 1);
+    CHECK(neo_gpu_heads_for_frac(2, 0.5f) == 1);
+    CHECK(neo_gpu_heads_for_frac(2, 0.9f) == 1);
+    CHECK(neo_gpu_heads_for_frac(32, 0.8f) == 26);  /* 25.6 -> 26 */
+}
+
+/* --- runtime --- */
+
+static void test_runtime(void) {
+    neo_runtime_desc rd = {0};
+    neo_runtime_info ri;
+    neo_runtime *rt = NULL;
+    static const neo_cpu_isa isas[] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512};
+    int i;
+
+    check_context("runtime defaults");
+    CHECK_STATUS(neo_runtime_create(NULL, &rt), NEO_OK);
+    CHECK(rt != NULL);
+    memset(&ri, 0x5A, sizeof ri);
+    CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
+    CHECK(ri.n_threads == (int)sysconf(_SC_NPROCESSORS_ONLN));
+    CHECK(ri.gpu == 0);
+    CHECK(ri.cpu_isa == test_cpu_best());
+    CHECK_STATUS(neo_runtime_get_info(NULL, &ri), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_runtime_get_info(rt, NULL), NEO_ERR_INVALID_ARG);
+    neo_runtime_destroy(rt);
+    neo_runtime_destroy(NULL);
+
+    check_context("runtime zero desc");
+    rt = NULL;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK);
+    if (rt) {
+        CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
+        CHECK(ri.n_threads == (int)sysconf(_SC_NPROCESSORS_ONLN) && ri.cpu_isa == test_cpu_best());
+    }
+    neo_runtime_destroy(rt);
+
+    check_context("runtime bad args");
+    CHECK_STATUS(neo_runtime_create(&rd, NULL), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_runtime_create(NULL, NULL), NEO_ERR_INVALID_ARG);
+    rd.n_threads = -1;
+    rt = NULL;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+    CHECK(rt == NULL);
+    rd.n_threads = INT_MIN;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+    CHECK(rt == NULL);
+    rd.n_threads = 1;
+    rd.cpu_isa = (neo_cpu_isa)4;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+    CHECK(rt == NULL);
+    rd.cpu_isa = (neo_cpu_isa)-1;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+    CHECK(rt == NULL);
+    rd.cpu_isa = NEO_CPU_AUTO;
+
+    check_context("runtime gpu=1 without NEO_ATTN_CUDA");
+    rd.gpu = 1;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_UNSUPPORTED);
+    CHECK(rt == NULL);
+    rd.gpu_device = 3;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_UNSUPPORTED);
+    CHECK(rt == NULL);
+    rd.gpu = 0, rd.gpu_device = 0;
+
+    for (i = 0; i < 3; i++) {
+        int has = test_cpu_has(isas[i]);
+        check_context("forced cpu_isa %s (cpu has it: %d)", neo_cpu_isa_name(isas[i]), has);
+        rd.cpu_isa = isas[i];
+        rt = NULL;
+        CHECK_STATUS(neo_runtime_create(&rd, &rt), has ? NEO_OK : NEO_ERR_UNSUPPORTED);
+        if (has && rt) {
+            CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
+            CHECK(ri.cpu_isa == isas[i] && ri.n_threads == 1 && ri.gpu == 0);
+        }
+        if (!has) CHECK(rt == NULL);
+        neo_runtime_destroy(rt);
+    }
+    rd.cpu_isa = NEO_CPU_AUTO;
+
+    for (i = 1; i <= 4; i++) {
+        check_context("runtime n_threads %d", i);
+        rd.n_threads = i;
+        rt = NULL;
+        CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK);
+        if (rt) {
+            CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
+            CHECK(ri.n_threads == i && ri.cpu_isa == test_cpu_best());
+        }
+        neo_runtime_destroy(rt);
+    }
+}
+
+/* --- layer creation --- */
+
+static neo_layer_desc base_desc(void) {
+    neo_layer_desc d = {0};
+    d.n_head = 8, d.n_head_kv = 2, d.head_dim = 16, d.n_ctx = 32;
+    return d;
+}
+
+static void expect_create(neo_runtime *rt, const neo_layer_desc *d, neo_status want, const char *what) {
+    neo_layer *l = NULL;
+    check_context("layer_create: %s", what);
+    CHECK_STATUS(neo_layer_create(rt, d, &l), want);
+    if (want != NEO_OK) CHECK(l == NULL);
+    else CHECK(l != NULL && neo_layer_length(l) == 0);
+    neo_layer_destroy(l);
+}
+
+static void test_layer_create(neo_runtime *rt) {
+    neo_layer_desc d = base_desc();
+    neo_layer *l = NULL;
+    neo_status s;
+    const float fnan = NAN;
+
+    expect_create(rt, &d, NEO_OK, "base");
+    check_context("layer_create: NULL arguments");
+    CHECK_STATUS(neo_layer_create(NULL, &d, &l), NEO_ERR_INVALID_ARG);
+    CHECK(l == NULL);
+    CHECK_STATUS(neo_layer_create(rt, NULL, &l), NEO_ERR_INVALID_ARG);
+    CHECK(l == NULL);
+    CHECK_STATUS(neo_layer_create(rt, &d, NULL), NEO_ERR_INVALID_ARG);
+
+#define BAD(field, value, st)                                                                                          \
+    do {                                                                                                               \
+        d = base_desc();                                                                                               \
+        d.field = value;                                                                                               \
+        expect_create(rt, &d, st, #field " = " #value);                                                                \
+    } while (0)
+    BAD(n_head, 0, NEO_ERR_INVALID_ARG);
+    BAD(n_head, -1, NEO_ERR_INVALID_ARG);
+    BAD(n_head, INT_MIN, NEO_ERR_INVALID_ARG);
+    BAD(n_head, 7, NEO_ERR_INVALID_ARG);  /* 7 % 2 != 0 */
+    BAD(n_head, 1, NEO_ERR_INVALID_ARG);  /* fewer query heads than KV heads */
+    BAD(n_head_kv, 0, NEO_ERR_INVALID_ARG);
+    BAD(n_head_kv, -2, NEO_ERR_INVALID_ARG);
+    BAD(n_head_kv, 3, NEO_ERR_INVALID_ARG);  /* 8 % 3 != 0 */
+    BAD(n_head_kv, 16, NEO_ERR_INVALID_ARG); /* more KV heads than query heads */
+    BAD(head_dim, 0, NEO_ERR_INVALID_ARG);
+    BAD(head_dim, -16, NEO_ERR_INVALID_ARG);
+    BAD(head_dim_v, -1, NEO_ERR_INVALID_ARG);
+    BAD(head_dim_v, INT_MIN, NEO_ERR_INVALID_ARG);
+    BAD(n_ctx, 0, NEO_ERR_INVALID_ARG);
+    BAD(n_ctx, -1, NEO_ERR_INVALID_ARG);
+    BAD(kv_type, (neo_type)-1, NEO_ERR_INVALID_ARG);
+    BAD(kv_type, (neo_type)3, NEO_ERR_INVALID_ARG);
+    BAD(kv_type, (neo_type)1000, NEO_ERR_INVALID_ARG);
+    BAD(pipeline, (neo_pipeline)-1, NEO_ERR_INVALID_ARG);
+    BAD(pipeline, (neo_pipeline)3, NEO_ERR_INVALID_ARG);
+    BAD(gpu_heads, -1, NEO_ERR_INVALID_ARG);
+    BAD(gpu_heads, 3, NEO_ERR_INVALID_ARG); /* > n_head_kv */
+    BAD(gpu_heads, INT_MAX, NEO_ERR_INVALID_ARG);
+    BAD(scale, -1.0f, NEO_ERR_INVALID_ARG);
+    BAD(scale, -1e-30f, NEO_ERR_INVALID_ARG);
+    BAD(scale, fnan, NEO_ERR_INVALID_ARG);
+    BAD(softcap, -2.0f, NEO_ERR_INVALID_ARG);
+    BAD(softcap, fnan, NEO_ERR_INVALID_ARG);
+    BAD(max_alibi_bias, -8.0f, NEO_ERR_INVALID_ARG);
+    BAD(max_alibi_bias, fnan, NEO_ERR_INVALID_ARG);
+    BAD(scale, -fnan, NEO_ERR_INVALID_ARG);
+
+    /* valid corners */
+    BAD(n_head_kv, 8, NEO_OK);
+    BAD(n_head_kv, 1, NEO_OK);
+    BAD(n_head, 6, NEO_OK); /* GQA group 3 */
+    BAD(head_dim, 1, NEO_OK);
+    BAD(head_dim_v, 0, NEO_OK);
+    BAD(head_dim_v, 40, NEO_OK);
+    BAD(n_ctx, 1, NEO_OK);
+    BAD(kv_type, NEO_TYPE_BF16, NEO_OK);
+    BAD(kv_type, NEO_TYPE_F32, NEO_OK);
+    BAD(pipeline, NEO_PIPELINE_ON, NEO_OK);
+    BAD(pipeline, NEO_PIPELINE_AUTO, NEO_OK);
+    BAD(gpu_heads, 1, NEO_OK); /* a split asked for on a CPU runtime: every head stays on the host */
+    BAD(gpu_heads, 2, NEO_OK);
+    BAD(scale, 0.125f, NEO_OK);
+    BAD(softcap, 30.0f, NEO_OK);
+    BAD(max_alibi_bias, 8.0f, NEO_OK);
+#undef BAD
+
+    /* 1 PiB of F32 cache: a valid shape whose allocation fails */
+    d = base_desc();
+    d.n_head = d.n_head_kv = 64, d.head_dim = 1024, d.n_ctx = INT_MAX, d.kv_type = NEO_TYPE_F32;
+    expect_create(rt, &d, NEO_ERR_NO_MEMORY, "1 PiB cache");
+    /* sizes whose products overflow int and size_t: refused without UB, whatever the status */
+    d = base_desc();
+    d.n_head = d.n_head_kv = 1 << 16, d.head_dim = 1 << 30, d.head_dim_v = 1 << 30, d.n_ctx = 1 << 30;
+    check_context("layer_create: overflowing sizes");
+    l = NULL;
+    s = neo_layer_create(rt, &d, &l);
+    CHECK(s == NEO_ERR_NO_MEMORY || s == NEO_ERR_INVALID_ARG || s == NEO_ERR_UNSUPPORTED);
+    CHECK(l == NULL);
+    neo_layer_destroy(l);
+    d = base_desc();
+    d.n_head = d.n_head_kv = INT_MAX, d.head_dim = INT_MAX, d.n_ctx = INT_MAX;
+    l = NULL;
+    s = neo_layer_create(rt, &d, &l);
+    CHECK(s == NEO_ERR_NO_MEMORY || s == NEO_ERR_INVALID_ARG || s == NEO_ERR_UNSUPPORTED);
+    CHECK(l == NULL);
+    neo_layer_destroy(l);
+    neo_layer_destroy(NULL);
+}
+
+/* --- append / decode / prefill / truncate on a small layer --- */
+
+static void test_layer_ops(neo_runtime *rt) {
+    enum { NH = 4, NKV = 2, HD = 8, HDV = 12, CTX = 8 };
+    neo_layer_desc d = {0};
+    neo_layer *l = NULL;
+    float k[CTX * NKV * HD], v[CTX * NKV * HDV], q[CTX * NH * HD];
+    float out[CTX * NH * HDV], out1[NH * HDV], out2[CTX * NH * HDV], keep[CTX * NH * HDV];
+
+    d.n_head = NH, d.n_head_kv = NKV, d.head_dim = HD, d.head_dim_v = HDV, d.n_ctx = CTX;
+    check_context("layer ops: create");
+    if (!CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK)) return;
+    fill(k, sizeof k / sizeof *k, 0.1f), fill(v, sizeof v / sizeof *v, 0.2f), fill(q, sizeof q / sizeof *q, 0.3f);
+    poison(out, sizeof out / sizeof *out);
+    memcpy(keep, out, sizeof out);
+
+    check_context("layer ops: empty layer");
+    CHECK(neo_layer_length(l) == 0);
+    CHECK(neo_layer_length(NULL) == 0);
+    CHECK_STATUS(neo_attn_decode(l, q, out), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_prefill(l, q, 1, out), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_prefill(l, q, 0, out), NEO_ERR_INVALID_ARG);
+    CHECK(same_bits(out, keep, sizeof out / sizeof *out));
+    CHECK_STATUS(neo_layer_truncate(l, 0), NEO_OK);
+    CHECK_STATUS(neo_layer_truncate(l, 1), NEO_ERR_INVALID_ARG);
+    CHECK(neo_layer_length(l) == 0);
+
+    check_context("layer ops: append bad args");
+    CHECK_STATUS(neo_attn_append(NULL, k, v, 1), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_append(l, NULL, v, 1), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_append(l, k, NULL, 1), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_append(l, k, v, 0), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_append(l, k, v, -1), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_append(l, k, v, INT_MIN), NEO_ERR_INVALID_ARG);
+    CHECK(neo_layer_length(l) == 0);
+    CHECK_STATUS(neo_attn_append(l, k, v, CTX + 1), NEO_ERR_FULL);
+    CHECK_STATUS(neo_attn_append(l, k, v, INT_MAX), NEO_ERR_FULL);
+    CHECK(neo_layer_length(l) == 0);
+
+    check_context("layer ops: append 6, decode");
+    CHECK_STATUS(neo_attn_append(l, k, v, 6), NEO_OK);
+    CHECK(neo_layer_length(l) == 6);
+    CHECK_STATUS(neo_attn_decode(NULL, q, out), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_decode(l, NULL, out), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_decode(l, q, NULL), NEO_ERR_INVALID_ARG);
+    CHECK(same_bits(out, keep, sizeof out / sizeof *out));
+    poison(out1, NH * HDV);
+    CHECK_STATUS(neo_attn_decode(l, q, out1), NEO_OK);
+    {
+        int i, finite = 1;
+        for (i = 0; i < NH * HDV; i++) finite &= isfinite(out1[i]) != 0;
+        CHECK(finite);
+    }
+
+    check_context("layer ops: prefill bad args");
+    CHECK_STATUS(neo_attn_prefill(NULL, q, 1, out), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_prefill(l, NULL, 1, out), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_prefill(l, q, 1, NULL), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_prefill(l, q, 0, out), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_prefill(l, q, -1, out), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_prefill(l, q, 7, out), NEO_ERR_INVALID_ARG); /* > len */
+    CHECK_STATUS(neo_attn_prefill(l, q, INT_MAX, out), NEO_ERR_INVALID_ARG);
+    CHECK(same_bits(out, keep, sizeof out / sizeof *out));
+    CHECK_STATUS(neo_attn_prefill(l, q, 6, out), NEO_OK);
+    CHECK_STATUS(neo_attn_prefill(l, q, 1, out), NEO_OK);
+
+    check_context("layer ops: FULL leaves length and data unchanged");
+    CHECK_STATUS(neo_attn_prefill(l, q, 6, out2), NEO_OK);
+    fill(k, sizeof k / sizeof *k, -1.5f), fill(v, sizeof v / sizeof *v, 2.5f);
+    CHECK_STATUS(neo_attn_append(l, k, v, 3), NEO_ERR_FULL);
+    CHECK(neo_layer_length(l) == 6);
+    poison(out, sizeof out / sizeof *out);
+    CHECK_STATUS(neo_attn_decode(l, q, out), NEO_OK);
+    CHECK(same_bits(out, out1, NH * HDV));
+    poison(out, sizeof out / sizeof *out);
+    CHECK_STATUS(neo_attn_prefill(l, q, 6, out), NEO_OK);
+    CHECK(same_bits(out, out2, 6 * NH * HDV));
+    CHECK_STATUS(neo_attn_append(l, k, v, 2), NEO_OK); /* exactly full */
+    CHECK(neo_layer_length(l) == CTX);
+    CHECK_STATUS(neo_attn_decode(l, q, out), NEO_OK);
+    memcpy(out1, out, sizeof out1);
+    CHECK_STATUS(neo_attn_append(l, q, q, 1), NEO_ERR_FULL);
+    CHECK(neo_layer_length(l) == CTX);
+    poison(out, sizeof out / sizeof *out);
+    CHECK_STATUS(neo_attn_decode(l, q, out), NEO_OK);
+    CHECK(same_bits(out, out1, NH * HDV));
+    CHECK_STATUS(neo_attn_prefill(l, q, CTX, out), NEO_OK);
+
+    check_context("layer ops: truncate");
+    CHECK_STATUS(neo_layer_truncate(NULL, 0), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_layer_truncate(l, -1), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_layer_truncate(l, CTX + 1), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_layer_truncate(l, INT_MIN), NEO_ERR_INVALID_ARG);
+    CHECK(neo_layer_length(l) == CTX);
+    CHECK_STATUS(neo_layer_truncate(l, CTX), NEO_OK);
+    CHECK(neo_layer_length(l) == CTX);
+    CHECK_STATUS(neo_layer_truncate(l, 3), NEO_OK);
+    CHECK(neo_layer_length(l) == 3);
+    CHECK_STATUS(neo_layer_truncate(l, 4), NEO_ERR_INVALID_ARG);
+    CHECK(neo_layer_length(l) == 3);
+    CHECK_STATUS(neo_attn_prefill(l, q, 4, out), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_prefill(l, q, 3, out), NEO_OK);
+    CHECK_STATUS(neo_layer_truncate(l, 0), NEO_OK);
+    CHECK(neo_layer_length(l) == 0);
+    memcpy(keep, out, sizeof out);
+    CHECK_STATUS(neo_attn_decode(l, q, out), NEO_ERR_INVALID_ARG);
+    CHECK(same_bits(out, keep, sizeof out / sizeof *out));
+    CHECK_STATUS(neo_attn_append(l, k, v, CTX), NEO_OK);
+    CHECK(neo_layer_length(l) == CTX);
+    neo_layer_destroy(l);
+}
+
+/* --- layer info on a CPU runtime --- */
+
+static void test_layer_info(neo_runtime *rt) {
+    static const neo_type types[] = {NEO_TYPE_F16, NEO_TYPE_BF16, NEO_TYPE_F32};
+    static const size_t elsize[] = {2, 2, 4};
+    static const neo_pipeline pipes[] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_AUTO};
+    static const int hdv[] = {0, 24, 5};
+    static const int gpu_heads[] = {0, 1, 2};
+    float k[3 * 2 * 16], v[3 * 2 * 24], q[8 * 16], out[8 * 24];
+    neo_layer_info info;
+    int t;
+
+    fill(k, sizeof k / sizeof *k, 0.0f), fill(v, sizeof v / sizeof *v, 1.0f), fill(q, sizeof q / sizeof *q, 2.0f);
+    CHECK_STATUS(neo_layer_get_info(NULL, &info), NEO_ERR_INVALID_ARG);
+    for (t = 0; t < 3; t++) {
+        neo_layer_desc d = base_desc();
+        neo_layer *l = NULL;
+        int i;
+        d.kv_type = types[t], d.head_dim_v = hdv[t], d.pipeline = pipes[t], d.gpu_heads = gpu_heads[t];
+        d.n_ctx = 37;
+        check_context("layer info: kv_type %d head_dim_v %d pipeline %d gpu_heads %d", t, hdv[t], t, gpu_heads[t]);
+        if (!CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK)) continue;
+        CHECK_STATUS(neo_layer_get_info(l, NULL), NEO_ERR_INVALID_ARG);
+        memset(&info, 0x5A, sizeof info);
+        CHECK_STATUS(neo_layer_get_info(l, &info), NEO_OK);
+        CHECK(info.gpu_heads == 0 && info.cpu_heads == 2);
+        CHECK(info.gpu_bytes == 0);
+        CHECK(info.host_bytes == (size_t)2 * 37 * (size_t)(16 + (hdv[t] ? hdv[t] : 16)) * elsize[t]);
+        CHECK(info.pipeline == pipes[t]);
+        CHECK(info.n_decode == 0 && info.n_overlapped == 0);
+        CHECK_STATUS(neo_attn_append(l, k, v, 3), NEO_OK);
+        for (i = 1; i <= 3; i++) {
+            CHECK_STATUS(neo_attn_decode(l, q, out), NEO_OK);
+            CHECK_STATUS(neo_layer_get_info(l, &info), NEO_OK);
+            CHECK(info.n_decode == i && info.n_overlapped == 0);
+        }
+        CHECK(info.host_bytes == (size_t)2 * 37 * (size_t)(16 + (hdv[t] ? hdv[t] : 16)) * elsize[t]);
+        neo_layer_destroy(l);
+    }
+}
+
+/* --- sinks are copied at create --- */
+
+static void test_sinks_copied(neo_runtime *rt) {
+    enum { NH = 4, NKV = 2, HD = 8, N = 5 };
+    float sinks[NH] = {0.5f, 3.0f, -1.0f, 2.0f};
+    float k[N * NKV * HD], v[N * NKV * HD], q[NH * HD];
+    float a1[NH * HD], a2[NH * HD], b1[NH * HD], c1[NH * HD];
+    neo_layer_desc d = {0};
+    neo_layer *la = NULL, *lb = NULL, *lc = NULL;
+    int i;
+
+    check_context("sinks copied at create");
+    fill(k, sizeof k / sizeof *k, 0.0f), fill(v, sizeof v / sizeof *v, 0.5f), fill(q, sizeof q / sizeof *q, 0.25f);
+    d.n_head = NH, d.n_head_kv = NKV, d.head_dim = HD, d.n_ctx = N, d.kv_type = NEO_TYPE_F32;
+    CHECK_STATUS(neo_layer_create(rt, &d, &lb), NEO_OK); /* no sinks */
+    d.sinks = sinks;
+    CHECK_STATUS(neo_layer_create(rt, &d, &la), NEO_OK);
+    if (!la || !lb) goto done;
+    CHECK_STATUS(neo_attn_append(la, k, v, N), NEO_OK);
+    CHECK_STATUS(neo_attn_append(lb, k, v, N), NEO_OK);
+    CHECK_STATUS(neo_attn_decode(la, q, a1), NEO_OK);
+    CHECK_STATUS(neo_attn_decode(lb, q, b1), NEO_OK);
+    CHECK(!same_bits(a1, b1, NH * HD)); /* the sinks matter */
+    for (i = 0; i < NH; i++) sinks[i] = 40.0f - 20.0f * (float)i;
+    poison(a2, NH * HD);
+    CHECK_STATUS(neo_attn_decode(la, q, a2), NEO_OK);
+    CHECK(same_bits(a1, a2, NH * HD)); /* ... but only as they were at create */
+    CHECK_STATUS(neo_layer_create(rt, &d, &lc), NEO_OK);
+    if (lc) {
+        CHECK_STATUS(neo_attn_append(lc, k, v, N), NEO_OK);
+        CHECK_STATUS(neo_attn_decode(lc, q, c1), NEO_OK);
+        CHECK(!same_bits(a1, c1, NH * HD)); /* and the new values would have changed the output */
+    }
+done:
+    neo_layer_destroy(la), neo_layer_destroy(lb), neo_layer_destroy(lc);
+}
+
+/* --- model and session --- */
+
+static void test_model_session(neo_runtime *rt) {
+    synth_cfg c = {16, 24, 2, 4, 2, 32, 16};
+    size_t size = 0;
+    unsigned char *buf = synth_build(&c, 7, &size);
+    neo_model *m = NULL;
+    neo_model_info mi;
+    neo_session *s = NULL;
+    neo_session_desc sd = {0};
+    neo_layer_info li;
+    float logits[32], keep[32], first[2][32];
+    int i;
+
+    check_context("model load errors");
+    neo_model_destroy(NULL);
+    neo_session_destroy(NULL);
+    CHECK_STATUS(neo_model_load(NULL, &m), NEO_ERR_INVALID_ARG);
+    CHECK(m == NULL);
+    CHECK_STATUS(neo_model_load("/nonexistent-neo-attn-dir/model.bin", NULL), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_model_load("/nonexistent-neo-attn-dir/model.bin", &m), NEO_ERR_IO);
+    CHECK(m == NULL);
+    CHECK_STATUS(neo_model_load("/", &m), NEO_ERR_IO); /* a directory cannot be read */
+    CHECK(m == NULL);
+    if (!CHECK(buf != NULL)) return;
+    CHECK_STATUS(neo_model_load_memory(NULL, size, &m), NEO_ERR_INVALID_ARG);
+    CHECK(m == NULL);
+    CHECK_STATUS(neo_model_load_memory(buf, size, NULL), NEO_ERR_INVALID_ARG);
+
+    check_context("model load from memory");
+    CHECK_STATUS(neo_model_load_memory(buf, size, &m), NEO_OK);
+    free(buf); /* the bytes were copied */
+    if (!m) return;
+    CHECK_STATUS(neo_model_get_info(NULL, &mi), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_model_get_info(m, NULL), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_model_get_info(m, &mi), NEO_OK);
+    CHECK(mi.dim == 16 && mi.hidden_dim == 24 && mi.n_layers == 2 && mi.n_heads == 4 && mi.n_kv_heads == 2);
+    CHECK(mi.vocab_size == 32 && mi.seq_len == 16 && mi.shared_classifier == 1);
+    CHECK(mi.weight_bytes == 4 * synth_weight_floats(&c));
+
+    check_context("session create errors");
+    CHECK_STATUS(neo_session_create(NULL, m, NULL, &s), NEO_ERR_INVALID_ARG);
+    CHECK(s == NULL);
+    CHECK_STATUS(neo_session_create(rt, NULL, NULL, &s), NEO_ERR_INVALID_ARG);
+    CHECK(s == NULL);
+    CHECK_STATUS(neo_session_create(rt, m, NULL, NULL), NEO_ERR_INVALID_ARG);
+#define BADS(field, value, st)                                                                                         \
+    do {                                                                                                               \
+        memset(&sd, 0, sizeof sd);                                                                                     \
+        sd.field = value;                                                                                              \
+        s = NULL;                                                                                                      \
+        check_context("session_create: " #field " = " #value);                                                         \
+        CHECK_STATUS(neo_session_create(rt, m, &sd, &s), st);                                                          \
+        CHECK((s != NULL) == (st == NEO_OK));                                                                          \
+        neo_session_destroy(s);                                                                                        \
+        s = NULL;                                                                                                      \
+    } while (0)
+    BADS(n_ctx, -1, NEO_ERR_INVALID_ARG);
+    BADS(n_ctx, INT_MIN, NEO_ERR_INVALID_ARG);
+    BADS(kv_type, (neo_type)3, NEO_ERR_INVALID_ARG);
+    BADS(kv_type, (neo_type)-1, NEO_ERR_INVALID_ARG);
+    BADS(pipeline, (neo_pipeline)3, NEO_ERR_INVALID_ARG);
+    BADS(gpu_heads, -1, NEO_ERR_INVALID_ARG);
+    BADS(gpu_heads, 3, NEO_ERR_INVALID_ARG); /* > n_kv_heads */
+    BADS(gpu_heads, 2, NEO_OK);
+    BADS(kv_type, NEO_TYPE_BF16, NEO_OK);
+    BADS(n_ctx, 1, NEO_OK);
+#undef BADS
+
+    check_context("session with default desc: n_ctx = seq_len");
+    CHECK_STATUS(neo_session_create(rt, m, NULL, &s), NEO_OK);
+    if (s) {
+        for (i = 0; i < 16; i++) CHECK_STATUS(neo_session_step(s, i % 32, logits), NEO_OK);
+        CHECK(neo_session_length(s) == 16);
+        CHECK_STATUS(neo_session_step(s, 1, logits), NEO_ERR_FULL);
+        CHECK(neo_session_length(s) == 16);
+        CHECK_STATUS(neo_session_get_info(s, &li), NEO_OK);
+        CHECK(li.gpu_heads == 0 && li.cpu_heads == 2 && li.gpu_bytes == 0);
+        CHECK(li.host_bytes == (size_t)2 * 2 * 16 * 2 * 4 * 2); /* layers * kv heads * ctx * (K+V) * hs * f16 */
+        CHECK(li.n_decode == 2 * 16 && li.pipeline == NEO_PIPELINE_OFF);
+        neo_session_destroy(s);
+        s = NULL;
+    }
+
+    check_context("session step errors");
+    memset(&sd, 0, sizeof sd);
+    sd.n_ctx = 3, sd.kv_type = NEO_TYPE_F32;
+    CHECK_STATUS(neo_session_create(rt, m, &sd, &s), NEO_OK);
+    if (!s) goto done;
+    poison(logits, 32);
+    memcpy(keep, logits, sizeof keep);
+    CHECK_STATUS(neo_session_step(NULL, 1, logits), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_session_step(s, 1, NULL), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_session_step(s, -1, logits), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_session_step(s, 32, logits), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_session_step(s, INT_MAX, logits), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_session_step(s, INT_MIN, logits), NEO_ERR_INVALID_ARG);
+    CHECK(same_bits(logits, keep, 32));
+    CHECK(neo_session_length(s) == 0);
+    CHECK(neo_session_length(NULL) == 0);
+    CHECK_STATUS(neo_session_step(s, 1, logits), NEO_OK);
+    memcpy(first[0], logits, sizeof logits);
+    CHECK_STATUS(neo_session_step(s, 31, logits), NEO_OK);
+    memcpy(first[1], logits, sizeof logits);
+    CHECK_STATUS(neo_session_step(s, 0, logits), NEO_OK);
+    CHECK(neo_session_length(s) == 3);
+    memcpy(keep, logits, sizeof keep);
+    CHECK_STATUS(neo_session_step(s, 5, logits), NEO_ERR_FULL);
+    CHECK_STATUS(neo_session_step(s, 99, logits), NEO_ERR_INVALID_ARG);
+    CHECK(neo_session_length(s) == 3);
+    CHECK(same_bits(logits, keep, 32));
+    CHECK_STATUS(neo_session_get_info(NULL, &li), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_session_get_info(s, NULL), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_session_get_info(s, &li), NEO_OK);
+    CHECK(li.n_decode == 2 * 3);
+    CHECK(li.host_bytes == (size_t)2 * 2 * 3 * 2 * 4 * 4);
+
+    check_context("session truncate");
+    CHECK_STATUS(neo_session_truncate(NULL, 0), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_session_truncate(s, -1), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_session_truncate(s, 4), NEO_ERR_INVALID_ARG);
+    CHECK(neo_session_length(s) == 3);
+    CHECK_STATUS(neo_session_truncate(s, 1), NEO_OK);
+    CHECK(neo_session_length(s) == 1);
+    CHECK_STATUS(neo_session_step(s, 31, logits), NEO_OK);
+    CHECK(same_bits(logits, first[1], 32)); /* same position, same history: same logits */
+    CHECK_STATUS(neo_session_truncate(s, 0), NEO_OK);
+    CHECK_STATUS(neo_session_step(s, 1, logits), NEO_OK);
+    CHECK(same_bits(logits, first[0], 32));
+    neo_session_destroy(s);
+done:
+    neo_model_destroy(m);
+}
+
+int main(void) {
+    neo_runtime *rt;
+    test_strings();
+    test_gpu_heads_rule();
+    test_runtime();
+    rt = make_rt(2);
+    if (rt) {
+        test_layer_create(rt);
+        test_layer_ops(rt);
+        test_layer_info(rt);
+        test_sinks_copied(rt);
+        test_model_session(rt);
+        neo_runtime_destroy(rt);
+    }
+    check_context("%s", "");
+    return check_summary("test_api");
+}

@@ -1,0 +1,240 @@
+/* test_pool.c - the runtime's thread pool through the public API, built with -fsanitize=thread
+   (make test-tsan): runtimes of 2..4 threads give bitwise the output of a 1-thread runtime for
+   many decode and prefill calls on long, many-head layers (chunk splitting and merging); runtimes
+   created and destroyed over and over; independent runtimes driven from several threads at once;
+   a stories260K session with 4 threads. The seed is printed; NEO_TEST_SEED=N repeats a run. */
+#define NEO_ATTN_IMPLEMENTATION
+#include "neo_attn.h"
+
+#include "check.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t rng_s;
+static float rng_f(void) { /* xorshift64*, uniform in [-2, 2) */
+    rng_s ^= rng_s >> 12, rng_s ^= rng_s << 25, rng_s ^= rng_s >> 27;
+    return (float)((double)((rng_s * 2685821657736338717ull) >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+}
+static float *rng_alloc(size_t n) {
+    float *p = (float *)malloc(n * sizeof(float));
+    size_t i;
+    if (p)
+        for (i = 0; i < n; i++) p[i] = rng_f();
+    return p;
+}
+
+static neo_runtime *make_rt(int n_threads) {
+    neo_runtime_desc rd = {0};
+    neo_runtime_info ri = {0, 0, NEO_CPU_AUTO};
+    neo_runtime *rt = NULL;
+    rd.n_threads = n_threads;
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return NULL;
+    CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
+    CHECK(ri.n_threads == n_threads);
+    return rt;
+}
+
+/* --- the same layers on runtimes of 1..4 threads, bitwise equal outputs --- */
+
+enum { NRT = 4, N_CELLS = 1500 };
+
+typedef struct shape {
+    int n_head, n_head_kv, hd, dv;
+    neo_type t;
+    int sinks;
+} shape;
+
+static void test_threads_bitwise(neo_runtime **rts) {
+    static const shape shapes[] = {{32, 8, 64, 64, NEO_TYPE_F16, 0}, {16, 2, 128, 64, NEO_TYPE_BF16, 1},
+                                   {8, 8, 32, 32, NEO_TYPE_F32, 0}};
+    int si, r;
+    for (si = 0; si < 3; si++) {
+        const shape *s = &shapes[si];
+        neo_layer *l[NRT] = {0};
+        neo_layer_desc d = {0};
+        float sinks[32];
+        size_t rk = (size_t)s->n_head_kv * (size_t)s->hd, rv = (size_t)s->n_head_kv * (size_t)s->dv;
+        size_t qn = (size_t)s->n_head * (size_t)s->hd, on = (size_t)s->n_head * (size_t)s->dv;
+        float *k = rng_alloc(N_CELLS * rk), *v = rng_alloc(N_CELLS * rv), *q = NULL, *o = NULL;
+        int call, ok = 1;
+        for (r = 0; r < s->n_head; r++) sinks[r] = rng_f();
+        d.n_head = s->n_head, d.n_head_kv = s->n_head_kv, d.head_dim = s->hd, d.head_dim_v = s->dv;
+        d.n_ctx = N_CELLS + 10, d.kv_type = s->t, d.sinks = s->sinks ? sinks : NULL, d.softcap = s->sinks ? 4.0f : 0.0f;
+        check_context("threads bitwise, shape %d", si);
+        q = rng_alloc(64 * qn);
+        o = (float *)malloc((size_t)NRT * 64 * on * sizeof(float));
+        if (!CHECK(k && v && q && o)) goto next;
+        for (r = 0; r < NRT; r++) {
+            if (!CHECK_STATUS(neo_layer_create(rts[r], &d, &l[r]), NEO_OK)) goto next;
+            /* uneven appends; the last one leaves room for a few more */
+            CHECK_STATUS(neo_attn_append(l[r], k, v, 1), NEO_OK);
+            CHECK_STATUS(neo_attn_append(l[r], k + rk, v + rv, 700), NEO_OK);
+            CHECK_STATUS(neo_attn_append(l[r], k + 701 * rk, v + 701 * rv, N_CELLS - 701), NEO_OK);
+        }
+        for (call = 0; call < 24; call++) {
+            /* decodes at a few lengths (each crosses 256-cell chunks), then prefills of several sizes */
+            int n_tok = call < 16 ? 0 : (int[]){1, 2, 7, 16, 33, 64, 3, 5}[call - 16];
+            int nq = n_tok ? n_tok : 1;
+            size_t i;
+            if (call == 8)
+                for (r = 0; r < NRT; r++) CHECK_STATUS(neo_layer_truncate(l[r], 1025), NEO_OK);
+            for (i = 0; i < (size_t)nq * qn; i++) q[i] = rng_f();
+            for (r = 0; r < NRT; r++) {
+                float *out = o + (size_t)r * 64 * on;
+                memset(out, 0xFF, (size_t)nq * on * sizeof(float));
+                CHECK_STATUS(n_tok ? neo_attn_prefill(l[r], q, n_tok, out) : neo_attn_decode(l[r], q, out), NEO_OK);
+                if (r > 0) ok &= memcmp(out, o, (size_t)nq * on * sizeof(float)) == 0;
+            }
+        }
+        CHECK(ok);
+    next:
+        for (r = 0; r < NRT; r++) neo_layer_destroy(l[r]);
+        free(k), free(v), free(q), free(o);
+    }
+}
+
+/* --- create and destroy over and over --- */
+
+static void test_churn(const float *k, const float *v, const float *q, const float *want) {
+    int i;
+    check_context("runtime churn");
+    for (i = 0; i < 24; i++) {
+        neo_runtime *rt = make_rt(1 + i % 4);
+        neo_layer *l = NULL;
+        neo_layer_desc d = {0};
+        float out[16 * 32];
+        if (!rt) continue;
+        if (i % 3 != 2) { /* every third runtime is destroyed with its workers just started */
+            d.n_head = 16, d.n_head_kv = 4, d.head_dim = 32, d.n_ctx = 600;
+            if (CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK)) {
+                CHECK_STATUS(neo_attn_append(l, k, v, 600), NEO_OK);
+                CHECK_STATUS(neo_attn_decode(l, q, out), NEO_OK);
+                CHECK(memcmp(out, want, sizeof out) == 0);
+            }
+            neo_layer_destroy(l);
+        }
+        neo_runtime_destroy(rt);
+    }
+}
+
+/* --- independent runtimes driven from several threads at once --- */
+
+typedef struct driver {
+    const float *k, *v, *q, *want; /* want: [16][32] from a 1-thread runtime */
+    int n_threads, failures;
+} driver;
+
+static void *drive(void *arg) {
+    driver *dr = (driver *)arg;
+    neo_runtime_desc rd = {0};
+    neo_runtime *rt = NULL;
+    neo_layer *l = NULL;
+    neo_layer_desc d = {0};
+    float out[16 * 32];
+    int i;
+    rd.n_threads = dr->n_threads;
+    d.n_head = 16, d.n_head_kv = 4, d.head_dim = 32, d.n_ctx = 600;
+    if (neo_runtime_create(&rd, &rt) != NEO_OK || neo_layer_create(rt, &d, &l) != NEO_OK ||
+        neo_attn_append(l, dr->k, dr->v, 600) != NEO_OK) {
+        dr->failures++;
+    } else {
+        for (i = 0; i < 12; i++) {
+            memset(out, 0, sizeof out);
+            if (neo_attn_decode(l, dr->q, out) != NEO_OK || memcmp(out, dr->want, sizeof out) != 0) dr->failures++;
+        }
+    }
+    neo_layer_destroy(l);
+    neo_runtime_destroy(rt);
+    return NULL;
+}
+
+static void test_concurrent_runtimes(const float *k, const float *v, const float *q, const float *want) {
+    enum { ND = 3 };
+    pthread_t th[ND];
+    driver dr[ND];
+    int i, started[ND];
+    check_context("independent runtimes on %d threads at once", ND);
+    for (i = 0; i < ND; i++) {
+        dr[i].k = k, dr[i].v = v, dr[i].q = q, dr[i].want = want, dr[i].n_threads = 2 + i % 2, dr[i].failures = 0;
+        started[i] = pthread_create(&th[i], NULL, drive, &dr[i]) == 0;
+        CHECK(started[i]);
+    }
+    for (i = 0; i < ND; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        CHECK(dr[i].failures == 0);
+    }
+}
+
+/* --- a session with 4 threads --- */
+
+static void test_session(neo_runtime *rt1, neo_runtime *rt4) {
+    const char *env = getenv("NEO_MODEL_DIR");
+    char path[4096];
+    neo_model *m = NULL;
+    neo_session *s1 = NULL, *s4 = NULL;
+    static float l1[512], l4[512];
+    int i, tok = 1;
+    snprintf(path, sizeof path, "%s/stories260K.bin", env && *env ? env : "../shared/models");
+    check_context("stories260K session at %s", path);
+    if (!CHECK_STATUS(neo_model_load(path, &m), NEO_OK)) {
+        fprintf(stderr, "test_pool: FAIL: cannot load %s; set NEO_MODEL_DIR to the folder holding stories260K.bin\n",
+                path);
+        return;
+    }
+    CHECK_STATUS(neo_session_create(rt1, m, NULL, &s1), NEO_OK);
+    CHECK_STATUS(neo_session_create(rt4, m, NULL, &s4), NEO_OK);
+    if (s1 && s4) {
+        int ok = 1;
+        for (i = 0; i < 10; i++) {
+            CHECK_STATUS(neo_session_step(s1, tok, l1), NEO_OK);
+            CHECK_STATUS(neo_session_step(s4, tok, l4), NEO_OK);
+            ok &= memcmp(l1, l4, sizeof l1) == 0;
+            tok = 259 + (i * 97 + 13) % 253;
+            if (i == 6) /* both back to 5 tokens; the next steps overwrite cells 5.. */
+                CHECK_STATUS(neo_session_truncate(s1, 5), NEO_OK), CHECK_STATUS(neo_session_truncate(s4, 5), NEO_OK);
+        }
+        CHECK(ok);
+        CHECK(neo_session_length(s1) == 8 && neo_session_length(s4) == 8);
+    }
+    neo_session_destroy(s1), neo_session_destroy(s4);
+    neo_model_destroy(m);
+}
+
+int main(void) {
+    const char *env = getenv("NEO_TEST_SEED");
+    unsigned long long seed =
+        env && *env ? strtoull(env, NULL, 0) : (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 20);
+    neo_runtime *rts[NRT] = {0};
+    int i;
+    rng_s = seed ? seed : 1;
+    printf("test_pool: seed %llu (NEO_TEST_SEED=%llu repeats this run)\n", seed, seed);
+    fflush(stdout);
+    for (i = 0; i < NRT; i++) rts[i] = make_rt(i + 1);
+    if (rts[0] && rts[1] && rts[2] && rts[3]) {
+        float *k = rng_alloc(600 * 4 * 32), *v = rng_alloc(600 * 4 * 32), *q = rng_alloc(16 * 32);
+        float want[16 * 32];
+        neo_layer *l = NULL;
+        neo_layer_desc d = {0};
+        test_threads_bitwise(rts);
+        /* the expected output of the churn and concurrency tests, from the 1-thread runtime */
+        d.n_head = 16, d.n_head_kv = 4, d.head_dim = 32, d.n_ctx = 600;
+        check_context("1-thread reference");
+        if (CHECK(k && v && q) && CHECK_STATUS(neo_layer_create(rts[0], &d, &l), NEO_OK) &&
+            CHECK_STATUS(neo_attn_append(l, k, v, 600), NEO_OK) && CHECK_STATUS(neo_attn_decode(l, q, want), NEO_OK)) {
+            test_churn(k, v, q, want);
+            test_concurrent_runtimes(k, v, q, want);
+        }
+        neo_layer_destroy(l);
+        free(k), free(v), free(q);
+        test_session(rts[0], rts[3]);
+    }
+    for (i = 0; i < NRT; i++) neo_runtime_destroy(rts[i]);
+    check_context("%s", "");
+    return check_summary("test_pool");
+}

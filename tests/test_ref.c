@@ -1,0 +1,565 @@
+/* test_ref.c - CPU attention against a float64 evaluation of the formula in API.md on the stored
+   (rounded to kv_type) K/V: ||out - ref||_2 / ||ref||_2 < 1e-4 for every call, every CPU path
+   (scalar, AVX2, AVX-512 where the CPU has them) and thread count; outputs bitwise identical
+   across thread counts for one path. Inputs come from a seeded xorshift: the seed is printed,
+   NEO_TEST_SEED=N repeats a run. */
+#define NEO_ATTN_IMPLEMENTATION
+#include "neo_attn.h"
+
+#include "check.h"
+#include "cpu_isa.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOL 1e-4
+
+/* --- random numbers --- */
+
+static uint64_t rng_s;
+static uint64_t rng_u64(void) { /* xorshift64* */
+    rng_s ^= rng_s >> 12, rng_s ^= rng_s << 25, rng_s ^= rng_s >> 27;
+    return rng_s * 2685821657736338717ull;
+}
+static float rng_f(float lo, float hi) { return lo + (hi - lo) * (float)((double)(rng_u64() >> 11) / 9007199254740992.0); }
+static void rng_fill(float *p, size_t n, float lo, float hi) {
+    size_t i;
+    for (i = 0; i < n; i++) p[i] = rng_f(lo, hi);
+}
+
+/* --- the storage types, written independently of neo_attn: round to nearest, ties to even --- */
+
+static uint32_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t f32_to_f16(float f) {
+    uint32_t x = f2u(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu, h, rem;
+    if (ax > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);    /* NaN */
+    if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);   /* >= 65520 rounds to infinity */
+    if (ax < 0x38800000u) /* below 2^-14: a multiple of 2^-24, exact scaling, then nearbyint (ties even) */
+        return (uint16_t)(sign | (uint32_t)nearbyintf(u2f(ax) * 16777216.0f));
+    h = ((((ax >> 23) - 127u + 15u) << 10) | ((ax & 0x7FFFFFu) >> 13));
+    rem = ax & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}
+
+static float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    float mag;
+    if (e == 0) mag = (float)m / 16777216.0f;
+    else if (e == 31) mag = m ? u2f(0x7FC00000u) : u2f(0x7F800000u);
+    else mag = u2f(((e - 15u + 127u) << 23) | (m << 13));
+    return u2f(f2u(mag) | sign);
+}
+
+static uint16_t f32_to_bf16(float f) {
+    uint32_t x = f2u(f);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+    x += 0x7FFFu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+static float stored(neo_type t, float x) {
+    if (t == NEO_TYPE_F16) return f16_to_f32(f32_to_f16(x));
+    if (t == NEO_TYPE_BF16) return bf16_to_f32(f32_to_bf16(x));
+    return x;
+}
+
+static void test_conversions(void) {
+    check_context("the test's own f16/bf16 rounding");
+    CHECK(f32_to_f16(1.0f) == 0x3C00 && f32_to_f16(-2.0f) == 0xC000 && f32_to_f16(65504.0f) == 0x7BFF);
+    CHECK(f32_to_f16(65519.0f) == 0x7BFF && f32_to_f16(65520.0f) == 0x7C00);
+    CHECK(f32_to_f16(1.0f + 1.0f / 2048) == 0x3C00);            /* tie -> even */
+    CHECK(f32_to_f16(1.0f + 3.0f / 2048) == 0x3C02);            /* tie -> even (up) */
+    CHECK(f32_to_f16(1.0f + 1.0f / 2048 + 1.0f / 65536) == 0x3C01);
+    CHECK(f32_to_f16(ldexpf(1.0f, -24)) == 0x0001 && f32_to_f16(ldexpf(1.0f, -25)) == 0x0000);
+    CHECK(f32_to_f16(ldexpf(3.0f, -25)) == 0x0002 && f32_to_f16(ldexpf(1.0f, -14)) == 0x0400);
+    CHECK(f32_to_f16(ldexpf(1023.5f, -24)) == 0x0400);          /* rounds up into the normals */
+    CHECK(f16_to_f32(0x3555) == 0x1.554p-2f && f16_to_f32(0x0001) == ldexpf(1.0f, -24));
+    CHECK(f16_to_f32(0x83FF) == -ldexpf(1023.0f, -24) && f16_to_f32(0x7C00) == INFINITY);
+    CHECK(f32_to_bf16(1.0f) == 0x3F80 && f32_to_bf16(1.0f + 1.0f / 256) == 0x3F80);
+    CHECK(f32_to_bf16(1.0f + 3.0f / 256) == 0x3F82 && f32_to_bf16(-1.0f - 1.0f / 128) == 0xBF81);
+    CHECK(bf16_to_f32(0x4049) == 3.140625f);
+    {
+        int i, ok = 1;
+        for (i = 0; i < 100000; i++) { /* round trip of every f16 value near the ones the tests draw */
+            uint16_t h = (uint16_t)(i % 0x7C00);
+            ok &= f32_to_f16(f16_to_f32(h)) == h;
+            ok &= f32_to_bf16(bf16_to_f32(h)) == h;
+        }
+        CHECK(ok);
+    }
+}
+
+/* --- the runtimes: every CPU path this machine has, with 1 to 4 threads --- */
+
+static const neo_cpu_isa isa_list[3] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512};
+static int isa_ok[3];
+static neo_runtime *rts[3][5]; /* [isa][n_threads] */
+static double max_err[3];
+static long n_calls[3];
+
+static void open_runtimes(void) {
+    int i, t;
+    for (i = 0; i < 3; i++) {
+        isa_ok[i] = test_cpu_has(isa_list[i]);
+        if (!isa_ok[i]) continue;
+        for (t = 1; t <= 4; t++) {
+            neo_runtime_desc rd = {0};
+            neo_runtime_info ri = {0, 0, NEO_CPU_AUTO};
+            rd.n_threads = t, rd.cpu_isa = isa_list[i];
+            check_context("runtime %s x%d", neo_cpu_isa_name(isa_list[i]), t);
+            if (!CHECK_STATUS(neo_runtime_create(&rd, &rts[i][t]), NEO_OK)) {
+                isa_ok[i] = 0;
+                continue;
+            }
+            CHECK_STATUS(neo_runtime_get_info(rts[i][t], &ri), NEO_OK);
+            CHECK(ri.cpu_isa == isa_list[i] && ri.n_threads == t);
+        }
+    }
+}
+
+/* --- one test case: a desc, the same cache in several layers (one per runtime), a mirror of the stored K/V --- */
+
+enum { MAXL = 16 };
+typedef struct tcase {
+    neo_layer_desc d;
+    float sinks[64];
+    int n, isa[MAXL], thr[MAXL];
+    neo_layer *l[MAXL];
+    float *ks, *vs; /* [n_ctx][n_head_kv][head_dim(_v)] as stored */
+    int len, dv;
+} tcase;
+
+static int case_no;
+
+/* mode 0: each CPU path once with a thread count that varies by case, the best path twice;
+   mode 1: every CPU path with 1, 2, 3 and 4 threads. */
+static int tc_open(tcase *c, const neo_layer_desc *d, int mode, const char *name) {
+    int i, t;
+    memset(c, 0, sizeof *c);
+    c->d = *d;
+    if (d->sinks) {
+        memcpy(c->sinks, d->sinks, (size_t)d->n_head * sizeof(float));
+        c->d.sinks = c->sinks;
+    }
+    c->dv = d->head_dim_v ? d->head_dim_v : d->head_dim;
+    case_no++;
+    check_context("case %d %s: create", case_no, name);
+    for (i = 0; i < 3; i++) {
+        int best = i == (isa_ok[2] ? 2 : isa_ok[1] ? 1 : 0), tsel = 1 + (case_no + i) % 4;
+        if (!isa_ok[i]) continue;
+        for (t = 1; t <= 4; t++) {
+            if (mode == 0 && t != tsel && !(best && t == 1 + tsel % 4)) continue;
+            if (!CHECK_STATUS(neo_layer_create(rts[i][t], &c->d, &c->l[c->n]), NEO_OK)) return 0;
+            c->isa[c->n] = i, c->thr[c->n] = t, c->n++;
+        }
+    }
+    c->ks = (float *)malloc((size_t)d->n_ctx * (size_t)d->n_head_kv * (size_t)d->head_dim * sizeof(float));
+    c->vs = (float *)malloc((size_t)d->n_ctx * (size_t)d->n_head_kv * (size_t)c->dv * sizeof(float));
+    check_context("case %d %s", case_no, name);
+    return CHECK(c->ks && c->vs && c->n > 0);
+}
+
+static void tc_close(tcase *c) {
+    int i;
+    for (i = 0; i < c->n; i++) neo_layer_destroy(c->l[i]);
+    free(c->ks), free(c->vs);
+}
+
+static void tc_append(tcase *c, int n) {
+    size_t rk = (size_t)c->d.n_head_kv * (size_t)c->d.head_dim, rv = (size_t)c->d.n_head_kv * (size_t)c->dv, j;
+    float *k = (float *)malloc((size_t)n * rk * sizeof(float)), *v = (float *)malloc((size_t)n * rv * sizeof(float));
+    int full = c->len + n > c->d.n_ctx, i;
+    if (!CHECK(k && v)) goto done;
+    rng_fill(k, (size_t)n * rk, -2.0f, 2.0f), rng_fill(v, (size_t)n * rv, -2.0f, 2.0f);
+    for (i = 0; i < c->n; i++) {
+        CHECK_STATUS(neo_attn_append(c->l[i], k, v, n), full ? NEO_ERR_FULL : NEO_OK);
+        CHECK(neo_layer_length(c->l[i]) == (full ? c->len : c->len + n));
+    }
+    if (!full) {
+        for (j = 0; j < (size_t)n * rk; j++) c->ks[(size_t)c->len * rk + j] = stored(c->d.kv_type, k[j]);
+        for (j = 0; j < (size_t)n * rv; j++) c->vs[(size_t)c->len * rv + j] = stored(c->d.kv_type, v[j]);
+        c->len += n;
+    }
+done:
+    free(k), free(v);
+}
+
+static void tc_truncate(tcase *c, int n) {
+    int i;
+    for (i = 0; i < c->n; i++) {
+        CHECK_STATUS(neo_layer_truncate(c->l[i], n), NEO_OK);
+        CHECK(neo_layer_length(c->l[i]) == n);
+    }
+    c->len = n;
+}
+
+static double alibi_slope(int h, int n_head, double max_bias) {
+    int n2 = 1;
+    while (n2 * 2 <= n_head) n2 *= 2;
+    if (h < n2) return pow(pow(2.0, -max_bias / n2), h + 1);
+    return pow(pow(2.0, -max_bias / (2.0 * n2)), 2 * (h - n2) + 1);
+}
+
+/* float64 attention of n_tok queries (the last n_tok positions) over the mirror */
+static void reference(const tcase *c, const float *q, int n_tok, double *ref) {
+    const neo_layer_desc *d = &c->d;
+    int hd = d->head_dim, dv = c->dv, group = d->n_head / d->n_head_kv, i, h, j, e;
+    double scale = d->scale > 0 ? (double)d->scale : 1.0 / sqrt((double)hd);
+    double *s = (double *)malloc((size_t)c->len * sizeof(double));
+    if (!s) return;
+    for (i = 0; i < n_tok; i++) {
+        int p = c->len - n_tok + i;
+        for (h = 0; h < d->n_head; h++) {
+            const float *qh = q + ((size_t)i * (size_t)d->n_head + (size_t)h) * (size_t)hd;
+            int kh = h / group;
+            double m = -INFINITY, den = 0.0, slope = d->max_alibi_bias > 0 ? alibi_slope(h, d->n_head, d->max_alibi_bias) : 0;
+            double *o = ref + ((size_t)i * (size_t)d->n_head + (size_t)h) * (size_t)dv;
+            for (j = 0; j <= p; j++) {
+                const float *kj = c->ks + ((size_t)j * (size_t)d->n_head_kv + (size_t)kh) * (size_t)hd;
+                double dot = 0.0;
+                for (e = 0; e < hd; e++) dot += (double)qh[e] * (double)kj[e];
+                dot *= scale;
+                if (d->softcap > 0) dot = (double)d->softcap * tanh(dot / (double)d->softcap);
+                if (d->max_alibi_bias > 0) dot -= slope * (double)(p - j);
+                s[j] = dot;
+                if (dot > m) m = dot;
+            }
+            if (d->sinks && (double)d->sinks[h] > m) m = (double)d->sinks[h];
+            for (e = 0; e < dv; e++) o[e] = 0.0;
+            for (j = 0; j <= p; j++) {
+                const float *vj = c->vs + ((size_t)j * (size_t)d->n_head_kv + (size_t)kh) * (size_t)dv;
+                double w = exp(s[j] - m);
+                den += w;
+                for (e = 0; e < dv; e++) o[e] += w * (double)vj[e];
+            }
+            if (d->sinks) den += exp((double)d->sinks[h] - m);
+            for (e = 0; e < dv; e++) o[e] /= den;
+        }
+    }
+    free(s);
+}
+
+/* n_tok 0: decode; else prefill of n_tok queries. Every layer against the reference, and bitwise
+   against the first layer of the same CPU path. */
+static void tc_query(tcase *c, int n_tok) {
+    int nq = n_tok ? n_tok : 1, i, first[3] = {-1, -1, -1};
+    size_t nqe = (size_t)nq * (size_t)c->d.n_head * (size_t)c->d.head_dim;
+    size_t no = (size_t)nq * (size_t)c->d.n_head * (size_t)c->dv, e;
+    float *q = (float *)malloc(nqe * sizeof(float)), *out = (float *)malloc((size_t)c->n * no * sizeof(float));
+    double *ref = (double *)malloc(no * sizeof(double));
+    if (!CHECK(q && out && ref)) goto done;
+    rng_fill(q, nqe, -2.0f, 2.0f);
+    for (e = 0; e < (size_t)c->n * no; e++) out[e] = u2f(0x7FC0DEADu); /* a missed write stays NaN */
+    if (c->len == 0 || nq > c->len) {
+        for (i = 0; i < c->n; i++)
+            CHECK_STATUS(n_tok ? neo_attn_prefill(c->l[i], q, n_tok, out) : neo_attn_decode(c->l[i], q, out),
+                         NEO_ERR_INVALID_ARG);
+        goto done;
+    }
+    reference(c, q, nq, ref);
+    for (i = 0; i < c->n; i++) {
+        float *o = out + (size_t)i * no;
+        double num = 0.0, den = 0.0, err;
+        neo_status st = n_tok ? neo_attn_prefill(c->l[i], q, n_tok, o) : neo_attn_decode(c->l[i], q, o);
+        CHECK_STATUS(st, NEO_OK);
+        for (e = 0; e < no; e++) {
+            double diff = (double)o[e] - ref[e];
+            num += diff * diff, den += ref[e] * ref[e];
+        }
+        err = sqrt(num) / sqrt(den);
+        if (!CHECK(err < TOL))
+            fprintf(stderr, "    %s x%d: %s n_tok %d len %d: rel err %.3g\n", neo_cpu_isa_name(isa_list[c->isa[i]]),
+                    c->thr[i], n_tok ? "prefill" : "decode", n_tok, c->len, err);
+        if (!(err <= max_err[c->isa[i]])) max_err[c->isa[i]] = err;
+        n_calls[c->isa[i]]++;
+        if (first[c->isa[i]] < 0) first[c->isa[i]] = i;
+        else if (!CHECK(memcmp(o, out + (size_t)first[c->isa[i]] * no, no * sizeof(float)) == 0))
+            fprintf(stderr, "    %s: x%d and x%d differ (%s n_tok %d len %d)\n", neo_cpu_isa_name(isa_list[c->isa[i]]),
+                    c->thr[first[c->isa[i]]], c->thr[i], n_tok ? "prefill" : "decode", n_tok, c->len);
+    }
+done:
+    free(q), free(out), free(ref);
+}
+
+/* decode, then prefill of n_tok (if > 0) */
+static void tc_both(tcase *c, int n_tok) {
+    tc_query(c, 0);
+    if (n_tok > 0) tc_query(c, n_tok);
+}
+
+static neo_layer_desc shape(int n_head, int n_head_kv, int hd, int dv, int n_ctx, neo_type t) {
+    neo_layer_desc d = {0};
+    d.n_head = n_head, d.n_head_kv = n_head_kv, d.head_dim = hd, d.head_dim_v = dv, d.n_ctx = n_ctx, d.kv_type = t;
+    return d;
+}
+
+static void set_sinks(float *s, int n) {
+    int h;
+    for (h = 0; h < n; h++) s[h] = h % 4 == 3 ? 16.0f : rng_f(-3.0f, 3.0f); /* every 4th head a large sink */
+}
+
+/* appends in uneven chunks, each followed by a decode and a prefill of the chunk; prefill == len early on */
+static void uneven_chunks(tcase *c) {
+    tc_append(c, 1), tc_both(c, 1);
+    tc_append(c, 7), tc_both(c, 8); /* prefill of the whole cache */
+    tc_append(c, 300), tc_both(c, 300);
+    tc_append(c, 33), tc_both(c, 33);
+}
+
+static void test_head_dims(void) {
+    static const int hds[] = {1, 2, 3, 7, 8, 16, 31, 64, 100, 128, 256};
+    static const int gqa[][2] = {{4, 2}, {2, 1}, {6, 3}, {8, 4}, {4, 1}, {3, 3}};
+    int i;
+    for (i = 0; i < (int)(sizeof hds / sizeof *hds); i++) {
+        char name[96];
+        tcase c;
+        neo_layer_desc d = shape(gqa[i % 6][0], gqa[i % 6][1], hds[i], 0, 341, (neo_type)(i % 3));
+        snprintf(name, sizeof name, "head_dim %d, %d/%d heads, kv_type %d", hds[i], d.n_head, d.n_head_kv, i % 3);
+        if (tc_open(&c, &d, 0, name)) {
+            uneven_chunks(&c); /* fills n_ctx exactly */
+            tc_append(&c, 1);  /* NEO_ERR_FULL */
+            tc_both(&c, 2);
+        }
+        tc_close(&c);
+    }
+}
+
+static void test_head_dim_v(void) {
+    static const int hv[][2] = {{64, 32}, {8, 24}, {128, 64}, {3, 5}, {16, 1}, {32, 96}};
+    int i;
+    for (i = 0; i < (int)(sizeof hv / sizeof *hv); i++) {
+        char name[96];
+        tcase c;
+        neo_layer_desc d = shape(8, 2, hv[i][0], hv[i][1], 400, (neo_type)((i + 1) % 3));
+        snprintf(name, sizeof name, "head_dim %d head_dim_v %d, kv_type %d", hv[i][0], hv[i][1], (i + 1) % 3);
+        if (tc_open(&c, &d, 0, name)) uneven_chunks(&c);
+        tc_close(&c);
+    }
+}
+
+static void test_gqa(void) {
+    static const int g[][2] = {{1, 1}, {3, 3}, {4, 2}, {8, 2}, {12, 3}, {16, 2}, {32, 4}, {16, 1}, {64, 4}};
+    int i;
+    for (i = 0; i < (int)(sizeof g / sizeof *g); i++) {
+        char name[96];
+        tcase c;
+        neo_layer_desc d = shape(g[i][0], g[i][1], 32, 0, 700, (neo_type)(i % 3));
+        snprintf(name, sizeof name, "GQA %d/%d heads (group %d), kv_type %d", g[i][0], g[i][1], g[i][0] / g[i][1], i % 3);
+        if (tc_open(&c, &d, 0, name)) {
+            uneven_chunks(&c);
+            tc_append(&c, 259), tc_both(&c, 5);
+        }
+        tc_close(&c);
+    }
+}
+
+/* each option alone and all together, for every kv_type; n_head 12 so both ALiBi slope branches run */
+static void test_options(void) {
+    static const char *names[] = {"none", "scale", "softcap", "alibi", "sinks", "all", "alibi 5 heads", "weak alibi"};
+    int t, o;
+    for (t = 0; t < 3; t++) {
+        for (o = 0; o < 8; o++) {
+            char name[96];
+            tcase c;
+            float sinks[12];
+            neo_layer_desc d = shape(12, 4, 32, o == 5 ? 48 : 0, 1100, (neo_type)t);
+            if (o == 1) d.scale = 0.37f;
+            if (o == 2) d.softcap = 1.5f;
+            if (o == 3) d.max_alibi_bias = 8.0f;
+            if (o == 4 || o == 5) set_sinks(sinks, 12), d.sinks = sinks;
+            if (o == 5) d.scale = 0.2f, d.softcap = 3.0f, d.max_alibi_bias = 4.0f;
+            if (o == 6) d.n_head = 5, d.n_head_kv = 1, d.max_alibi_bias = 8.0f;
+            if (o == 7) d.max_alibi_bias = 0.25f; /* slopes small enough that far cells still count */
+            snprintf(name, sizeof name, "options %s, kv_type %d", names[o], t);
+            if (tc_open(&c, &d, 0, name)) {
+                tc_append(&c, 1), tc_both(&c, 1);
+                tc_append(&c, 7), tc_both(&c, 8);
+                tc_append(&c, 300), tc_both(&c, 60);
+                tc_append(&c, 33), tc_both(&c, 33);
+                tc_append(&c, 700), tc_both(&c, 9);
+            }
+            tc_close(&c);
+        }
+    }
+}
+
+/* contexts across the implementation's chunking (256 cells, more when long), up to a full cache */
+static void test_long(void) {
+    static const int lens[] = {1, 255, 256, 257, 1000, 3000, 5000};
+    int t, i;
+    for (t = 0; t < 3; t++) {
+        char name[96];
+        tcase c;
+        float sinks[8];
+        neo_layer_desc d = shape(8, 2, 64, 0, 5000, (neo_type)t);
+        if (t == 2) set_sinks(sinks, 8), d.sinks = sinks, d.softcap = 2.0f;
+        snprintf(name, sizeof name, "long context, kv_type %d", t);
+        if (tc_open(&c, &d, 0, name)) {
+            for (i = 0; i < 7; i++) {
+                tc_append(&c, lens[i] - c.len);
+                tc_both(&c, lens[i] == 1000 ? 100 : lens[i] == 5000 ? 16 : lens[i] < 3 ? 1 : 3);
+            }
+            tc_append(&c, 1); /* full: NEO_ERR_FULL, nothing changes */
+            tc_both(&c, 2);
+        }
+        tc_close(&c);
+    }
+    /* past 256 chunks of 256 cells the chunks grow: a small shape across that edge */
+    for (t = 0; t < 2; t++) {
+        static const int vlens[] = {65535, 65536, 65537, 66000, 70001};
+        char name[96];
+        tcase c;
+        float sinks[4];
+        neo_layer_desc d = shape(4, 2, 16, 8, 70001, t ? NEO_TYPE_F32 : NEO_TYPE_BF16);
+        set_sinks(sinks, 4), d.sinks = t ? sinks : NULL;
+        snprintf(name, sizeof name, "very long context, kv_type %d", d.kv_type);
+        if (tc_open(&c, &d, 0, name)) {
+            for (i = 0; i < 5; i++) tc_append(&c, vlens[i] - c.len), tc_both(&c, i == 4 ? 5 : 2);
+            tc_append(&c, 1);
+            tc_both(&c, 0);
+        }
+        tc_close(&c);
+    }
+}
+
+static void test_truncate(void) {
+    int t;
+    for (t = 0; t < 3; t++) {
+        char name[96];
+        tcase c;
+        neo_layer_desc d = shape(4, 1, 32, 0, 700, (neo_type)t);
+        if (t == 1) d.max_alibi_bias = 2.0f;
+        snprintf(name, sizeof name, "truncate then append, kv_type %d", t);
+        if (tc_open(&c, &d, 0, name)) {
+            tc_append(&c, 300), tc_append(&c, 300), tc_both(&c, 4);
+            tc_truncate(&c, 250), tc_both(&c, 250);
+            tc_append(&c, 100), tc_both(&c, 100); /* new rows over old ones */
+            tc_truncate(&c, 350), tc_both(&c, 0);
+            tc_truncate(&c, 0), tc_both(&c, 1);   /* empty: NEO_ERR_INVALID_ARG */
+            tc_append(&c, 5), tc_both(&c, 5);
+            tc_truncate(&c, 1), tc_both(&c, 1);
+            tc_append(&c, 699), tc_both(&c, 3);
+            tc_append(&c, 1);                     /* full */
+            tc_truncate(&c, 699), tc_append(&c, 1), tc_both(&c, 2);
+        }
+        tc_close(&c);
+    }
+}
+
+/* a small full cache: decode works, the next append is NEO_ERR_FULL and changes nothing */
+static void test_full(void) {
+    int t;
+    for (t = 0; t < 3; t++) {
+        char name[96];
+        tcase c;
+        neo_layer_desc d = shape(6, 2, 24, 40, 37, (neo_type)t);
+        snprintf(name, sizeof name, "full cache, kv_type %d", t);
+        if (tc_open(&c, &d, 0, name)) {
+            tc_append(&c, 30), tc_append(&c, 7), tc_both(&c, 37);
+            tc_append(&c, 1), tc_both(&c, 37);
+            tc_append(&c, 38);
+            tc_truncate(&c, 36), tc_append(&c, 1), tc_both(&c, 1);
+        }
+        tc_close(&c);
+    }
+}
+
+/* every CPU path x 1..4 threads: bitwise equal per path, and each under the bound */
+static void test_determinism(void) {
+    char name[96];
+    tcase c;
+    float sinks[16];
+    neo_layer_desc d = shape(8, 2, 128, 0, 3000, NEO_TYPE_F16);
+    set_sinks(sinks, 8), d.sinks = sinks, d.scale = 0.1f, d.softcap = 5.0f, d.max_alibi_bias = 0.5f;
+    snprintf(name, sizeof name, "determinism: f16, all options, 3000 cells");
+    if (tc_open(&c, &d, 1, name)) {
+        tc_append(&c, 1000), tc_both(&c, 0);
+        tc_append(&c, 2000), tc_both(&c, 5);
+    }
+    tc_close(&c);
+
+    d = shape(16, 4, 64, 0, 1400, NEO_TYPE_BF16);
+    snprintf(name, sizeof name, "determinism: bf16, 1300 cells");
+    if (tc_open(&c, &d, 1, name)) {
+        tc_append(&c, 257), tc_both(&c, 257);
+        tc_append(&c, 743), tc_both(&c, 0);
+        tc_append(&c, 300), tc_both(&c, 20);
+    }
+    tc_close(&c);
+
+    d = shape(4, 4, 100, 36, 5000, NEO_TYPE_F32);
+    set_sinks(sinks, 4), d.sinks = sinks;
+    snprintf(name, sizeof name, "determinism: f32, head_dim 100/36, 5000 cells");
+    if (tc_open(&c, &d, 1, name)) {
+        tc_append(&c, 1), tc_both(&c, 1);
+        tc_append(&c, 255), tc_both(&c, 0);
+        tc_append(&c, 1), tc_both(&c, 0);
+        tc_append(&c, 4743), tc_both(&c, 9);
+    }
+    tc_close(&c);
+
+    d = shape(2, 1, 7, 3, 600, NEO_TYPE_F16);
+    snprintf(name, sizeof name, "determinism: f16, head_dim 7/3, 513 cells");
+    if (tc_open(&c, &d, 1, name)) {
+        tc_append(&c, 513), tc_both(&c, 513);
+    }
+    tc_close(&c);
+}
+
+static void timed(const char *name, void (*fn)(void)) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    fn();
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    printf("test_ref: %-14s %6.2f s\n", name, (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec));
+    fflush(stdout);
+}
+
+int main(void) {
+    const char *env = getenv("NEO_TEST_SEED");
+    unsigned long long seed = env && *env ? strtoull(env, NULL, 0) : (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 20);
+    int i, t;
+    if (seed == 0) seed = 1;
+    rng_s = seed;
+    printf("test_ref: seed %llu (NEO_TEST_SEED=%llu repeats this run)\n", seed, seed);
+    fflush(stdout);
+
+    test_conversions();
+    open_runtimes();
+    timed("head dims", test_head_dims);
+    timed("head_dim_v", test_head_dim_v);
+    timed("GQA groups", test_gqa);
+    timed("options", test_options);
+    timed("long contexts", test_long);
+    timed("truncate", test_truncate);
+    timed("full cache", test_full);
+    timed("determinism", test_determinism);
+
+    for (i = 0; i < 3; i++) {
+        if (isa_ok[i])
+            printf("test_ref: %-6s %5ld calls, max relative L2 error %.3g\n", neo_cpu_isa_name(isa_list[i]), n_calls[i],
+                   max_err[i]);
+        for (t = 1; t <= 4; t++) neo_runtime_destroy(rts[i][t]);
+    }
+    check_context("%s", "");
+    CHECK(n_calls[0] > 0); /* the scalar path always ran */
+    return check_summary("test_ref");
+}
