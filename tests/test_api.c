@@ -170,6 +170,28 @@ static void test_runtime(void) {
     CHECK(rt == NULL);
     rd.gpu = 0, rd.gpu_device = 0;
 
+    check_context("runtime gpu_standin");
+    rd.gpu_standin = 1; /* the stand-in needs gpu = 1 */
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+    CHECK(rt == NULL);
+    rd.gpu = 1, rd.gpu_standin = 2;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+    CHECK(rt == NULL);
+    rd.gpu_standin = -1;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+    CHECK(rt == NULL);
+    rd.gpu_standin = 1, rd.n_threads = -1;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+    CHECK(rt == NULL);
+    rd.n_threads = 2;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK);
+    if (rt) {
+        CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
+        CHECK(ri.gpu == 1 && ri.n_threads == 2 && ri.cpu_isa == test_cpu_best());
+    }
+    neo_runtime_destroy(rt);
+    rd.gpu = 0, rd.gpu_standin = 0, rd.n_threads = 1;
+
     for (i = 0; i < 3; i++) {
         int has = test_cpu_has(isas[i]);
         check_context("forced cpu_isa %s (cpu has it: %d)", neo_cpu_isa_name(isas[i]), has);
@@ -462,6 +484,55 @@ static void test_layer_info(neo_runtime *rt) {
     }
 }
 
+/* --- layer info of split layers on the stand-in GPU --- */
+
+static void test_split_info(void) {
+    static const int gh[] = {0, 1, 3, 4};
+    neo_runtime_desc rd = {0};
+    neo_runtime *rt = NULL;
+    float k[4 * 16 * 2], v[4 * 24 * 2], q[8 * 16], out[2][8 * 24];
+    int g, p;
+    rd.n_threads = 2, rd.gpu = 1, rd.gpu_standin = 1;
+    check_context("stand-in GPU runtime");
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return;
+    fill(k, sizeof k / sizeof *k, 0.0f), fill(v, sizeof v / sizeof *v, 1.0f), fill(q, sizeof q / sizeof *q, 2.0f);
+    for (g = 0; g < 4; g++) {
+        for (p = 0; p < 3; p++) {
+            neo_layer_desc d = base_desc();
+            neo_layer_info info;
+            neo_layer *l = NULL;
+            int want_gpu = gh[g] ? gh[g] : 4, i;
+            size_t per_head = (size_t)50 * (16 + 24) * 2; /* F16 K + V of one KV head */
+            d.n_head_kv = 4, d.head_dim_v = 24, d.n_ctx = 50, d.gpu_heads = gh[g], d.pipeline = (neo_pipeline)p;
+            check_context("split layer info: gpu_heads %d of 4, pipeline %d", gh[g], p);
+            if (!CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK)) continue;
+            memset(&info, 0x5A, sizeof info);
+            CHECK_STATUS(neo_layer_get_info(l, &info), NEO_OK);
+            CHECK(info.gpu_heads == want_gpu && info.cpu_heads == 4 - want_gpu);
+            CHECK(info.gpu_bytes == (size_t)want_gpu * per_head && info.host_bytes == (size_t)(4 - want_gpu) * per_head);
+            CHECK(info.pipeline == (neo_pipeline)p && info.n_decode == 0 && info.n_overlapped == 0);
+            /* the same errors as on a CPU runtime */
+            CHECK_STATUS(neo_attn_decode(l, q, out[0]), NEO_ERR_INVALID_ARG);
+            CHECK_STATUS(neo_attn_append(l, k, v, 0), NEO_ERR_INVALID_ARG);
+            CHECK_STATUS(neo_attn_append(l, k, v, 2), NEO_OK);
+            CHECK_STATUS(neo_attn_prefill(l, q, 3, out[0]), NEO_ERR_INVALID_ARG);
+            for (i = 0; i < 8; i++) CHECK_STATUS(neo_attn_decode(l, q, out[0]), NEO_OK);
+            CHECK_STATUS(neo_attn_append(l, k, v, 49), NEO_ERR_FULL);
+            CHECK(neo_layer_length(l) == 2);
+            CHECK_STATUS(neo_attn_decode(l, q, out[1]), NEO_OK);
+            CHECK(p == NEO_PIPELINE_AUTO || same_bits(out[0], out[1], 8 * 24)); /* AUTO may switch paths */
+            CHECK_STATUS(neo_layer_get_info(l, &info), NEO_OK);
+            CHECK(info.n_decode == 9 && info.pipeline == (neo_pipeline)p);
+            CHECK(info.n_overlapped >= 0 && info.n_overlapped <= (p == NEO_PIPELINE_OFF ? 0 : 9));
+            CHECK_STATUS(neo_layer_truncate(l, 3), NEO_ERR_INVALID_ARG);
+            CHECK_STATUS(neo_layer_truncate(l, 1), NEO_OK);
+            CHECK(neo_layer_length(l) == 1);
+            neo_layer_destroy(l);
+        }
+    }
+    neo_runtime_destroy(rt);
+}
+
 /* --- sinks are copied at create --- */
 
 static void test_sinks_copied(neo_runtime *rt) {
@@ -644,6 +715,7 @@ int main(void) {
         test_layer_ops(rt);
         test_layer_info(rt);
         test_sinks_copied(rt);
+        test_split_info();
         test_model_session(rt);
         neo_runtime_destroy(rt);
     }

@@ -516,6 +516,36 @@ static void test_stories_decode(neo_model *m, const unsigned char *file) {
         neo_session_destroy(sh);
     }
 
+    /* the same run with the layers split on the stand-in GPU, every pipeline; all on the "GPU" too */
+    {
+        neo_runtime *rg = NULL;
+        neo_runtime_desc gd = {0};
+        gd.n_threads = 2, gd.gpu = 1, gd.gpu_standin = 1;
+        check_context("stand-in GPU runtime");
+        CHECK_STATUS(neo_runtime_create(&gd, &rg), NEO_OK);
+        for (t = 0; rg && t < 4; t++) {
+            int toks[64 + N_GEN], gh = t == 3 ? 0 : 2;
+            check_context("greedy decode on the stand-in GPU, gpu_heads %d, pipeline %d", gh, t % 3);
+            memset(&sd, 0, sizeof sd);
+            sd.kv_type = NEO_TYPE_F32, sd.gpu_heads = gh, sd.pipeline = (neo_pipeline)(t % 3);
+            sh = NULL;
+            CHECK_STATUS(neo_session_create(rg, m, &sd, &sh), NEO_OK);
+            if (!sh) continue;
+            if (greedy(sh, prompt, n_prompt, gen2, lgt)) {
+                CHECK(memcmp(gen, gen2, sizeof gen) == 0);
+                for (i = 0; i < (int)steps; i++) toks[i] = i < n_prompt ? prompt[i] : gen2[i - n_prompt];
+                CHECK(max_rel_l2_vs_ref(file, toks, (int)steps, lgt) < 1e-4);
+            }
+            CHECK_STATUS(neo_session_get_info(sh, &li), NEO_OK);
+            CHECK(li.gpu_heads == (gh ? 2 : 4) && li.cpu_heads == 4 - li.gpu_heads);
+            CHECK(li.gpu_bytes == (size_t)5 * (size_t)li.gpu_heads * 512 * 2 * 8 * 4);
+            CHECK(li.host_bytes == (size_t)5 * (size_t)li.cpu_heads * 512 * 2 * 8 * 4);
+            CHECK(li.n_decode == (long long)(5 * steps) && li.pipeline == (neo_pipeline)(t % 3));
+            neo_session_destroy(sh);
+        }
+        neo_runtime_destroy(rg);
+    }
+
 done:
     neo_session_destroy(s1), neo_session_destroy(s2);
     neo_runtime_destroy(rt1), neo_runtime_destroy(rt2);

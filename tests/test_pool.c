@@ -77,12 +77,12 @@ static void test_threads_bitwise(neo_runtime **rts) {
             CHECK_STATUS(neo_attn_append(l[r], k + rk, v + rv, 700), NEO_OK);
             CHECK_STATUS(neo_attn_append(l[r], k + 701 * rk, v + 701 * rv, N_CELLS - 701), NEO_OK);
         }
-        for (call = 0; call < 24; call++) {
-            /* decodes at a few lengths (each crosses 256-cell chunks), then prefills of several sizes */
-            int n_tok = call < 16 ? 0 : (int[]){1, 2, 7, 16, 33, 64, 3, 5}[call - 16];
+        for (call = 0; call < 48; call++) {
+            /* decodes at two lengths (each crosses 256-cell chunks), then prefills of several sizes */
+            int n_tok = call < 40 ? 0 : (int[]){1, 2, 7, 16, 33, 64, 3, 5}[call - 40];
             int nq = n_tok ? n_tok : 1;
             size_t i;
-            if (call == 8)
+            if (call == 20)
                 for (r = 0; r < NRT; r++) CHECK_STATUS(neo_layer_truncate(l[r], 1025), NEO_OK);
             for (i = 0; i < (size_t)nq * qn; i++) q[i] = rng_f();
             for (r = 0; r < NRT; r++) {
@@ -99,12 +99,53 @@ static void test_threads_bitwise(neo_runtime **rts) {
     }
 }
 
+/* --- split layers on the stand-in GPU: the CPU half on the pool while the "GPU" half runs --- */
+
+static void test_split_threads(void) {
+    neo_runtime *rg[2] = {NULL, NULL};
+    int r, p;
+    for (r = 0; r < 2; r++) {
+        neo_runtime_desc rd = {0};
+        rd.n_threads = r ? 4 : 1, rd.gpu = 1, rd.gpu_standin = 1;
+        check_context("stand-in GPU runtime x%d", rd.n_threads);
+        CHECK_STATUS(neo_runtime_create(&rd, &rg[r]), NEO_OK);
+    }
+    for (p = 0; rg[0] && rg[1] && p < 3; p++) {
+        neo_layer *l[2] = {NULL, NULL};
+        neo_layer_desc d = {0};
+        float *k = rng_alloc(1200 * 8 * 64), *v = rng_alloc(1200 * 8 * 64), *q = rng_alloc(16 * 32 * 64);
+        float *o = (float *)malloc(2 * 16 * 32 * 64 * sizeof(float));
+        int call, ok = 1;
+        d.n_head = 32, d.n_head_kv = 8, d.head_dim = 64, d.n_ctx = 1200, d.gpu_heads = 3, d.pipeline = (neo_pipeline)p;
+        check_context("split layer, pipeline %d, 1 vs 4 threads", p);
+        if (!CHECK(k && v && q && o)) goto next;
+        for (r = 0; r < 2; r++) {
+            if (!CHECK_STATUS(neo_layer_create(rg[r], &d, &l[r]), NEO_OK)) goto next;
+            CHECK_STATUS(neo_attn_append(l[r], k, v, 1100), NEO_OK);
+        }
+        for (call = 0; call < 12; call++) {
+            int n_tok = call < 9 ? 0 : call == 9 ? 16 : 3, nq = n_tok ? n_tok : 1;
+            for (r = 0; r < 2; r++) {
+                float *out = o + (size_t)r * 16 * 32 * 64;
+                CHECK_STATUS(n_tok ? neo_attn_prefill(l[r], q, n_tok, out) : neo_attn_decode(l[r], q, out), NEO_OK);
+                if (call == 5) CHECK_STATUS(neo_attn_append(l[r], k, v, 100), NEO_OK);
+            }
+            if (p != NEO_PIPELINE_AUTO) ok &= memcmp(o, o + 16 * 32 * 64, (size_t)nq * 32 * 64 * sizeof(float)) == 0;
+        }
+        CHECK(ok);
+    next:
+        neo_layer_destroy(l[0]), neo_layer_destroy(l[1]);
+        free(k), free(v), free(q), free(o);
+    }
+    neo_runtime_destroy(rg[0]), neo_runtime_destroy(rg[1]);
+}
+
 /* --- create and destroy over and over --- */
 
 static void test_churn(const float *k, const float *v, const float *q, const float *want) {
     int i;
     check_context("runtime churn");
-    for (i = 0; i < 24; i++) {
+    for (i = 0; i < 40; i++) {
         neo_runtime *rt = make_rt(1 + i % 4);
         neo_layer *l = NULL;
         neo_layer_desc d = {0};
@@ -222,6 +263,7 @@ int main(void) {
         neo_layer *l = NULL;
         neo_layer_desc d = {0};
         test_threads_bitwise(rts);
+        test_split_threads();
         /* the expected output of the churn and concurrency tests, from the 1-thread runtime */
         d.n_head = 16, d.n_head_kv = 4, d.head_dim = 32, d.n_ctx = 600;
         check_context("1-thread reference");

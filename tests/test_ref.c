@@ -2,7 +2,9 @@
    (rounded to kv_type) K/V: ||out - ref||_2 / ||ref||_2 < 1e-4 for every call, every CPU path
    (scalar, AVX2, AVX-512 where the CPU has them) and thread count; outputs bitwise identical
    across thread counts for one path. Inputs come from a seeded xorshift: the seed is printed,
-   NEO_TEST_SEED=N repeats a run. */
+   NEO_TEST_SEED=N repeats a run. Split layers (GPU heads + host heads, every pipeline) run on the
+   header's stand-in GPU, with small stream-back chunks so that they take many. */
+#define NEO_ATTN_STAGE_BYTES 8192u
 #define NEO_ATTN_IMPLEMENTATION
 #include "neo_attn.h"
 
@@ -112,8 +114,10 @@ static void test_conversions(void) {
 static const neo_cpu_isa isa_list[3] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512};
 static int isa_ok[3];
 static neo_runtime *rts[3][5]; /* [isa][n_threads] */
-static double max_err[3];
-static long n_calls[3];
+static neo_runtime *rts_gpu[5]; /* stand-in GPU, best CPU path, [n_threads] */
+static double max_err[4];       /* [isa], then the stand-in GPU */
+static long n_calls[4];
+static const char *const path_names[4] = {"scalar", "avx2", "avx512", "gpu-standin"};
 
 static void open_runtimes(void) {
     int i, t;
@@ -133,6 +137,16 @@ static void open_runtimes(void) {
             CHECK(ri.cpu_isa == isa_list[i] && ri.n_threads == t);
         }
     }
+    for (t = 1; t <= 4; t += 2) {
+        neo_runtime_desc rd = {0};
+        neo_runtime_info ri = {0, 0, NEO_CPU_AUTO};
+        rd.n_threads = t, rd.gpu = 1, rd.gpu_standin = 1;
+        check_context("stand-in GPU runtime x%d", t);
+        if (CHECK_STATUS(neo_runtime_create(&rd, &rts_gpu[t]), NEO_OK)) {
+            CHECK_STATUS(neo_runtime_get_info(rts_gpu[t], &ri), NEO_OK);
+            CHECK(ri.gpu == 1 && ri.n_threads == t);
+        }
+    }
 }
 
 /* --- one test case: a desc, the same cache in several layers (one per runtime), a mirror of the stored K/V --- */
@@ -141,7 +155,8 @@ enum { MAXL = 16 };
 typedef struct tcase {
     neo_layer_desc d;
     float sinks[64];
-    int n, isa[MAXL], thr[MAXL];
+    int n, isa[MAXL], thr[MAXL]; /* isa 3: the stand-in GPU */
+    int bitwise;                 /* outputs of one path must match bitwise across thread counts */
     neo_layer *l[MAXL];
     float *ks, *vs; /* [n_ctx][n_head_kv][head_dim(_v)] as stored */
     int len, dv;
@@ -150,7 +165,9 @@ typedef struct tcase {
 static int case_no;
 
 /* mode 0: each CPU path once with a thread count that varies by case, the best path twice;
-   mode 1: every CPU path with 1, 2, 3 and 4 threads. */
+   mode 1: every CPU path with 1, 2, 3 and 4 threads;
+   mode 2: the stand-in GPU with 1 and 3 threads (bitwise equal unless the pipeline is AUTO,
+   whose choice comes from timing). */
 static int tc_open(tcase *c, const neo_layer_desc *d, int mode, const char *name) {
     int i, t;
     memset(c, 0, sizeof *c);
@@ -160,9 +177,14 @@ static int tc_open(tcase *c, const neo_layer_desc *d, int mode, const char *name
         c->d.sinks = c->sinks;
     }
     c->dv = d->head_dim_v ? d->head_dim_v : d->head_dim;
+    c->bitwise = mode != 2 || d->pipeline != NEO_PIPELINE_AUTO;
     case_no++;
     check_context("case %d %s: create", case_no, name);
-    for (i = 0; i < 3; i++) {
+    for (t = 1; mode == 2 && t <= 4; t += 2) {
+        if (!rts_gpu[t] || !CHECK_STATUS(neo_layer_create(rts_gpu[t], &c->d, &c->l[c->n]), NEO_OK)) return 0;
+        c->isa[c->n] = 3, c->thr[c->n] = t, c->n++;
+    }
+    for (i = 0; i < 3 && mode != 2; i++) {
         int best = i == (isa_ok[2] ? 2 : isa_ok[1] ? 1 : 0), tsel = 1 + (case_no + i) % 4;
         if (!isa_ok[i]) continue;
         for (t = 1; t <= 4; t++) {
@@ -260,7 +282,7 @@ static void reference(const tcase *c, const float *q, int n_tok, double *ref) {
 /* n_tok 0: decode; else prefill of n_tok queries. Every layer against the reference, and bitwise
    against the first layer of the same CPU path. */
 static void tc_query(tcase *c, int n_tok) {
-    int nq = n_tok ? n_tok : 1, i, first[3] = {-1, -1, -1};
+    int nq = n_tok ? n_tok : 1, i, first[4] = {-1, -1, -1, -1};
     size_t nqe = (size_t)nq * (size_t)c->d.n_head * (size_t)c->d.head_dim;
     size_t no = (size_t)nq * (size_t)c->d.n_head * (size_t)c->dv, e;
     float *q = (float *)malloc(nqe * sizeof(float)), *out = (float *)malloc((size_t)c->n * no * sizeof(float));
@@ -286,13 +308,13 @@ static void tc_query(tcase *c, int n_tok) {
         }
         err = sqrt(num) / sqrt(den);
         if (!CHECK(err < TOL))
-            fprintf(stderr, "    %s x%d: %s n_tok %d len %d: rel err %.3g\n", neo_cpu_isa_name(isa_list[c->isa[i]]),
-                    c->thr[i], n_tok ? "prefill" : "decode", n_tok, c->len, err);
+            fprintf(stderr, "    %s x%d: %s n_tok %d len %d: rel err %.3g\n", path_names[c->isa[i]], c->thr[i],
+                    n_tok ? "prefill" : "decode", n_tok, c->len, err);
         if (!(err <= max_err[c->isa[i]])) max_err[c->isa[i]] = err;
         n_calls[c->isa[i]]++;
         if (first[c->isa[i]] < 0) first[c->isa[i]] = i;
-        else if (!CHECK(memcmp(o, out + (size_t)first[c->isa[i]] * no, no * sizeof(float)) == 0))
-            fprintf(stderr, "    %s: x%d and x%d differ (%s n_tok %d len %d)\n", neo_cpu_isa_name(isa_list[c->isa[i]]),
+        else if (c->bitwise && !CHECK(memcmp(o, out + (size_t)first[c->isa[i]] * no, no * sizeof(float)) == 0))
+            fprintf(stderr, "    %s: x%d and x%d differ (%s n_tok %d len %d)\n", path_names[c->isa[i]],
                     c->thr[first[c->isa[i]]], c->thr[i], n_tok ? "prefill" : "decode", n_tok, c->len);
     }
 done:
@@ -533,6 +555,48 @@ static void timed(const char *name, void (*fn)(void)) {
     fflush(stdout);
 }
 
+/* split layers on the stand-in GPU: heads [0, gpu_heads) on the "device", the rest in host
+   memory, attended by stream-back (OFF), both halves at once (ON) or the timed choice (AUTO) */
+static void test_split(void) {
+    static const int gh[] = {0, 1, 3, 4};
+    static const char *pn[] = {"OFF", "ON", "AUTO"};
+    int g, p, i, k = 0;
+    for (g = 0; g < 4; g++) {
+        for (p = 0; p < 3; p++, k++) {
+            char name[96];
+            tcase c;
+            float sinks[8];
+            neo_layer_desc d = shape(8, 4, 64, k % 2 ? 48 : 0, 800, (neo_type)(k % 3));
+            d.gpu_heads = gh[g], d.pipeline = (neo_pipeline)p;
+            if (k % 4 == 1) set_sinks(sinks, 8), d.sinks = sinks, d.max_alibi_bias = 1.0f, d.softcap = 3.0f;
+            if (k % 4 == 3) set_sinks(sinks, 8), d.sinks = sinks, d.scale = 0.2f;
+            snprintf(name, sizeof name, "split: gpu_heads %d of 4, pipeline %s, kv_type %d%s", gh[g], pn[p], k % 3,
+                     k % 2 ? ", options" : "");
+            if (tc_open(&c, &d, 2, name)) {
+                neo_layer_info li;
+                memset(&li, 0, sizeof li);
+                tc_append(&c, 1), tc_both(&c, 1);
+                tc_append(&c, 7), tc_both(&c, 8);
+                tc_append(&c, 300);
+                for (i = 0; i < 7; i++) tc_query(&c, 0); /* past AUTO's probes */
+                tc_query(&c, 40);
+                tc_append(&c, 33), tc_both(&c, 33);
+                tc_append(&c, 400); /* the context more than doubled: AUTO probes again */
+                for (i = 0; i < 7; i++) tc_query(&c, 0);
+                tc_query(&c, 5);
+                tc_truncate(&c, 100), tc_both(&c, 2);
+                tc_append(&c, 1), tc_both(&c, 0);
+                tc_append(&c, 699), tc_both(&c, 3); /* full */
+                tc_append(&c, 1);
+                CHECK_STATUS(neo_layer_get_info(c.l[0], &li), NEO_OK);
+                CHECK(li.gpu_heads == (gh[g] ? gh[g] : 4) && li.cpu_heads == 4 - li.gpu_heads);
+                CHECK(li.pipeline == (neo_pipeline)p && li.n_decode == 20);
+            }
+            tc_close(&c);
+        }
+    }
+}
+
 int main(void) {
     const char *env = getenv("NEO_TEST_SEED");
     unsigned long long seed = env && *env ? strtoull(env, NULL, 0) : (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 20);
@@ -552,14 +616,14 @@ int main(void) {
     timed("truncate", test_truncate);
     timed("full cache", test_full);
     timed("determinism", test_determinism);
+    timed("split layers", test_split);
 
-    for (i = 0; i < 3; i++) {
-        if (isa_ok[i])
-            printf("test_ref: %-6s %5ld calls, max relative L2 error %.3g\n", neo_cpu_isa_name(isa_list[i]), n_calls[i],
-                   max_err[i]);
-        for (t = 1; t <= 4; t++) neo_runtime_destroy(rts[i][t]);
+    for (i = 0; i < 4; i++) {
+        if (i == 3 || isa_ok[i])
+            printf("test_ref: %-11s %5ld calls, max relative L2 error %.3g\n", path_names[i], n_calls[i], max_err[i]);
+        for (t = 1; t <= 4; t++) neo_runtime_destroy(i < 3 ? rts[i][t] : rts_gpu[t]);
     }
     check_context("%s", "");
-    CHECK(n_calls[0] > 0); /* the scalar path always ran */
+    CHECK(n_calls[0] > 0 && n_calls[3] > 0); /* the scalar path and the stand-in GPU always ran */
     return check_summary("test_ref");
 }
