@@ -428,7 +428,11 @@ int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
 #endif
 
 #ifdef NEO_ATTN_STATIC
+#if defined(__GNUC__) || defined(__clang__)
+#define NEO_ATTN__PUBLIC static __attribute__((unused)) /* a program may use only part of the API */
+#else
 #define NEO_ATTN__PUBLIC static
+#endif
 #else
 #define NEO_ATTN__PUBLIC
 #endif
