@@ -85,3 +85,27 @@ bench: $(B)/bench-cpu
 
 clean:
 	rm -rf $(B)
+
+# --- the CUDA companion -------------------------------------------------------------------------
+# cuda-build compiles neo_attn_cuda.cu when nvcc is there (CI runs it and passes without one);
+# test-cuda-ops needs a CUDA GPU: every neo__dev_ops entry against float64 references.
+# nvcc's kernel launch stubs use the C++ runtime, hence -lstdc++ when a C compiler links.
+CUDA_HOME ?= /usr/local/cuda
+NVCCFLAGS ?= -O3 -arch=sm_90
+CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcudart -lstdc++
+
+cuda-build: | $(B)
+	@if command -v $(NVCC) >/dev/null 2>&1; then \
+		echo "$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall -c neo_attn_cuda.cu -o $(B)/neo_attn_cuda.o"; \
+		$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall -c neo_attn_cuda.cu -o $(B)/neo_attn_cuda.o; \
+	else \
+		echo "cuda-build: $(NVCC) not found, skipping neo_attn_cuda.cu"; \
+	fi
+
+$(B)/test_cuda_ops: tests/test_cuda_ops.c $(HDR) cuda-build | $(B)
+	$(CC) $(CSTD) $(CWARN) -O2 -g -I. -isystem $(CUDA_HOME)/include $< $(B)/neo_attn_cuda.o -o $@ $(CUDA_LIBS) $(LDLIBS)
+
+test-cuda-ops: $(B)/test_cuda_ops
+	./$(B)/test_cuda_ops
+
+.PHONY: cuda-build test-cuda-ops

@@ -957,6 +957,7 @@ NEO__AVX512 static inline __m128 neo__hsum4x16(__m512 a0, __m512 a1, __m512 a2, 
 }
 NEO__AVX512 static inline void neo__scores_avx512_t(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
     size_t es = neo__type_size(t);
+    int    dm = d & ~15; /* full 16-lane chunks take plain loads, which fold into the FMAs */
     for (int b = 0; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
         int r = 0;
@@ -964,13 +965,20 @@ NEO__AVX512 static inline void neo__scores_avx512_t(float *s, const float *q, co
         for (; r + 4 <= nq; r += 4) {
             const float *q0 = q + (size_t)r * d, *q1 = q0 + d, *q2 = q1 + d, *q3 = q2 + d;
             __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int j = 0; j < d; j += 16) {
-                __mmask16 m = neo__mask16(d - j);
-                __m512    kv = neo__ld16(kr, (size_t)j, m, t);
-                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q0 + j), kv, a0);
-                a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q1 + j), kv, a1);
-                a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q2 + j), kv, a2);
-                a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q3 + j), kv, a3);
+            for (int j = 0; j < dm; j += 16) {
+                __m512 kv = neo__ld16(kr, (size_t)j, 0xffff, t);
+                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + j), kv, a0);
+                a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q1 + j), kv, a1);
+                a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q2 + j), kv, a2);
+                a3 = _mm512_fmadd_ps(_mm512_loadu_ps(q3 + j), kv, a3);
+            }
+            if (dm < d) {
+                __mmask16 m = neo__mask16(d - dm);
+                __m512    kv = neo__ld16(kr, (size_t)dm, m, t);
+                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q0 + dm), kv, a0);
+                a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q1 + dm), kv, a1);
+                a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q2 + dm), kv, a2);
+                a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q3 + dm), kv, a3);
             }
             float o[4];
             _mm_storeu_ps(o, neo__hsum4x16(a0, a1, a2, a3));
@@ -1019,40 +1027,37 @@ NEO__AVX512 NEO_ATTN__PRIVATE float neo__exp_sum_avx512(float *x, int n, float m
 NEO__AVX512 static inline void neo__pv_avx512_t(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv) {
     size_t es = neo__type_size(t);
     int    r = 0;
-    /* Columns in groups of 64 with rows inner, so each V row is read front to back, which is
-       what the hardware prefetcher follows. */
+    /* Four queries x 64 columns in 16 accumulators, rows inner: each V row is read front to back
+       and every widened V vector feeds four FMAs. */
     for (; r + 4 <= nq; r += 4) {
         const float *p0 = p + r * NEO__BLOCK;
         float       *o = acc + (size_t)r * dv;
-        for (int j = 0; j < dv; j += 32) {
-            __mmask16 m0 = neo__mask16(dv - j), m1 = neo__mask16(dv - j - 16);
-            __m512 a0 = _mm512_maskz_loadu_ps(m0, o + j), a1 = _mm512_maskz_loadu_ps(m0, o + dv + j);
-            __m512 a2 = _mm512_maskz_loadu_ps(m0, o + 2 * dv + j), a3 = _mm512_maskz_loadu_ps(m0, o + 3 * dv + j);
-            __m512 b0 = _mm512_maskz_loadu_ps(m1, o + j + 16), b1 = _mm512_maskz_loadu_ps(m1, o + dv + j + 16);
-            __m512 b2 = _mm512_maskz_loadu_ps(m1, o + 2 * dv + j + 16), b3 = _mm512_maskz_loadu_ps(m1, o + 3 * dv + j + 16);
+        for (int j = 0; j < dv; j += 64) {
+            __mmask16 m[4];
+            __m512    a[4][4];
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                m[c] = neo__mask16(dv - j - 16 * c);
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) a[i][c] = _mm512_maskz_loadu_ps(m[c], o + (size_t)i * dv + j + 16 * c);
+            }
             for (int b = 0; b < nk; b++) {
                 const char *vr = (const char *)v + (size_t)b * dv * es;
+                __m512      vv[4], pp[4];
                 if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
-                __m512 v0 = neo__ld16(vr, (size_t)j, m0, t), v1 = neo__ld16(vr, (size_t)j + 16, m1, t);
-                __m512 p_0 = _mm512_set1_ps(p0[b]), p_1 = _mm512_set1_ps(p0[NEO__BLOCK + b]);
-                __m512 p_2 = _mm512_set1_ps(p0[2 * NEO__BLOCK + b]), p_3 = _mm512_set1_ps(p0[3 * NEO__BLOCK + b]);
-                a0 = _mm512_fmadd_ps(p_0, v0, a0);
-                a1 = _mm512_fmadd_ps(p_1, v0, a1);
-                a2 = _mm512_fmadd_ps(p_2, v0, a2);
-                a3 = _mm512_fmadd_ps(p_3, v0, a3);
-                b0 = _mm512_fmadd_ps(p_0, v1, b0);
-                b1 = _mm512_fmadd_ps(p_1, v1, b1);
-                b2 = _mm512_fmadd_ps(p_2, v1, b2);
-                b3 = _mm512_fmadd_ps(p_3, v1, b3);
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) vv[c] = neo__ld16(vr, (size_t)j + 16 * c, m[c], t);
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) pp[i] = _mm512_set1_ps(p0[i * NEO__BLOCK + b]);
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+                    for (int c = 0; c < 4; c++) a[i][c] = _mm512_fmadd_ps(pp[i], vv[c], a[i][c]);
             }
-            _mm512_mask_storeu_ps(o + j, m0, a0);
-            _mm512_mask_storeu_ps(o + dv + j, m0, a1);
-            _mm512_mask_storeu_ps(o + 2 * dv + j, m0, a2);
-            _mm512_mask_storeu_ps(o + 3 * dv + j, m0, a3);
-            _mm512_mask_storeu_ps(o + j + 16, m1, b0);
-            _mm512_mask_storeu_ps(o + dv + j + 16, m1, b1);
-            _mm512_mask_storeu_ps(o + 2 * dv + j + 16, m1, b2);
-            _mm512_mask_storeu_ps(o + 3 * dv + j + 16, m1, b3);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++)
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) _mm512_mask_storeu_ps(o + (size_t)i * dv + j + 16 * c, m[c], a[i][c]);
         }
     }
     for (; r < nq; r++) {
