@@ -21,6 +21,16 @@
 
 #define TOL 1e-4
 
+/* With NEO_TEST_CUDA=1 (make test-cuda: NEO_ATTN_CUDA=1, linked with neo_attn_cuda.cu) every
+   case also runs on a real GPU runtime: the shape cases with no split, the split cases as they
+   are; q, k, v and out go through device memory. */
+#ifndef NEO_TEST_CUDA
+#define NEO_TEST_CUDA 0
+#endif
+#if NEO_TEST_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 /* --- random numbers --- */
 
 static uint64_t rng_s;
@@ -115,9 +125,52 @@ static const neo_cpu_isa isa_list[3] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AV
 static int isa_ok[3];
 static neo_runtime *rts[3][5]; /* [isa][n_threads] */
 static neo_runtime *rts_gpu[5]; /* stand-in GPU, best CPU path, [n_threads] */
-static double max_err[4];       /* [isa], then the stand-in GPU */
-static long n_calls[4];
-static const char *const path_names[4] = {"scalar", "avx2", "avx512", "gpu-standin"};
+static neo_runtime *rt_cuda;    /* a real GPU (NEO_TEST_CUDA), online cores */
+static double max_err[5];       /* [isa], the stand-in GPU, the real GPU */
+static long n_calls[5];
+static const char *const path_names[5] = {"scalar", "avx2", "avx512", "gpu-standin", "cuda"};
+
+/* The calls a case makes, with activations in device memory on the real GPU. */
+#if NEO_TEST_CUDA
+static void *to_dev(const void *src, size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
+    if (src && cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+#endif
+static neo_status t_append(neo_layer *l, int on_gpu, const float *k, const float *v, size_t kn, size_t vn, int n) {
+#if NEO_TEST_CUDA
+    if (on_gpu) {
+        float *dk = (float *)to_dev(k, kn * sizeof(float)), *dv = (float *)to_dev(v, vn * sizeof(float));
+        neo_status st = dk && dv ? neo_attn_append(l, dk, dv, n) : NEO_ERR_DEVICE_MEMORY;
+        if (cudaDeviceSynchronize() != cudaSuccess) st = NEO_ERR_DEVICE;
+        cudaFree(dk), cudaFree(dv);
+        return st;
+    }
+#endif
+    (void)on_gpu, (void)kn, (void)vn;
+    return neo_attn_append(l, k, v, n);
+}
+/* n_tok 0: decode. out: [nq][n_head][dv], poisoned by the caller; on the GPU it is poisoned there too. */
+static neo_status t_query(neo_layer *l, int on_gpu, const float *q, size_t qn, int n_tok, float *out, size_t on) {
+#if NEO_TEST_CUDA
+    if (on_gpu) {
+        float *dq = (float *)to_dev(q, qn * sizeof(float)), *dout = (float *)to_dev(out, on * sizeof(float));
+        neo_status st = dq && dout ? (n_tok ? neo_attn_prefill(l, dq, n_tok, dout) : neo_attn_decode(l, dq, dout))
+                                   : NEO_ERR_DEVICE_MEMORY;
+        if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(out, dout, on * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+            st = NEO_ERR_DEVICE;
+        cudaFree(dq), cudaFree(dout);
+        return st;
+    }
+#endif
+    (void)on_gpu, (void)qn, (void)on;
+    return n_tok ? neo_attn_prefill(l, q, n_tok, out) : neo_attn_decode(l, q, out);
+}
 
 static void open_runtimes(void) {
     int i, t;
@@ -147,6 +200,14 @@ static void open_runtimes(void) {
             CHECK(ri.gpu == 1 && ri.n_threads == t);
         }
     }
+#if NEO_TEST_CUDA
+    {
+        neo_runtime_desc rd = {0};
+        rd.gpu = 1;
+        check_context("CUDA runtime");
+        if (!CHECK_STATUS(neo_runtime_create(&rd, &rt_cuda), NEO_OK)) rt_cuda = NULL;
+    }
+#endif
 }
 
 /* --- one test case: a desc, the same cache in several layers (one per runtime), a mirror of the stored K/V --- */
@@ -155,7 +216,7 @@ enum { MAXL = 16 };
 typedef struct tcase {
     neo_layer_desc d;
     float sinks[64];
-    int n, isa[MAXL], thr[MAXL]; /* isa 3: the stand-in GPU */
+    int n, isa[MAXL], thr[MAXL]; /* isa 3: the stand-in GPU, 4: the real GPU */
     int bitwise;                 /* outputs of one path must match bitwise across thread counts */
     neo_layer *l[MAXL];
     float *ks, *vs; /* [n_ctx][n_head_kv][head_dim(_v)] as stored */
@@ -193,6 +254,10 @@ static int tc_open(tcase *c, const neo_layer_desc *d, int mode, const char *name
             c->isa[c->n] = i, c->thr[c->n] = t, c->n++;
         }
     }
+    if (rt_cuda) { /* the real GPU takes every case: with no split unless the case is a split one */
+        if (!CHECK_STATUS(neo_layer_create(rt_cuda, &c->d, &c->l[c->n]), NEO_OK)) return 0;
+        c->isa[c->n] = 4, c->thr[c->n] = 0, c->n++;
+    }
     c->ks = (float *)malloc((size_t)d->n_ctx * (size_t)d->n_head_kv * (size_t)d->head_dim * sizeof(float));
     c->vs = (float *)malloc((size_t)d->n_ctx * (size_t)d->n_head_kv * (size_t)c->dv * sizeof(float));
     check_context("case %d %s", case_no, name);
@@ -212,7 +277,7 @@ static void tc_append(tcase *c, int n) {
     if (!CHECK(k && v)) goto done;
     rng_fill(k, (size_t)n * rk, -2.0f, 2.0f), rng_fill(v, (size_t)n * rv, -2.0f, 2.0f);
     for (i = 0; i < c->n; i++) {
-        CHECK_STATUS(neo_attn_append(c->l[i], k, v, n), full ? NEO_ERR_FULL : NEO_OK);
+        CHECK_STATUS(t_append(c->l[i], c->isa[i] == 4, k, v, (size_t)n * rk, (size_t)n * rv, n), full ? NEO_ERR_FULL : NEO_OK);
         CHECK(neo_layer_length(c->l[i]) == (full ? c->len : c->len + n));
     }
     if (!full) {
@@ -282,7 +347,7 @@ static void reference(const tcase *c, const float *q, int n_tok, double *ref) {
 /* n_tok 0: decode; else prefill of n_tok queries. Every layer against the reference, and bitwise
    against the first layer of the same CPU path. */
 static void tc_query(tcase *c, int n_tok) {
-    int nq = n_tok ? n_tok : 1, i, first[4] = {-1, -1, -1, -1};
+    int nq = n_tok ? n_tok : 1, i, first[5] = {-1, -1, -1, -1, -1};
     size_t nqe = (size_t)nq * (size_t)c->d.n_head * (size_t)c->d.head_dim;
     size_t no = (size_t)nq * (size_t)c->d.n_head * (size_t)c->dv, e;
     float *q = (float *)malloc(nqe * sizeof(float)), *out = (float *)malloc((size_t)c->n * no * sizeof(float));
@@ -292,15 +357,14 @@ static void tc_query(tcase *c, int n_tok) {
     for (e = 0; e < (size_t)c->n * no; e++) out[e] = u2f(0x7FC0DEADu); /* a missed write stays NaN */
     if (c->len == 0 || nq > c->len) {
         for (i = 0; i < c->n; i++)
-            CHECK_STATUS(n_tok ? neo_attn_prefill(c->l[i], q, n_tok, out) : neo_attn_decode(c->l[i], q, out),
-                         NEO_ERR_INVALID_ARG);
+            CHECK_STATUS(t_query(c->l[i], c->isa[i] == 4, q, nqe, n_tok, out, no), NEO_ERR_INVALID_ARG);
         goto done;
     }
     reference(c, q, nq, ref);
     for (i = 0; i < c->n; i++) {
         float *o = out + (size_t)i * no;
         double num = 0.0, den = 0.0, err;
-        neo_status st = n_tok ? neo_attn_prefill(c->l[i], q, n_tok, o) : neo_attn_decode(c->l[i], q, o);
+        neo_status st = t_query(c->l[i], c->isa[i] == 4, q, nqe, n_tok, o, no);
         CHECK_STATUS(st, NEO_OK);
         for (e = 0; e < no; e++) {
             double diff = (double)o[e] - ref[e];
@@ -618,12 +682,14 @@ int main(void) {
     timed("determinism", test_determinism);
     timed("split layers", test_split);
 
-    for (i = 0; i < 4; i++) {
-        if (i == 3 || isa_ok[i])
+    for (i = 0; i < 5; i++) {
+        if (i == 3 || (i < 3 && isa_ok[i]) || (i == 4 && rt_cuda))
             printf("test_ref: %-11s %5ld calls, max relative L2 error %.3g\n", path_names[i], n_calls[i], max_err[i]);
-        for (t = 1; t <= 4; t++) neo_runtime_destroy(i < 3 ? rts[i][t] : rts_gpu[t]);
+        for (t = 1; t <= 4 && i < 4; t++) neo_runtime_destroy(i < 3 ? rts[i][t] : rts_gpu[t]);
     }
+    neo_runtime_destroy(rt_cuda);
     check_context("%s", "");
     CHECK(n_calls[0] > 0 && n_calls[3] > 0); /* the scalar path and the stand-in GPU always ran */
+    CHECK(!NEO_TEST_CUDA || n_calls[4] > 0);
     return check_summary("test_ref");
 }
