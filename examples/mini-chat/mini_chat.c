@@ -546,10 +546,12 @@ static void print_neo_info(const Transformer *t, FILE *out) {
     memset(&li, 0, sizeof li);
     neo_session_get_info(t->session, &li);
     fprintf(out, "neo_attn %s: %d threads, cpu %s%s, KV cache %s: %zu bytes GPU + %zu bytes host, "
-                 "KV heads per layer %d GPU + %d CPU, pipeline %s, context %d of %d tokens\n",
+                 "KV heads per layer %d GPU + %d CPU, pipeline %s, context %d of %d tokens, "
+                 "%lld decode calls (%lld with both halves overlapped)\n",
             neo_attn_version(), t->rt_info.n_threads, neo_cpu_isa_name(t->rt_info.cpu_isa),
             t->rt_info.gpu ? ", GPU" : "", kv_type_name(t->kv_type), li.gpu_bytes, li.host_bytes, li.gpu_heads,
-            li.cpu_heads, pipeline_name(li.pipeline), neo_session_length(t->session), t->n_ctx);
+            li.cpu_heads, pipeline_name(li.pipeline), neo_session_length(t->session), t->n_ctx, li.n_decode,
+            li.n_overlapped);
 }
 
 /* ---------------------------------------------------------------------------------------------
