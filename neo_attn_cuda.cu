@@ -1,0 +1,1206 @@
+/* neo_attn_cuda.cu - the CUDA half of neo_attn: kernels and the neo__dev_ops table - MIT or public domain, see neo_attn.h
+
+   neo_attn.h drives every device operation through a neo__dev_ops table (see "the GPU bridge" in
+   the header). This file fills that table with the CUDA runtime (cudart only, no cuBLAS). It
+   includes the header WITHOUT NEO_ATTN_IMPLEMENTATION; compile it once and link it into a program
+   whose implementing file defines NEO_ATTN_CUDA=1:
+
+       nvcc -O3 -arch=sm_90 -c neo_attn_cuda.cu
+
+   and link with -lcudart, plus -lstdc++ when a C compiler links (nvcc's launch stubs use the C++
+   runtime). sm_90 is the target this was written and timed for; nothing newer than sm_80 is used
+   except griddepcontrol (programmatic dependent launch, sm_90 PTX), so other targets need a port.
+   Nothing here exits or prints: every CUDA call is checked and becomes a neo_status.
+
+   KERNELS (launch geometry)
+   -------------------------
+   neo__attn_fast<T, D, NQ>  flash-decoding for head_dim == head_dim_v == D in {64, 128, 256} and
+                             16-byte aligned K, V and q. grid (H * QT, S): one block per (KV head,
+                             tile of NQ = 1/2/4/8 queries, split of the cell range), 128 threads.
+                             Each warp streams its own 2 KB K + 2 KB V warp tiles (warp tiles
+                             w, w + 4, ..) through its own 3-deep cp.async ring (48 KB of dynamic
+                             shared memory a block, 4 blocks an SM) and keeps its own online
+                             softmax, so the loop has no block barrier; every K/V row is read once
+                             for all NQ queries (the GQA group, or tokens x group in prefill). The
+                             four warp states are merged at the end into one partial
+                             (m, l, acc[D]) per query and split.
+   neo__attn_generic<T, NQ>  the same for any head_dim / head_dim_v in 1..16384 and any alignment.
+                             grid (H * QT, S, ceil(head_dim_v / 256)), 128 threads; tiles of 32
+                             cells; each block owns 256 output columns (scores are recomputed
+                             per column block, which only matters for head_dim_v > 256).
+   neo__attn_merge           one block of 256 threads per (KV head, query): merges the S partials
+                             (and the previous state when accumulating) in split order, then
+                             writes the state or the finished, normalised output. Launched with
+                             programmatic dependent launch so its launch overlaps the tail of the
+                             attention kernel.
+   neo__append_kernel        grid (n_tokens * (h1 - h0), 2: K and V), 128 threads: one new row each.
+   neo__gemv_kernel          8 warps a block, one warp per output row; float4 loads when aligned.
+   neo__rmsnorm_kernel       one block of 1024 threads.
+   neo__rope_kernel, neo__swiglu_kernel, neo__add_kernel: one thread per (pair of) element(s).
+
+   DETERMINISM
+   -----------
+   The split count depends only on the shape, the SM count and the kernel's occupancy, and every
+   sum (dot products, partial reductions, the merge) runs in a fixed order, so the same inputs on
+   the same GPU give bitwise the same outputs.
+
+   NUMERICS
+   --------
+   q stays float32; K/V are widened to float32 in registers; all sums are float32. A query with
+   no visible cell in a split leaves (m, l, acc) = (-inf, 0, 0), which every merge treats as
+   weight 0. A finished query with no visible cell at all and no sink gets out = 0. */
+#include "neo_attn.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define NEO__CU_STREAMS 3
+#define NEO__CU_THREADS 128             /* attention kernels */
+#ifndef NEO__CU_WSTAGES
+#define NEO__CU_WSTAGES 3               /* cp.async ring depth of each warp */
+#endif
+#ifndef NEO__CU_WTILE_BYTES
+#define NEO__CU_WTILE_BYTES 2048        /* K (or V) bytes of one warp tile */
+#endif
+#ifndef NEO__CU_NQ8_BLOCKS
+#define NEO__CU_NQ8_BLOCKS 1            /* resident blocks the 8-query kernels are built for */
+#endif
+#define NEO__CU_MAX_SPLITS 256          /* splits per KV head (the merge's shared weights) */
+#define NEO__CU_MAX_DIM 16384
+#define NEO__CU_GEN_COLS 256            /* output columns per generic block */
+#define NEO__CU_GEN_TILE 32             /* cells per generic tile */
+#define NEO__CU_WORK_CAP ((size_t)512 << 20) /* split partials beyond this use fewer splits */
+
+/* =============================================================================================
+   device helpers
+   ============================================================================================= */
+
+/* Widening of the storage types: E elements per 16-byte chunk. */
+template <typename T> struct neo__kvt;
+template <> struct neo__kvt<__half> {
+    static constexpr int E = 8;
+    static __device__ __forceinline__ void cvt(const uint4 r, float *x) {
+        const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            __half2_raw raw;
+            raw.x = (unsigned short)(w[i] & 0xffffu);
+            raw.y = (unsigned short)(w[i] >> 16);
+            const float2 f = __half22float2(__half2(raw));
+            x[2 * i] = f.x;
+            x[2 * i + 1] = f.y;
+        }
+    }
+    static __device__ __forceinline__ float ld(const __half *p, size_t i) { return __half2float(p[i]); }
+    static __device__ __forceinline__ __half st(float f) { return __float2half_rn(f); }
+};
+template <> struct neo__kvt<__nv_bfloat16> {
+    static constexpr int E = 8;
+    static __device__ __forceinline__ void cvt(const uint4 r, float *x) {
+        /* bf16 is the top half of a float: widening is a shift */
+        const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            x[2 * i] = __uint_as_float(w[i] << 16);
+            x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        }
+    }
+    static __device__ __forceinline__ float ld(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
+    static __device__ __forceinline__ __nv_bfloat16 st(float f) { return __float2bfloat16_rn(f); }
+};
+template <> struct neo__kvt<float> {
+    static constexpr int E = 4;
+    static __device__ __forceinline__ void cvt(const uint4 r, float *x) {
+        x[0] = __uint_as_float(r.x);
+        x[1] = __uint_as_float(r.y);
+        x[2] = __uint_as_float(r.z);
+        x[3] = __uint_as_float(r.w);
+    }
+    static __device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
+    static __device__ __forceinline__ float st(float f) { return f; }
+};
+
+__device__ __forceinline__ void neo__cp_async16(void *smem, const void *gmem) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void neo__cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void neo__cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ float neo__warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float neo__warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Reduce-scatter of N values over the lanes that differ in bits O, O/2, .., 1: each halving step
+   sends the half the lane does not keep to its partner, so the group of N queries costs
+   N/2 + N/4 + .. shuffles instead of N * log2(lanes). Afterwards the lane holds the full sums of
+   queries [qbase, qbase + max(1, N / lanes)). */
+template <int N, int O> struct neo__rs {
+    static __device__ __forceinline__ void run(float *v, int lane, int &qbase) {
+        if constexpr (O > 0) {
+            if constexpr (N > 1) {
+                constexpr int H = N / 2;
+                const bool up = (lane & O) != 0;
+#pragma unroll
+                for (int j = 0; j < H; j++) {
+                    float send = up ? v[j] : v[j + H], keep = up ? v[j + H] : v[j];
+                    v[j] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+                }
+                if (up) qbase += H;
+                neo__rs<H, O / 2>::run(v, lane, qbase);
+            } else {
+                v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+                neo__rs<1, O / 2>::run(v, lane, qbase);
+            }
+        }
+    }
+};
+
+/* =============================================================================================
+   attention: parameters, the shared online-softmax step, the two attention kernels, the merge
+   ============================================================================================= */
+
+/* Query r of KV head g (0 <= r < nq = n_tokens * G) is token r / G, query head g * G + r % G. */
+struct neo__cu_attn {
+    const void  *k;       /* [stored heads][kv_cells][d] of T, from head kv_h0 */
+    const void  *v;       /* [stored heads][kv_cells][dv] of T */
+    const float *q;       /* [n_tokens][n_head][d] */
+    const float *slopes;  /* [n_head] or NULL */
+    float       *work;    /* [H][nq][S][dv + 2] split partials (m, l, acc) */
+    long long    kstride, vstride; /* elements per stored head */
+    int          kv_h0, cell_base, h0, c0, c1; /* c1 already clipped to the last query's position + 1 */
+    int          n_tokens, pos0, n_head, G, nq, d, dv;
+    int          S, chunk, QT; /* splits, cells per split, query tiles per KV head */
+    float        scale, softcap;
+};
+
+/* One tile's online-softmax step for NQ queries: scores in s_p ([TC][NQ], raw dot products) are
+   scaled, soft-capped, ALiBi-biased and masked, the running max s_m and sum s_l are updated,
+   s_corr gets the factor the accumulators must be rescaled by, and s_p becomes the weights.
+   One warp per query; all threads of the block call it. */
+template <int TC, int NQ>
+__device__ __forceinline__ void neo__softmax_tile(const neo__cu_attn &p, float *s_p, float *s_m, float *s_l, float *s_corr,
+                                                  int g, int r0, int tile0, int nvalid) {
+    constexpr int NCL = (TC + 31) / 32;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int i = warp; i < NQ; i += NEO__CU_THREADS / 32) {
+        const int   r = r0 + i;
+        const bool  qok = r < p.nq;
+        const int   pos = p.pos0 + (qok ? r / p.G : 0);
+        const float slope = (p.slopes && qok) ? p.slopes[g * p.G + r % p.G] : 0.0f;
+        float       sv[NCL], mx = -INFINITY;
+#pragma unroll
+        for (int cc = 0; cc < NCL; cc++) {
+            const int c = lane + 32 * cc, cell = tile0 + c;
+            float     s = -INFINITY;
+            if (qok && c < nvalid && cell <= pos) {
+                s = p.scale * s_p[c * NQ + i];
+                if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+                if (p.slopes) s -= slope * (float)(pos - cell);
+            }
+            sv[cc] = s;
+            mx = fmaxf(mx, s);
+        }
+        mx = neo__warp_max(mx);
+        const float mold = s_m[i], mnew = fmaxf(mold, mx);
+        /* mnew == -inf: nothing visible yet, so nothing to rescale (and no inf - inf) */
+        const float corr = mnew == -INFINITY ? 1.0f : expf(mold - mnew);
+        float       sum = 0.0f;
+#pragma unroll
+        for (int cc = 0; cc < NCL; cc++) {
+            const int   c = lane + 32 * cc;
+            const float e = sv[cc] == -INFINITY ? 0.0f : expf(sv[cc] - mnew);
+            if (c < TC) s_p[c * NQ + i] = e;
+            sum += e;
+        }
+        sum = neo__warp_sum(sum);
+        __syncwarp(); /* every lane has read s_m[i] */
+        if (lane == 0) {
+            s_m[i] = mnew;
+            s_l[i] = s_l[i] * corr + sum;
+            s_corr[i] = corr;
+        }
+    }
+}
+
+/* K (or V) rows of one warp tile: 2 KB of each */
+template <typename T, int D> __host__ __device__ constexpr int neo__wt_rows() {
+    return NEO__CU_WTILE_BYTES / (D * (int)sizeof(T));
+}
+
+/* Flash-decoding over one split of one KV head for a tile of NQ queries.
+   Every warp streams its own warp tiles (tiles warp, warp + 4, ..) through its own cp.async ring
+   and keeps its own online-softmax state, so the main loop has no block-wide barrier; the four
+   warp states are merged once at the end.
+   Lanes: a K/V row is CPR 16-byte chunks; LPR lanes share a row (CPL chunks each), so a warp
+   covers RW rows per step. Each lane holds its q columns of all NQ queries in registers; the
+   score of a row is reduce-scattered so that afterwards every lane holds one query's score (query
+   qi of the lane); the softmax runs on those, and p . v accumulates the lane's columns of all NQ
+   outputs over the rows of its row group (rsub). */
+template <typename T, int D, int NQ>
+__global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS : 4) neo__attn_fast(const neo__cu_attn p) {
+    typedef neo__kvt<T> KV;
+    constexpr int E = KV::E, CPR = D / E, LPR = CPR < 32 ? CPR : 32, CPL = CPR / LPR, RW = 32 / LPR;
+    constexpr int NW = NEO__CU_THREADS / 32, WT = neo__wt_rows<T, D>(), STEPS = WT / RW, WT4 = WT * CPR, NS = NEO__CU_WSTAGES;
+    constexpr int WM = LPR / NQ; /* lanes holding each (row, query) score after the reduce-scatter */
+    static_assert(NQ <= LPR && WT % RW == 0 && WT4 % 32 == 0, "warp tile shape");
+    static_assert(NW * RW * NQ * D * 4 <= NW * NS * 2 * WT4 * 16, "row-group reduction must fit the rings");
+    extern __shared__ uint4 neo__smem[]; /* [NW][NS][2][WT4]: a ring of K and V warp tiles per warp */
+    __shared__ __align__(16) float s_pw[NW][WT][NQ];
+    __shared__ float s_cw[NW][NQ], s_wm[NW][NQ], s_wl[NW][NQ], s_ww[NW][NQ], s_m[NQ], s_l[NQ];
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int rsub = lane / LPR, ch = lane % LPR;
+    const int kvh = blockIdx.x / p.QT, qt = blockIdx.x % p.QT, split = blockIdx.y;
+    const int g = p.h0 + kvh, r0 = qt * NQ, nqb = min(NQ, p.nq - r0);
+    const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+    const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
+    const int ntiles = cb1 > cb0 ? (cb1 - cb0 + WT - 1) / WT : 0;
+    const int nw = ntiles > warp ? (ntiles - warp + NW - 1) / NW : 0; /* this warp's tiles */
+    uint4    *ring = neo__smem + warp * NS * 2 * WT4;
+    const uint4 *kg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.k) + (size_t)(g - p.kv_h0) * p.kstride +
+                                                      (size_t)(cb0 - p.cell_base) * D);
+    const uint4 *vg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.v) + (size_t)(g - p.kv_h0) * p.vstride +
+                                                      (size_t)(cb0 - p.cell_base) * D);
+
+    /* rows are contiguous within a head, so a warp tile is one contiguous run of WT4 chunks */
+    auto load = [&](int j, int stage) {
+        const int    t = warp + j * NW, rows = min(WT, cb1 - (cb0 + t * WT));
+        uint4       *ks = ring + stage * 2 * WT4, *vs = ks + WT4;
+        const uint4 *kt = kg + (size_t)t * WT4, *vt = vg + (size_t)t * WT4;
+#pragma unroll
+        for (int u = 0; u < WT4 / 32; u++) {
+            const int idx = lane + u * 32;
+            if (idx / CPR < rows) {
+                neo__cp_async16(ks + idx, kt + idx);
+                neo__cp_async16(vs + idx, vt + idx);
+            }
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < NS - 1; s++) {
+        if (s < nw) load(s, s);
+        neo__cp_async_commit();
+    }
+
+    /* the lane's query after the reduce-scatter (see neo__rs) */
+    int qi = 0;
+#pragma unroll
+    for (int o = LPR / 2, n = NQ; o >= 1 && n > 1; o >>= 1, n >>= 1)
+        if (lane & o) qi += n / 2;
+    const bool  qok = qi < nqb;
+    const int   pos = p.pos0 + (r0 + (qok ? qi : 0)) / p.G;
+    const float slope = (p.slopes && qok) ? p.slopes[g * p.G + (r0 + qi) % p.G] : 0.0f;
+    float       m = -INFINITY, l = 0.0f;
+
+    float qf[NQ][CPL * E], acc[NQ][CPL * E];
+#pragma unroll
+    for (int i = 0; i < NQ; i++) {
+        const int     r = r0 + (i < nqb ? i : 0);
+        const float4 *qr = reinterpret_cast<const float4 *>(p.q + ((size_t)(r / p.G) * p.n_head + (size_t)g * p.G + r % p.G) * D);
+#pragma unroll
+        for (int c = 0; c < CPL; c++)
+#pragma unroll
+            for (int e4 = 0; e4 < E / 4; e4++) {
+                const float4 f = __ldg(qr + (ch + c * LPR) * (E / 4) + e4);
+                qf[i][c * E + e4 * 4 + 0] = f.x;
+                qf[i][c * E + e4 * 4 + 1] = f.y;
+                qf[i][c * E + e4 * 4 + 2] = f.z;
+                qf[i][c * E + e4 * 4 + 3] = f.w;
+            }
+#pragma unroll
+        for (int e = 0; e < CPL * E; e++) acc[i][e] = 0.0f;
+    }
+
+    for (int j = 0; j < nw; j++) {
+        neo__cp_async_wait<NS - 2>(); /* this lane's copies of tile j have landed */
+        __syncwarp();                 /* the warp's have, and every lane is done with tile j - 1 */
+        if (j + NS - 1 < nw) load(j + NS - 1, (j + NS - 1) % NS);
+        neo__cp_async_commit();
+        const uint4 *ks = ring + (j % NS) * 2 * WT4, *vs = ks + WT4;
+        const int    tile0 = cb0 + (warp + j * NW) * WT, nvalid = min(WT, cb1 - tile0);
+
+        /* scores of the tile's rows; sc[k] is query qi's score of row k * RW + rsub */
+        float sc[STEPS];
+#pragma unroll
+        for (int k = 0; k < STEPS; k++) {
+            const int row = k * RW + rsub;
+            float     part[NQ];
+#pragma unroll
+            for (int i = 0; i < NQ; i++) part[i] = 0.0f;
+#pragma unroll
+            for (int c = 0; c < CPL; c++) {
+                float x[E];
+                KV::cvt(ks[row * CPR + ch + c * LPR], x);
+#pragma unroll
+                for (int i = 0; i < NQ; i++)
+#pragma unroll
+                    for (int e = 0; e < E; e++) part[i] = fmaf(qf[i][c * E + e], x[e], part[i]);
+            }
+            int qb = 0;
+            neo__rs<NQ, LPR / 2>::run(part, lane, qb);
+            sc[k] = part[0];
+        }
+
+        /* online softmax of query qi over the tile: every lane of the query holds the same m, l */
+        float tmax = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < STEPS; k++) {
+            const int row = k * RW + rsub, cell = tile0 + row;
+            float     s = -INFINITY;
+            if (qok && row < nvalid && cell <= pos) {
+                s = p.scale * sc[k];
+                if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+                if (p.slopes) s -= slope * (float)(pos - cell);
+            }
+            sc[k] = s;
+            tmax = fmaxf(tmax, s);
+        }
+#pragma unroll
+        for (int o = LPR; o < 32; o <<= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+        const float mnew = fmaxf(m, tmax);
+        const float corr = mnew == -INFINITY ? 1.0f : expf(m - mnew); /* no inf - inf */
+        float       psum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < STEPS; k++) {
+            sc[k] = sc[k] == -INFINITY ? 0.0f : expf(sc[k] - mnew);
+            psum += sc[k];
+        }
+#pragma unroll
+        for (int o = LPR; o < 32; o <<= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
+        l = l * corr + psum;
+        m = mnew;
+        if (ch % WM == 0) {
+#pragma unroll
+            for (int k = 0; k < STEPS; k++) s_pw[warp][k * RW + rsub][qi] = sc[k];
+            if (rsub == 0) s_cw[warp][qi] = corr;
+        }
+        const bool rescale = __any_sync(0xffffffffu, corr != 1.0f);
+        __syncwarp();
+
+        /* acc = acc * corr + p . v over this lane's rows */
+        if (rescale)
+#pragma unroll
+            for (int i = 0; i < NQ; i++) {
+                const float cr = s_cw[warp][i];
+#pragma unroll
+                for (int e = 0; e < CPL * E; e++) acc[i][e] *= cr;
+            }
+#pragma unroll
+        for (int k = 0; k < STEPS; k++) {
+            const int row = k * RW + rsub;
+            if (row < nvalid) {
+                float pw[NQ];
+#pragma unroll
+                for (int i = 0; i < NQ; i++) pw[i] = s_pw[warp][row][i];
+#pragma unroll
+                for (int c = 0; c < CPL; c++) {
+                    float x[E];
+                    KV::cvt(vs[row * CPR + ch + c * LPR], x);
+#pragma unroll
+                    for (int i = 0; i < NQ; i++)
+#pragma unroll
+                        for (int e = 0; e < E; e++) acc[i][c * E + e] = fmaf(pw[i], x[e], acc[i][c * E + e]);
+                }
+            }
+        }
+    }
+    neo__cp_async_wait<0>();
+    if (rsub == 0 && ch % WM == 0) {
+        s_wm[warp][qi] = m;
+        s_wl[warp][qi] = l;
+    }
+    __syncthreads();
+    /* the merge kernel may start launching; it waits for this grid's writes before reading */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+
+    /* the warps' states: weights e^(m_w - M) per query, then the row groups summed in a fixed
+       order through the (now idle) rings */
+    if (tid < NQ) {
+        float M = -INFINITY, L = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) M = fmaxf(M, s_wm[w][tid]);
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            const float wt = s_wm[w][tid] == -INFINITY ? 0.0f : expf(s_wm[w][tid] - M);
+            s_ww[w][tid] = wt;
+            L = fmaf(wt, s_wl[w][tid], L);
+        }
+        s_m[tid] = M;
+        s_l[tid] = L;
+    }
+    float *red = reinterpret_cast<float *>(neo__smem); /* [NW * RW][NQ][D] */
+#pragma unroll
+    for (int i = 0; i < NQ; i++)
+#pragma unroll
+        for (int c = 0; c < CPL; c++)
+#pragma unroll
+            for (int e4 = 0; e4 < E / 4; e4++) {
+                float4 f = make_float4(acc[i][c * E + e4 * 4], acc[i][c * E + e4 * 4 + 1], acc[i][c * E + e4 * 4 + 2],
+                                       acc[i][c * E + e4 * 4 + 3]);
+                *reinterpret_cast<float4 *>(red + ((size_t)(warp * RW + rsub) * NQ + i) * D + (ch + c * LPR) * E + e4 * 4) = f;
+            }
+    __syncthreads();
+    for (int o = tid; o < nqb * D; o += NEO__CU_THREADS) {
+        const int i = o / D, col = o - i * D;
+        float     sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            float part = 0.0f;
+#pragma unroll
+            for (int x = 0; x < RW; x++) part += red[((w * RW + x) * NQ + i) * D + col];
+            sum = fmaf(s_ww[w][i], part, sum);
+        }
+        p.work[((size_t)(kvh * p.nq + r0 + i) * p.S + split) * (D + 2) + 2 + col] = sum;
+    }
+    if (tid < nqb) {
+        float *w = p.work + ((size_t)(kvh * p.nq + r0 + tid) * p.S + split) * (D + 2);
+        w[0] = s_m[tid];
+        w[1] = s_l[tid];
+    }
+}
+/* Any head_dim / head_dim_v, any alignment: element loads, q read through the cache, a warp per
+   cell for the scores and a thread per output column (two of them) for p . v. */
+template <typename T, int NQ>
+__global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__cu_attn p) {
+    typedef neo__kvt<T> KV;
+    constexpr int TC = NEO__CU_GEN_TILE, NW = NEO__CU_THREADS / 32;
+    __shared__ float s_p[TC * NQ];
+    __shared__ float s_m[NQ], s_l[NQ], s_corr[NQ];
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int kvh = blockIdx.x / p.QT, qt = blockIdx.x % p.QT, split = blockIdx.y;
+    const int g = p.h0 + kvh, r0 = qt * NQ, nqb = min(NQ, p.nq - r0);
+    const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G;
+    const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
+    const int j0 = blockIdx.z * NEO__CU_GEN_COLS + tid, j1 = j0 + NEO__CU_THREADS;
+    const T *kh = static_cast<const T *>(p.k) + (size_t)(g - p.kv_h0) * p.kstride;
+    const T *vh = static_cast<const T *>(p.v) + (size_t)(g - p.kv_h0) * p.vstride;
+    const float *qp[NQ];
+#pragma unroll
+    for (int i = 0; i < NQ; i++) {
+        const int r = r0 + (i < nqb ? i : 0); /* a missing query reads a real one and is never written */
+        qp[i] = p.q + ((size_t)(r / p.G) * p.n_head + (size_t)g * p.G + r % p.G) * p.d;
+    }
+    if (tid < NQ) {
+        s_m[tid] = -INFINITY;
+        s_l[tid] = 0.0f;
+    }
+    float acc[NQ][2];
+#pragma unroll
+    for (int i = 0; i < NQ; i++) acc[i][0] = acc[i][1] = 0.0f;
+
+    for (int tile0 = cb0; tile0 < cb1; tile0 += TC) {
+        const int nvalid = min(TC, cb1 - tile0);
+        for (int c = warp; c < nvalid; c += NW) {
+            const T *kr = kh + (size_t)(tile0 + c - p.cell_base) * p.d;
+            float    part[NQ];
+#pragma unroll
+            for (int i = 0; i < NQ; i++) part[i] = 0.0f;
+            for (int j = lane; j < p.d; j += 32) {
+                const float kx = KV::ld(kr, (size_t)j);
+#pragma unroll
+                for (int i = 0; i < NQ; i++) part[i] = fmaf(__ldg(qp[i] + j), kx, part[i]);
+            }
+#pragma unroll
+            for (int i = 0; i < NQ; i++) part[i] = neo__warp_sum(part[i]);
+            if (lane < NQ) {
+                float mine = part[0];
+#pragma unroll
+                for (int i = 1; i < NQ; i++) mine = lane == i ? part[i] : mine;
+                s_p[c * NQ + lane] = mine;
+            }
+        }
+        __syncthreads();
+        neo__softmax_tile<TC, NQ>(p, s_p, s_m, s_l, s_corr, g, r0, tile0, nvalid);
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < NQ; i++) {
+            acc[i][0] *= s_corr[i];
+            acc[i][1] *= s_corr[i];
+        }
+        for (int c = 0; c < nvalid; c++) {
+            const T    *vr = vh + (size_t)(tile0 + c - p.cell_base) * p.dv;
+            const float x0 = j0 < p.dv ? KV::ld(vr, (size_t)j0) : 0.0f, x1 = j1 < p.dv ? KV::ld(vr, (size_t)j1) : 0.0f;
+#pragma unroll
+            for (int i = 0; i < NQ; i++) {
+                const float w = s_p[c * NQ + i];
+                acc[i][0] = fmaf(w, x0, acc[i][0]);
+                acc[i][1] = fmaf(w, x1, acc[i][1]);
+            }
+        }
+        __syncthreads(); /* s_p and s_corr are rewritten by the next tile */
+    }
+    __syncthreads();
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < NQ; i++) {
+        if (i >= nqb) break;
+        float *w = p.work + ((size_t)(kvh * p.nq + r0 + i) * p.S + split) * (p.dv + 2);
+        if (j0 < p.dv) w[2 + j0] = acc[i][0];
+        if (j1 < p.dv) w[2 + j1] = acc[i][1];
+        if (blockIdx.z == 0 && tid == 0) {
+            w[0] = s_m[i];
+            w[1] = s_l[i];
+        }
+    }
+}
+
+struct neo__cu_merge {
+    const float *work;    /* [H][nq][S][dv + 2] */
+    float       *state;   /* [n_tokens][n_head][dv + 2] or NULL */
+    float       *out;     /* [n_tokens][n_head][dv] or NULL */
+    const float *sinks;   /* [n_head] or NULL */
+    int          S, nq, G, n_head, h0, dv, accumulate;
+    int          P;       /* partial sums over the splits per column: 1, 2 or 4 (P * dv <= 256) */
+};
+
+/* out (or state) for one (KV head, query): weights w_s = e^(m_s - M) over the previous state and
+   the splits, M their max (and the sink's logit when finishing with sinks), fixed order. */
+__global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
+    /* programmatic dependent launch: wait until the attention grid's writes are visible */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    __shared__ float s_w[NEO__CU_MAX_SPLITS], s_red[256], s_misc[4];
+    const int    b = blockIdx.x, kvh = b / mp.nq, r = b % mp.nq;
+    const int    t = r / mp.G, hq = (mp.h0 + kvh) * mp.G + r % mp.G;
+    const size_t stride = (size_t)mp.dv + 2;
+    const float *part = mp.work + (size_t)b * mp.S * stride;
+    float       *st = mp.state ? mp.state + ((size_t)t * mp.n_head + hq) * stride : NULL;
+    float       *o = mp.out ? mp.out + ((size_t)t * mp.n_head + hq) * mp.dv : NULL;
+    const bool   sink = o && mp.sinks;
+    const int    P = mp.P, TPC = 256 / P, pi = threadIdx.x / TPC, jt = threadIdx.x % TPC;
+    const int    s0 = pi * mp.S / P, s1 = (pi + 1) * mp.S / P;
+    /* the first partials of this thread's first column, loaded while warp 0 works out the weights */
+    constexpr int PF = 32;
+    float         pf[PF];
+#pragma unroll
+    for (int u = 0; u < PF; u++) pf[u] = (jt < mp.dv && s0 + u < s1) ? part[(size_t)(s0 + u) * stride + 2 + jt] : 0.0f;
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        float     M = -INFINITY, mprev = -INFINITY, lprev = 0.0f;
+        for (int s = lane; s < mp.S; s += 32) M = fmaxf(M, part[s * stride]);
+        if (mp.accumulate) {
+            mprev = st[0];
+            lprev = st[1];
+        }
+        M = neo__warp_max(fmaxf(M, mprev));
+        const float sv = sink ? mp.sinks[hq] : 0.0f, Mf = sink ? fmaxf(M, sv) : M;
+        float       L = 0.0f;
+        for (int s = lane; s < mp.S; s += 32) {
+            const float m = part[s * stride], w = m == -INFINITY ? 0.0f : expf(m - Mf);
+            s_w[s] = w;
+            L = fmaf(w, part[s * stride + 1], L);
+        }
+        L = neo__warp_sum(L);
+        const float wprev = mprev == -INFINITY ? 0.0f : expf(mprev - Mf);
+        L = fmaf(wprev, lprev, L);
+        if (lane == 0) {
+            s_misc[0] = wprev;
+            s_misc[1] = M;
+            s_misc[2] = L;
+            s_misc[3] = L + (sink ? expf(sv - Mf) : 0.0f);
+        }
+    }
+    __syncthreads();
+    const float wprev = s_misc[0], den = s_misc[3];
+    for (int j = jt; j < mp.dv; j += TPC) {
+        float a = 0.0f;
+        int   s = s0;
+        if (j == jt) {
+#pragma unroll
+            for (int u = 0; u < PF; u++)
+                if (s0 + u < s1) a = fmaf(s_w[s0 + u], pf[u], a);
+            s = min(s1, s0 + PF);
+        }
+#pragma unroll 8
+        for (; s < s1; s++) a = fmaf(s_w[s], part[(size_t)s * stride + 2 + j], a);
+        if (P > 1) { /* P > 1 only when dv <= TPC: one column per thread */
+            s_red[threadIdx.x] = a;
+            break;
+        }
+        if (mp.accumulate) a = fmaf(wprev, st[2 + j], a);
+        if (o) o[j] = den > 0.0f ? a / den : 0.0f;
+        else st[2 + j] = a;
+    }
+    if (P > 1) {
+        __syncthreads();
+        if (pi == 0 && jt < mp.dv) {
+            float a = s_red[jt];
+            for (int x = 1; x < P; x++) a += s_red[x * TPC + jt];
+            if (mp.accumulate) a = fmaf(wprev, st[2 + jt], a);
+            if (o) o[jt] = den > 0.0f ? a / den : 0.0f;
+            else st[2 + jt] = a;
+        }
+    }
+    if (!o && threadIdx.x == 0) { /* warp 0 read st[0..1] before the barrier above */
+        st[0] = s_misc[1];
+        st[1] = s_misc[2];
+    }
+}
+
+/* =============================================================================================
+   append and the decode loop's small kernels
+   ============================================================================================= */
+struct neo__cu_app {
+    void        *k, *v;     /* [stored heads][kv_cells][d or dv] of T */
+    const float *src_k;     /* [n_tokens][n_head_kv][d] */
+    const float *src_v;     /* [n_tokens][n_head_kv][dv] */
+    int          kv_cells, kv_h0, h0, nh, row0, n_head_kv, d, dv;
+};
+
+template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(const neo__cu_app a) {
+    const int    t = blockIdx.x / a.nh, h = a.h0 + blockIdx.x % a.nh, isv = blockIdx.y, dim = isv ? a.dv : a.d;
+    const float *src = (isv ? a.src_v : a.src_k) + ((size_t)t * a.n_head_kv + h) * dim;
+    T *dst = static_cast<T *>(isv ? a.v : a.k) + ((size_t)(h - a.kv_h0) * a.kv_cells + (size_t)a.row0 + t) * dim;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[j] = neo__kvt<T>::st(src[j]);
+}
+
+/* y[d] = w[d][n] . x[n]: one warp per row, lanes strided over n, butterfly sum. */
+__global__ void __launch_bounds__(256) neo__gemv_kernel(float *y, const float *w, const float *x, int n, int d, int vec) {
+    const int row = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= d) return;
+    const float *wr = w + (size_t)row * n;
+    float        s = 0.0f;
+    if (vec) {
+        const float4 *w4 = reinterpret_cast<const float4 *>(wr), *x4 = reinterpret_cast<const float4 *>(x);
+        const int     n4 = n >> 2;
+#pragma unroll 4
+        for (int i = lane; i < n4; i += 32) {
+            const float4 a = __ldg(w4 + i), b = __ldg(x4 + i);
+            s = fmaf(a.x, b.x, s);
+            s = fmaf(a.y, b.y, s);
+            s = fmaf(a.z, b.z, s);
+            s = fmaf(a.w, b.w, s);
+        }
+    } else {
+#pragma unroll 4
+        for (int i = lane; i < n; i += 32) s = fmaf(__ldg(wr + i), __ldg(x + i), s);
+    }
+    s = neo__warp_sum(s);
+    if (lane == 0) y[row] = s;
+}
+
+/* run.c's rmsnorm: ss = sum x^2 / n + 1e-5, o = w * (x / sqrt(ss)); o may alias x. */
+__global__ void __launch_bounds__(1024) neo__rmsnorm_kernel(float *o, const float *x, const float *w, int n) {
+    __shared__ float s_part[32], s_ss;
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) ss = fmaf(x[j], x[j], ss);
+    ss = neo__warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) s_part[threadIdx.x >> 5] = ss;
+    __syncthreads(); /* also: every read of x above happens before any write of o below */
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < (blockDim.x >> 5) ? s_part[threadIdx.x] : 0.0f;
+        v = neo__warp_sum(v);
+        if (threadIdx.x == 0) {
+            v /= (float)n;
+            v += 1e-5f;
+            s_ss = 1.0f / sqrtf(v);
+        }
+    }
+    __syncthreads();
+    const float r = s_ss;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) o[j] = w[j] * (r * x[j]);
+}
+
+/* run.c's RoPE: pair i of q (and of k while i < kv_dim) rotated by pos / 10000^(i % hs / hs). The
+   power goes through double and is rounded once, so that it matches a correctly rounded powf
+   (glibc's) rather than CUDA's 2-ulp powf: at pos ~ 1e4 one ulp of the frequency turns the angle
+   by ~1e-3. */
+__global__ void neo__rope_kernel(float *q, float *k, int dim, int kv_dim, int head_size, int pos) {
+    const int i = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= dim) return;
+    const int   hd = i % head_size;
+    const float e = hd / (float)head_size;
+    const float freq = 1.0f / (float)pow(10000.0, (double)e);
+    const float val = pos * freq;
+    const float fcr = cosf(val), fci = sinf(val);
+    float       v0 = q[i], v1 = q[i + 1];
+    q[i] = v0 * fcr - v1 * fci;
+    q[i + 1] = v0 * fci + v1 * fcr;
+    if (k && i < kv_dim) {
+        v0 = k[i];
+        v1 = k[i + 1];
+        k[i] = v0 * fcr - v1 * fci;
+        k[i + 1] = v0 * fci + v1 * fcr;
+    }
+}
+
+__global__ void neo__swiglu_kernel(float *h, const float *h2, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        float val = h[i];
+        val *= (1.0f / (1.0f + expf(-val)));
+        val *= h2[i];
+        h[i] = val;
+    }
+}
+
+__global__ void neo__add_kernel(float *x, const float *y, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] += y[i];
+}
+
+/* =============================================================================================
+   host side: state, status mapping, the ops
+   ============================================================================================= */
+typedef struct neo__cuda {
+    int          device, n_sm, own_main;
+    cudaStream_t stream[NEO__CU_STREAMS]; /* MAIN (engine's or own), SIDE, COPY */
+    cudaEvent_t  event[NEO__EVENTS];
+    float       *work[NEO__CU_STREAMS]; /* split partials; one per stream so that concurrent attends never share */
+    size_t       work_bytes[NEO__CU_STREAMS];
+    int          occ_fast[3][3][4];      /* resident blocks per SM [type][64/128/256][NQ 1/2/4/8]; 0 = not asked */
+    int          occ_gen[3][3];          /* [type][NQ 1/2/4] */
+} neo__cuda;
+
+static int neo__cu_err(cudaError_t e) {
+    if (e == cudaSuccess) return NEO_OK;
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError(); /* not sticky: clear it so later launch checks do not see it */
+        return NEO_ERR_DEVICE_MEMORY;
+    }
+    return NEO_ERR_DEVICE;
+}
+static int neo__cu_launched(void) { return cudaGetLastError() == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE; }
+
+static cudaStream_t neo__cu_stream(neo__cuda *st, int s, int *ok) {
+    *ok = st && s >= 0 && s < NEO__CU_STREAMS;
+    return *ok ? st->stream[s] : (cudaStream_t)0;
+}
+
+static void neo__cu_release(void *state) {
+    neo__cuda *st = (neo__cuda *)state;
+    if (!st) return;
+    (void)cudaSetDevice(st->device);
+    for (int s = 0; s < NEO__CU_STREAMS; s++)
+        if (st->stream[s]) (void)cudaStreamSynchronize(st->stream[s]);
+    for (int s = 0; s < NEO__CU_STREAMS; s++)
+        if (st->work[s]) (void)cudaFree(st->work[s]);
+    for (int e = 0; e < NEO__EVENTS; e++)
+        if (st->event[e]) (void)cudaEventDestroy(st->event[e]);
+    for (int s = 0; s < NEO__CU_STREAMS; s++)
+        if (st->stream[s] && (s != NEO__STREAM_MAIN || st->own_main)) (void)cudaStreamDestroy(st->stream[s]);
+    (void)cudaGetLastError();
+    free(st);
+}
+
+static int neo__cu_init(int device, void *engine_stream, void **state) {
+    if (!state) return NEO_ERR_INVALID_ARG;
+    *state = NULL;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NEO_ERR_DEVICE;
+    }
+    if (device < 0 || device >= n) return NEO_ERR_DEVICE;
+    if (cudaSetDevice(device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cuda *st = (neo__cuda *)calloc(1, sizeof(neo__cuda));
+    if (!st) return NEO_ERR_NO_MEMORY;
+    st->device = device;
+    int lo = 0, hi = 0, rc = NEO_ERR_DEVICE;
+    if (engine_stream) st->stream[NEO__STREAM_MAIN] = (cudaStream_t)engine_stream;
+    else {
+        if (cudaStreamCreateWithFlags(&st->stream[NEO__STREAM_MAIN], cudaStreamNonBlocking) != cudaSuccess) goto fail;
+        st->own_main = 1;
+    }
+    /* the GPU half of a split layer is on the critical path: let it jump the queue */
+    if (cudaDeviceGetStreamPriorityRange(&lo, &hi) != cudaSuccess) goto fail;
+    if (cudaStreamCreateWithPriority(&st->stream[NEO__STREAM_SIDE], cudaStreamNonBlocking, hi) != cudaSuccess) goto fail;
+    if (cudaStreamCreateWithFlags(&st->stream[NEO__STREAM_COPY], cudaStreamNonBlocking) != cudaSuccess) goto fail;
+    for (int e = 0; e < NEO__EVENTS; e++)
+        if (cudaEventCreateWithFlags(&st->event[e], cudaEventDisableTiming) != cudaSuccess) goto fail;
+    if (cudaDeviceGetAttribute(&st->n_sm, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || st->n_sm < 1) goto fail;
+    *state = st;
+    return NEO_OK;
+fail:
+    (void)cudaGetLastError();
+    neo__cu_release(st);
+    return rc;
+}
+
+static int neo__cu_dev_alloc(void *state, void **ptr, size_t bytes) {
+    neo__cuda *st = (neo__cuda *)state;
+    if (!st || !ptr) return NEO_ERR_INVALID_ARG;
+    *ptr = NULL;
+    if (!bytes) return NEO_OK;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    cudaError_t e = cudaMalloc(ptr, bytes);
+    if (e != cudaSuccess) *ptr = NULL;
+    return neo__cu_err(e);
+}
+static void neo__cu_dev_free(void *state, void *ptr) {
+    neo__cuda *st = (neo__cuda *)state;
+    if (!st || !ptr) return;
+    (void)cudaSetDevice(st->device);
+    (void)cudaFree(ptr);
+}
+static int neo__cu_host_alloc(void *state, void **ptr, size_t bytes) {
+    neo__cuda *st = (neo__cuda *)state;
+    if (!st || !ptr) return NEO_ERR_INVALID_ARG;
+    *ptr = NULL;
+    if (!bytes) return NEO_OK;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    cudaError_t e = cudaHostAlloc(ptr, bytes, cudaHostAllocPortable);
+    if (e == cudaSuccess) return NEO_OK;
+    *ptr = NULL;
+    (void)cudaGetLastError();
+    return e == cudaErrorMemoryAllocation ? NEO_ERR_NO_MEMORY : NEO_ERR_DEVICE;
+}
+static void neo__cu_host_free(void *state, void *ptr) {
+    if (!state || !ptr) return;
+    (void)cudaFreeHost(ptr);
+}
+
+static int neo__cu_copy(void *state, void *dst, const void *src, size_t bytes, int stream) {
+    int          ok;
+    cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
+    if (!ok || (bytes && (!dst || !src))) return NEO_ERR_INVALID_ARG;
+    if (!bytes) return NEO_OK;
+    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+}
+static int neo__cu_copy2d(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                          size_t rows, int stream) {
+    int          ok;
+    cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
+    if (!ok) return NEO_ERR_INVALID_ARG;
+    if (!width || !rows) return NEO_OK;
+    if (!dst || !src || dst_pitch < width || src_pitch < width) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    return cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, s) == cudaSuccess ? NEO_OK
+                                                                                                              : NEO_ERR_DEVICE;
+}
+static int neo__cu_record(void *state, int event, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || event < 0 || event >= NEO__EVENTS) return NEO_ERR_INVALID_ARG;
+    return cudaEventRecord(st->event[event], s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+}
+static int neo__cu_wait(void *state, int stream, int event) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || event < 0 || event >= NEO__EVENTS) return NEO_ERR_INVALID_ARG;
+    return cudaStreamWaitEvent(s, st->event[event], 0) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+}
+static int neo__cu_event_sync(void *state, int event) {
+    neo__cuda *st = (neo__cuda *)state;
+    if (!st || event < 0 || event >= NEO__EVENTS) return NEO_ERR_INVALID_ARG;
+    return cudaEventSynchronize(st->event[event]) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+}
+static int neo__cu_stream_sync(void *state, int stream) {
+    int          ok;
+    cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
+    if (!ok) return NEO_ERR_INVALID_ARG;
+    return cudaStreamSynchronize(s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+}
+
+static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !a || !a->k || !a->v || !a->src_k || !a->src_v || a->n_tokens < 1 || a->kv_h0 < 0 || a->h0 < a->kv_h0 ||
+        a->h1 <= a->h0 || a->h1 > a->n_head_kv || a->head_dim < 1 || a->head_dim > NEO__CU_MAX_DIM || a->head_dim_v < 1 ||
+        a->head_dim_v > NEO__CU_MAX_DIM || a->row0 < 0 || a->row0 + a->n_tokens > a->kv_cells || a->kv_type < NEO_TYPE_F16 ||
+        a->kv_type > NEO_TYPE_F32)
+        return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_app p;
+    p.k = a->k;
+    p.v = a->v;
+    p.src_k = a->src_k;
+    p.src_v = a->src_v;
+    p.kv_cells = a->kv_cells;
+    p.kv_h0 = a->kv_h0;
+    p.h0 = a->h0;
+    p.nh = a->h1 - a->h0;
+    p.row0 = a->row0;
+    p.n_head_kv = a->n_head_kv;
+    p.d = a->head_dim;
+    p.dv = a->head_dim_v;
+    dim3 grid((unsigned)(a->n_tokens * p.nh), 2);
+    if (a->kv_type == NEO_TYPE_F16) neo__append_kernel<__half><<<grid, 128, 0, s>>>(p);
+    else if (a->kv_type == NEO_TYPE_BF16) neo__append_kernel<__nv_bfloat16><<<grid, 128, 0, s>>>(p);
+    else neo__append_kernel<float><<<grid, 128, 0, s>>>(p);
+    return neo__cu_launched();
+}
+
+/* --- attention dispatch --- */
+
+template <typename T, int D> static const void *neo__fast_fn(int nqc) {
+    switch (nqc) {
+    case 0: return (const void *)neo__attn_fast<T, D, 1>;
+    case 1: return (const void *)neo__attn_fast<T, D, 2>;
+    case 2: return (const void *)neo__attn_fast<T, D, 4>;
+    default: return (const void *)neo__attn_fast<T, D, 8>;
+    }
+}
+template <typename T> static const void *neo__fast_fn_d(int dc, int nqc) {
+    return dc == 0 ? neo__fast_fn<T, 64>(nqc) : dc == 1 ? neo__fast_fn<T, 128>(nqc) : neo__fast_fn<T, 256>(nqc);
+}
+static const void *neo__fast_kernel(int type, int dc, int nqc) {
+    return type == NEO_TYPE_F16    ? neo__fast_fn_d<__half>(dc, nqc)
+           : type == NEO_TYPE_BF16 ? neo__fast_fn_d<__nv_bfloat16>(dc, nqc)
+                                   : neo__fast_fn_d<float>(dc, nqc);
+}
+template <typename T> static const void *neo__gen_fn(int nqc) {
+    return nqc == 0 ? (const void *)neo__attn_generic<T, 1>
+           : nqc == 1 ? (const void *)neo__attn_generic<T, 2>
+                      : (const void *)neo__attn_generic<T, 4>;
+}
+static const void *neo__gen_kernel(int type, int nqc) {
+    return type == NEO_TYPE_F16 ? neo__gen_fn<__half>(nqc) : type == NEO_TYPE_BF16 ? neo__gen_fn<__nv_bfloat16>(nqc) : neo__gen_fn<float>(nqc);
+}
+
+/* Resident blocks per SM of fn, asked once (raising the dynamic shared memory limit first). */
+static int neo__cu_occupancy(int *cache, const void *fn, size_t smem) {
+    if (*cache > 0) return NEO_OK;
+    int n = 0;
+    /* dynamic plus static shared memory past 48 KB needs the opt-in */
+    if (smem && cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+        return NEO_ERR_DEVICE;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, NEO__CU_THREADS, smem) != cudaSuccess) return NEO_ERR_DEVICE;
+    *cache = n > 0 ? n : 1;
+    return NEO_OK;
+}
+
+/* The stream's partial buffer holds at least bytes. Growing waits for the stream, whose earlier
+   attends may still read the old buffer. */
+static int neo__cu_work(neo__cuda *st, int stream, size_t bytes) {
+    if (bytes <= st->work_bytes[stream]) return NEO_OK;
+    size_t want = bytes + bytes / 4;
+    want = (want + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+    if (st->work[stream]) {
+        if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
+        if (cudaFree(st->work[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
+        st->work[stream] = NULL;
+        st->work_bytes[stream] = 0;
+    }
+    void       *p = NULL;
+    cudaError_t e = cudaMalloc(&p, want);
+    if (e != cudaSuccess) return neo__cu_err(e);
+    st->work[stream] = (float *)p;
+    st->work_bytes[stream] = want;
+    return NEO_OK;
+}
+
+static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !a || !a->k || !a->v || !a->q || a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv ||
+        a->head_dim < 1 || a->head_dim > NEO__CU_MAX_DIM || a->head_dim_v < 1 || a->head_dim_v > NEO__CU_MAX_DIM ||
+        a->kv_h0 < 0 || a->h0 < a->kv_h0 || a->h1 <= a->h0 || a->h1 > a->n_head_kv || a->kv_cells < 1 || a->c0 < a->cell_base ||
+        a->c1 <= a->c0 || (long long)a->c1 > (long long)a->cell_base + a->kv_cells || a->n_tokens < 1 ||
+        (!a->out && !a->state) || (a->accumulate && !a->state) || a->kv_type < NEO_TYPE_F16 || a->kv_type > NEO_TYPE_F32)
+        return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+
+    const int G = a->n_head / a->n_head_kv, H = a->h1 - a->h0, d = a->head_dim, dv = a->head_dim_v;
+    const long long nql = (long long)a->n_tokens * G;
+    if (nql > (1 << 30)) return NEO_ERR_INVALID_ARG;
+    const int nq = (int)nql;
+    /* cells after the last query's position are masked for every query */
+    const long long last = (long long)a->pos0 + a->n_tokens; /* one past the last visible cell */
+    const int       c1 = last < a->c1 ? (int)(last > a->c0 ? last : a->c0) : a->c1;
+    const int       ncells = c1 - a->c0;
+
+    const size_t es = a->kv_type == NEO_TYPE_F32 ? 4 : 2;
+    const int    dc = d == 64 ? 0 : d == 128 ? 1 : d == 256 ? 2 : -1;
+    const int    fast = dc >= 0 && d == dv && ((uintptr_t)a->k % 16 == 0) && ((uintptr_t)a->v % 16 == 0) &&
+                     ((uintptr_t)a->q % 16 == 0);
+    int nqc, NQ, TC, ZC = 1;
+    const void *fn;
+    size_t      smem = 0;
+    int        *occ;
+    if (fast) {
+        nqc = nq >= 5 ? 3 : nq >= 3 ? 2 : nq - 1; /* 1, 2, 4, 8 queries a block */
+        NQ = 1 << nqc;
+        TC = (NEO__CU_THREADS / 32) * (int)(NEO__CU_WTILE_BYTES / (size_t)(d * es)); /* a warp tile for each warp */
+        smem = (size_t)(NEO__CU_THREADS / 32) * NEO__CU_WSTAGES * 2 * NEO__CU_WTILE_BYTES;
+        fn = neo__fast_kernel(a->kv_type, dc, nqc);
+        occ = &st->occ_fast[a->kv_type][dc][nqc];
+    } else {
+        nqc = nq >= 3 ? 2 : nq - 1; /* 1, 2, 4 queries a block */
+        NQ = 1 << nqc;
+        TC = NEO__CU_GEN_TILE;
+        ZC = (dv + NEO__CU_GEN_COLS - 1) / NEO__CU_GEN_COLS;
+        fn = neo__gen_kernel(a->kv_type, nqc);
+        occ = &st->occ_gen[a->kv_type][nqc];
+    }
+    int rc = neo__cu_occupancy(occ, fn, smem);
+    if (rc != NEO_OK) return rc;
+    const int QT = (nq + NQ - 1) / NQ;
+
+    /* Splits: as many as fill every SM's resident blocks once (more would make a second, partly
+       empty wave), at least two tiles each, and a bounded partial buffer. */
+    const long long base = (long long)H * QT * ZC;
+    long long       S = ((long long)st->n_sm * *occ) / base;
+    const long long max_by_cells = ((long long)ncells + 2 * TC - 1) / (2 * TC);
+    const size_t    per_split = (size_t)H * (size_t)nq * ((size_t)dv + 2) * sizeof(float);
+    if (S > max_by_cells) S = max_by_cells;
+    if (S > NEO__CU_MAX_SPLITS) S = NEO__CU_MAX_SPLITS;
+    if ((size_t)S > NEO__CU_WORK_CAP / per_split) S = (long long)(NEO__CU_WORK_CAP / per_split);
+    if (S < 1) S = 1;
+    int chunk = TC;
+    if (ncells > 0) {
+        long long c = (ncells + S - 1) / S;
+        c = (c + TC - 1) / TC * TC;
+        chunk = (int)c;
+        S = (ncells + c - 1) / c;
+    } else S = 1;
+    if (base * S > 0x7fffffffLL || (long long)H * QT > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
+    if ((rc = neo__cu_work(st, stream, per_split * (size_t)S)) != NEO_OK) return rc;
+
+    neo__cu_attn p;
+    p.k = (const char *)a->k;
+    p.v = a->v;
+    p.q = a->q;
+    p.slopes = a->slopes;
+    p.work = st->work[stream];
+    p.kstride = (long long)a->kv_cells * d;
+    p.vstride = (long long)a->kv_cells * dv;
+    p.kv_h0 = a->kv_h0;
+    p.cell_base = a->cell_base;
+    p.h0 = a->h0;
+    p.c0 = a->c0;
+    p.c1 = c1;
+    p.n_tokens = a->n_tokens;
+    p.pos0 = a->pos0;
+    p.n_head = a->n_head;
+    p.G = G;
+    p.nq = nq;
+    p.d = d;
+    p.dv = dv;
+    p.S = (int)S;
+    p.chunk = chunk;
+    p.QT = QT;
+    p.scale = a->scale;
+    p.softcap = a->softcap;
+    void *args[] = {&p};
+    if (cudaLaunchKernel(fn, dim3((unsigned)(H * QT), (unsigned)S, (unsigned)ZC), dim3(NEO__CU_THREADS), args, smem, s) !=
+        cudaSuccess)
+        return NEO_ERR_DEVICE;
+    if ((rc = neo__cu_launched()) != NEO_OK) return rc;
+
+    neo__cu_merge mp;
+    mp.work = st->work[stream];
+    mp.state = a->state;
+    mp.out = a->out;
+    mp.sinks = a->sinks;
+    mp.S = (int)S;
+    mp.nq = nq;
+    mp.G = G;
+    mp.n_head = a->n_head;
+    mp.h0 = a->h0;
+    mp.dv = dv;
+    mp.accumulate = a->accumulate ? 1 : 0;
+    mp.P = S < 8 ? 1 : dv <= 64 ? 4 : dv <= 128 ? 2 : 1;
+    cudaLaunchConfig_t   cfg = {};
+    cudaLaunchAttribute  attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)(H * nq));
+    cfg.blockDim = dim3(256);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, neo__attn_merge, mp) != cudaSuccess) return NEO_ERR_DEVICE;
+    return neo__cu_launched();
+}
+
+/* --- the decode loop's operations --- */
+
+static int neo__cu_gemv(void *state, float *y, const float *w, const float *x, int n, int d, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !y || !w || !x || n < 0 || d < 0) return NEO_ERR_INVALID_ARG;
+    if (!d) return NEO_OK;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    const int vec = n % 4 == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)x % 16 == 0;
+    neo__gemv_kernel<<<(unsigned)((d + 7) / 8), 256, 0, s>>>(y, w, x, n, d, vec);
+    return neo__cu_launched();
+}
+static int neo__cu_rmsnorm(void *state, float *o, const float *x, const float *w, int n, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !o || !x || !w || n < 1) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__rmsnorm_kernel<<<1, 1024, 0, s>>>(o, x, w, n);
+    return neo__cu_launched();
+}
+static int neo__cu_rope(void *state, float *q, float *k, int dim, int kv_dim, int head_size, int pos, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !q || dim < 0 || dim % 2 || kv_dim < 0 || kv_dim > dim || (kv_dim && !k) || head_size < 1) return NEO_ERR_INVALID_ARG;
+    if (!dim) return NEO_OK;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    const int pairs = dim / 2;
+    neo__rope_kernel<<<(unsigned)((pairs + 127) / 128), 128, 0, s>>>(q, k, dim, kv_dim, head_size, pos);
+    return neo__cu_launched();
+}
+static unsigned neo__cu_grid(int n) {
+    int b = (n + 255) / 256;
+    return (unsigned)(b < 1 ? 1 : b > 4096 ? 4096 : b);
+}
+static int neo__cu_swiglu(void *state, float *h, const float *h2, int n, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !h || !h2 || n < 0) return NEO_ERR_INVALID_ARG;
+    if (!n) return NEO_OK;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__swiglu_kernel<<<neo__cu_grid(n), 256, 0, s>>>(h, h2, n);
+    return neo__cu_launched();
+}
+static int neo__cu_add(void *state, float *x, const float *y, int n, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !x || !y || n < 0) return NEO_ERR_INVALID_ARG;
+    if (!n) return NEO_OK;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__add_kernel<<<neo__cu_grid(n), 256, 0, s>>>(x, y, n);
+    return neo__cu_launched();
+}
+
+extern "C" int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops) {
+    if (abi_version != NEO_ATTN_CUDA_ABI_VERSION) return (int)NEO_ERR_UNSUPPORTED;
+    if (!ops) return (int)NEO_ERR_INVALID_ARG;
+    ops->init = neo__cu_init;
+    ops->release = neo__cu_release;
+    ops->dev_alloc = neo__cu_dev_alloc;
+    ops->dev_free = neo__cu_dev_free;
+    ops->host_alloc = neo__cu_host_alloc;
+    ops->host_free = neo__cu_host_free;
+    ops->copy = neo__cu_copy;
+    ops->copy2d = neo__cu_copy2d;
+    ops->record = neo__cu_record;
+    ops->wait = neo__cu_wait;
+    ops->event_sync = neo__cu_event_sync;
+    ops->stream_sync = neo__cu_stream_sync;
+    ops->append = neo__cu_append;
+    ops->attend = neo__cu_attend;
+    ops->gemv = neo__cu_gemv;
+    ops->rmsnorm = neo__cu_rmsnorm;
+    ops->rope = neo__cu_rope;
+    ops->swiglu = neo__cu_swiglu;
+    ops->add = neo__cu_add;
+    return (int)NEO_OK;
+}

@@ -1,0 +1,992 @@
+/* test_cuda_ops.c - every entry of the CUDA neo__dev_ops table (neo_attn_cuda.cu) against float64
+   references on the CPU. Needs a CUDA GPU; CI does not run it (make test-cuda-ops does).
+
+       cc -std=c11 -O2 -I. -isystem $CUDA_HOME/include tests/test_cuda_ops.c build/neo_attn_cuda.o \
+          -L$CUDA_HOME/lib64 -lcudart -lstdc++ -lm -o build/test_cuda_ops
+       ./build/test_cuda_ops            all checks, then a summary table
+       ./build/test_cuda_ops --quick    small shapes only (for compute-sanitizer)
+       ./build/test_cuda_ops --time     decode attention timings (32 q / 8 kv heads, d 128, f16, and others)
+       ./build/test_cuda_ops --time-short   only 32 q / 8 kv heads, f16, ctx 4k / 32k / 128k
+
+   Attention: ||out - ref|| / ||ref|| < 1e-4 against a float64 evaluation of the formula in
+   API.md on the stored (rounded) K/V, with outputs poisoned (NaN) before every call, the heads
+   and cells outside the attended range poisoned in the inputs (so reading them would show), the
+   untouched outputs checked to keep their poison, and every case run twice and compared
+   bitwise. Append is checked bit for bit against round-to-nearest-even on the host; gemv,
+   rmsnorm, rope, swiglu and add against float64 (< 1e-5). Inputs are seeded (NEO_TEST_SEED=N). */
+#include "neo_attn.h"
+
+#include <cuda_runtime_api.h>
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ATT_TOL 1e-4
+#define OPS_TOL 1e-5
+#define POISON 0x7fc0deadu /* a quiet NaN with a payload no kernel produces */
+
+static long n_checks, n_fail;
+#define CHECK(cond, ...)                                                                                                \
+    do {                                                                                                                \
+        n_checks++;                                                                                                     \
+        if (!(cond)) {                                                                                                  \
+            n_fail++;                                                                                                   \
+            fprintf(stderr, "%s:%d: CHECK failed: %s  [", __FILE__, __LINE__, #cond);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                                               \
+            fprintf(stderr, "]\n");                                                                                     \
+        }                                                                                                               \
+    } while (0)
+
+static neo__dev_ops OPS;
+static void        *ST;
+
+/* --- random numbers --- */
+static uint64_t rng_s = 0x9e3779b97f4a7c15ull;
+static uint64_t rng_u64(void) {
+    uint64_t z = (rng_s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double rng_uni(void) { return ((double)(rng_u64() >> 11) + 0.5) / 9007199254740992.0; }
+static float  rng_normal(void) { return (float)(sqrt(-2.0 * log(rng_uni())) * cos(6.283185307179586 * rng_uni())); }
+
+/* --- storage types, written independently of the kernels: round to nearest, ties to even --- */
+static uint32_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static uint16_t to_f16(float f) {
+    uint32_t x = f2u(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to infinity */
+    if (ax >= 0x38800000u) {                                  /* a normal half */
+        uint32_t r = ax - 0x38000000u;                        /* exponent rebiased by -112 */
+        return (uint16_t)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+    }
+    if (ax < 0x33000000u) return (uint16_t)sign; /* below half the smallest subnormal: zero */
+    uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, sh = 126 - e; /* units of 2^-24 */
+    uint32_t h = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1);
+    if (rem > half || (rem == half && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}
+static float from_f16(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) return u2f(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+        float f = (float)m * (1.0f / 16777216.0f);
+        return sign ? -f : f;
+    }
+    return u2f(sign | ((e + 112) << 23) | (m << 13));
+}
+static uint16_t to_bf16(float f) {
+    uint32_t u = f2u(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float  from_bf16(uint16_t h) { return u2f((uint32_t)h << 16); }
+static size_t tsize(int t) { return t == NEO_TYPE_F32 ? 4 : 2; }
+/* stores f as type t at element i of raw; returns the stored value widened */
+static float store_t(void *raw, size_t i, int t, float f) {
+    if (t == NEO_TYPE_F32) {
+        ((float *)raw)[i] = f;
+        return f;
+    }
+    uint16_t h = t == NEO_TYPE_F16 ? to_f16(f) : to_bf16(f);
+    ((uint16_t *)raw)[i] = h;
+    return t == NEO_TYPE_F16 ? from_f16(h) : from_bf16(h);
+}
+static void poison_t(void *raw, size_t i, int t) {
+    if (t == NEO_TYPE_F32) ((uint32_t *)raw)[i] = POISON;
+    else ((uint16_t *)raw)[i] = t == NEO_TYPE_F16 ? 0x7e5du : 0x7fd5u;
+}
+static const char *tname(int t) { return t == NEO_TYPE_F16 ? "f16" : t == NEO_TYPE_BF16 ? "bf16" : "f32"; }
+
+/* --- device helpers through the ops table --- */
+static void *dalloc(size_t bytes) {
+    void *p = NULL;
+    int   s = OPS.dev_alloc(ST, &p, bytes);
+    if (s != NEO_OK || !p) {
+        fprintf(stderr, "dev_alloc(%zu) failed: %d\n", bytes, s);
+        exit(2);
+    }
+    return p;
+}
+static void up(void *dst, const void *src, size_t bytes) {
+    if (OPS.copy(ST, dst, src, bytes, NEO__STREAM_MAIN) != NEO_OK || OPS.stream_sync(ST, NEO__STREAM_MAIN) != NEO_OK) {
+        fprintf(stderr, "copy failed\n");
+        exit(2);
+    }
+}
+#define down up
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of host memory (%zu)\n", n);
+        exit(2);
+    }
+    return p;
+}
+static void fill_poison(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) ((uint32_t *)p)[i] = POISON;
+}
+
+/* --- results table --- */
+typedef struct result {
+    char   name[64];
+    char   shape[96];
+    double err;    /* relative L2 error; -1 = bit-exact check */
+    int    det;    /* 1 = two runs bitwise equal; -1 = not applicable */
+    int    ok;
+} result;
+static result results[256];
+static int    n_results;
+static result *add_result(const char *name, const char *shape, double err, int det, int ok) {
+    result *r = &results[n_results < 255 ? n_results++ : 255];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->shape, sizeof r->shape, "%s", shape);
+    r->err = err;
+    r->det = det;
+    r->ok = ok;
+    return r;
+}
+
+/* =============================================================================================
+   attention
+   ============================================================================================= */
+typedef struct acase {
+    const char *name;
+    int   type, n_head, n_head_kv, d, dv;
+    int   kv_h0, h0, h1;       /* h1 = 0: n_head_kv */
+    int   cell_base, kv_cells; /* rows held per head */
+    int   c0, c1;              /* attended, absolute; c1 = 0: cell_base + kv_cells */
+    int   n_tokens, pos0;      /* pos0 = -1: c1 - n_tokens (the usual decode / prefill) */
+    int   n_ranges;            /* [c0, c1) in this many consecutive calls, accumulated */
+    float softcap, alibi;
+    int   sinks;
+    int   mode; /* 0: finish into out; 1: leave the state (checked as m, l, acc); 2: ranges in reverse order */
+} acase;
+
+static float alibi_slope(int h, int n_head, float max_bias) {
+    int n2 = 1;
+    while (n2 * 2 <= n_head) n2 *= 2;
+    float m0 = powf(2.0f, -max_bias / (float)n2), m1 = powf(2.0f, -max_bias / (float)(2 * n2));
+    return h < n2 ? powf(m0, (float)(h + 1)) : powf(m1, (float)(2 * (h - n2) + 1));
+}
+
+static int run_attend(const acase *cs) {
+    acase c = *cs;
+    if (!c.h1) c.h1 = c.n_head_kv;
+    if (!c.c1) c.c1 = c.cell_base + c.kv_cells;
+    if (c.pos0 == -1) c.pos0 = c.c1 - c.n_tokens;
+    const int    G = c.n_head / c.n_head_kv, nst = c.n_head_kv - c.kv_h0, d = c.d, dv = c.dv, T = c.n_tokens;
+    const size_t es = tsize(c.type);
+    const size_t ke = (size_t)nst * c.kv_cells * d, ve = (size_t)nst * c.kv_cells * dv;
+    float *kf = (float *)xmalloc(ke * 4), *vf = (float *)xmalloc(ve * 4);
+    void  *kraw = xmalloc(ke * es), *vraw = xmalloc(ve * es);
+    for (int h = 0; h < nst; h++)
+        for (int row = 0; row < c.kv_cells; row++) {
+            const int    head = c.kv_h0 + h, cell = c.cell_base + row;
+            const int    live = head >= c.h0 && head < c.h1 && cell >= c.c0 && cell < c.c1;
+            const size_t kb = ((size_t)h * c.kv_cells + row) * d, vb = ((size_t)h * c.kv_cells + row) * dv;
+            for (int j = 0; j < d; j++) {
+                if (live) kf[kb + j] = store_t(kraw, kb + j, c.type, rng_normal());
+                else poison_t(kraw, kb + j, c.type), kf[kb + j] = NAN;
+            }
+            for (int j = 0; j < dv; j++) {
+                if (live) vf[vb + j] = store_t(vraw, vb + j, c.type, rng_normal());
+                else poison_t(vraw, vb + j, c.type), vf[vb + j] = NAN;
+            }
+        }
+    const size_t qe = (size_t)T * c.n_head * d, oe = (size_t)T * c.n_head * dv, se = (size_t)T * c.n_head * (dv + 2);
+    float *q = (float *)xmalloc(qe * 4);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < c.n_head; h++)
+            for (int j = 0; j < d; j++) {
+                const int live = h >= c.h0 * G && h < c.h1 * G;
+                q[((size_t)t * c.n_head + h) * d + j] = live ? 1.5f * rng_normal() : u2f(POISON);
+            }
+    float sinks[256], slopes[256];
+    for (int h = 0; h < c.n_head && h < 256; h++) {
+        sinks[h] = 2.0f * rng_normal();
+        slopes[h] = alibi_slope(h, c.n_head, c.alibi);
+    }
+    void  *dk = dalloc(ke * es), *dvv = dalloc(ve * es), *dq = dalloc(qe * 4), *dout = dalloc(oe * 4), *dst = dalloc(se * 4);
+    float *dsinks = (float *)dalloc(256 * 4), *dslopes = (float *)dalloc(256 * 4);
+    up(dk, kraw, ke * es);
+    up(dvv, vraw, ve * es);
+    up(dq, q, qe * 4);
+    up(dsinks, sinks, sizeof sinks);
+    up(dslopes, slopes, sizeof slopes);
+
+    float *out[2], *state[2], *pois = (float *)xmalloc((se > oe ? se : oe) * 4);
+    fill_poison(pois, se > oe ? se : oe);
+    int status_ok = 1, mid_state_ok = 1;
+    for (int rep = 0; rep < 2; rep++) {
+        out[rep] = (float *)xmalloc(oe * 4);
+        state[rep] = (float *)xmalloc(se * 4);
+        up(dout, pois, oe * 4);
+        up(dst, pois, se * 4);
+        for (int k = 0; k < c.n_ranges; k++) {
+            const int piece = c.mode == 2 ? c.n_ranges - 1 - k : k;
+            const int cs0 = c.c0 + (int)((long long)(c.c1 - c.c0) * piece / c.n_ranges);
+            const int cs1 = c.c0 + (int)((long long)(c.c1 - c.c0) * (piece + 1) / c.n_ranges);
+            if (cs1 <= cs0) continue;
+            neo__attn_args a;
+            memset(&a, 0, sizeof a);
+            a.k = dk;
+            a.v = dvv;
+            a.kv_cells = c.kv_cells;
+            a.kv_h0 = c.kv_h0;
+            a.cell_base = c.cell_base;
+            a.h0 = c.h0;
+            a.h1 = c.h1;
+            a.c0 = cs0;
+            a.c1 = cs1;
+            a.q = (const float *)dq;
+            a.n_tokens = T;
+            a.pos0 = c.pos0;
+            a.state = (c.n_ranges > 1 || c.mode == 1) ? (float *)dst : NULL;
+            a.accumulate = k > 0;
+            a.out = (k == c.n_ranges - 1 && c.mode != 1) ? (float *)dout : NULL;
+            a.sinks = c.sinks ? dsinks : NULL;
+            a.slopes = c.alibi > 0 ? dslopes : NULL;
+            a.n_head = c.n_head;
+            a.n_head_kv = c.n_head_kv;
+            a.head_dim = d;
+            a.head_dim_v = dv;
+            a.kv_type = c.type;
+            a.scale = 1.0f / sqrtf((float)d);
+            a.softcap = c.softcap;
+            int s = OPS.attend(ST, &a, NEO__STREAM_MAIN);
+            if (s != NEO_OK) status_ok = 0;
+            CHECK(s == NEO_OK, "%s: attend returned %d", c.name, s);
+            if (c.mode == 2 && k == 0 && rep == 0 && c.n_ranges > 1) {
+                /* the first call's range is after every query: the state must be (-inf, 0, 0) */
+                OPS.stream_sync(ST, NEO__STREAM_MAIN);
+                down(state[0], dst, se * 4);
+                for (int t = 0; t < T; t++)
+                    for (int h = c.h0 * G; h < c.h1 * G; h++) {
+                        const float *sp = state[0] + ((size_t)t * c.n_head + h) * (dv + 2);
+                        int          good = isinf(sp[0]) && sp[0] < 0 && sp[1] == 0.0f;
+                        for (int j = 0; j < dv; j++) good &= sp[2 + j] == 0.0f;
+                        mid_state_ok &= good;
+                    }
+                CHECK(mid_state_ok, "%s: a fully masked range must leave m = -inf, l = 0, acc = 0", c.name);
+            }
+        }
+        if (OPS.stream_sync(ST, NEO__STREAM_MAIN) != NEO_OK) status_ok = 0;
+        down(out[rep], dout, oe * 4);
+        down(state[rep], dst, se * 4);
+    }
+    const int det = !memcmp(out[0], out[1], oe * 4) && !memcmp(state[0], state[1], se * 4);
+    CHECK(det, "%s: two runs differ", c.name);
+
+    /* the float64 reference, and the checks */
+    double  num = 0, den = 0, mmax = 0, lmax = 0;
+    int     untouched = 1, finite = 1;
+    double *s = (double *)xmalloc((size_t)(c.c1 - c.c0 + 1) * sizeof(double)), *acc = (double *)xmalloc((size_t)dv * 8);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < c.n_head; h++) {
+            const int    live = h >= c.h0 * G && h < c.h1 * G;
+            const float *o = out[0] + ((size_t)t * c.n_head + h) * dv, *sp = state[0] + ((size_t)t * c.n_head + h) * (dv + 2);
+            if (!live) {
+                for (int j = 0; j < dv; j++) untouched &= f2u(o[j]) == POISON;
+                for (int j = 0; j < dv + 2; j++) untouched &= f2u(sp[j]) == POISON || !(c.n_ranges > 1 || c.mode == 1);
+                continue;
+            }
+            const int    g = h / G, pos = c.pos0 + t, hs = g - c.kv_h0;
+            const float *qh = q + ((size_t)t * c.n_head + h) * d;
+            const double scale = (double)(1.0f / sqrtf((float)d));
+            double       M = c.sinks ? (double)sinks[h] : -INFINITY;
+            int          n = 0;
+            for (int j = c.c0; j < c.c1 && j <= pos; j++, n++) {
+                const float *kr = kf + ((size_t)hs * c.kv_cells + (j - c.cell_base)) * d;
+                double       dot = 0;
+                for (int x = 0; x < d; x++) dot += (double)qh[x] * (double)kr[x];
+                double v = scale * dot;
+                if (c.softcap > 0) v = (double)c.softcap * tanh(v / (double)c.softcap);
+                if (c.alibi > 0) v -= (double)slopes[h] * (double)(pos - j);
+                s[n] = v;
+                if (v > M) M = v;
+            }
+            if (c.mode == 1) { /* the state: m the max, l and acc relative to the GPU's own m */
+                double m_ref = -INFINITY;
+                for (int x = 0; x < n; x++) m_ref = s[x] > m_ref ? s[x] : m_ref;
+                const double mg = sp[0];
+                double       l = 0;
+                for (int j = 0; j < dv; j++) acc[j] = 0;
+                for (int x = 0; x < n; x++) {
+                    const double w = exp(s[x] - mg);
+                    const float *vr = vf + ((size_t)hs * c.kv_cells + (c.c0 + x - c.cell_base)) * dv;
+                    l += w;
+                    for (int j = 0; j < dv; j++) acc[j] += w * (double)vr[j];
+                }
+                const double em = fabs(mg - m_ref) / (fabs(m_ref) > 1 ? fabs(m_ref) : 1), el = fabs(sp[1] - l) / l;
+                mmax = em > mmax ? em : mmax;
+                lmax = el > lmax ? el : lmax;
+                for (int j = 0; j < dv; j++) {
+                    finite &= isfinite(sp[2 + j]);
+                    num += (sp[2 + j] - acc[j]) * (sp[2 + j] - acc[j]);
+                    den += acc[j] * acc[j];
+                }
+                continue;
+            }
+            double l = c.sinks ? exp((double)sinks[h] - M) : 0.0;
+            for (int j = 0; j < dv; j++) acc[j] = 0;
+            for (int x = 0; x < n; x++) {
+                const double w = exp(s[x] - M);
+                const float *vr = vf + ((size_t)hs * c.kv_cells + (c.c0 + x - c.cell_base)) * dv;
+                l += w;
+                for (int j = 0; j < dv; j++) acc[j] += w * (double)vr[j];
+            }
+            for (int j = 0; j < dv; j++) {
+                const double r = l > 0 ? acc[j] / l : 0.0; /* no visible cell and no sink: 0 */
+                finite &= isfinite(o[j]);
+                num += (o[j] - r) * (o[j] - r);
+                den += r * r;
+            }
+        }
+    const double err = den > 0 ? sqrt(num / den) : sqrt(num);
+    int          ok = status_ok && det && untouched && finite && err < ATT_TOL && mid_state_ok;
+    if (c.mode == 1) ok &= mmax < 1e-5 && lmax < ATT_TOL;
+    CHECK(untouched, "%s: an output outside the attended heads was written", c.name);
+    CHECK(finite, "%s: non-finite output", c.name);
+    CHECK(err < ATT_TOL, "%s: relative L2 error %.3g", c.name, err);
+    if (c.mode == 1) CHECK(mmax < 1e-5 && lmax < ATT_TOL, "%s: state m err %.3g, l err %.3g", c.name, mmax, lmax);
+
+    char shape[96];
+    snprintf(shape, sizeof shape, "%-4s d%d/%d g%d kv%d [%d,%d) t%d r%d%s%s%s%s", tname(c.type), d, dv, G, c.h1 - c.h0, c.c0,
+             c.c1, T, c.n_ranges, c.softcap > 0 ? " cap" : "", c.alibi > 0 ? " alibi" : "", c.sinks ? " sink" : "",
+             c.mode == 1 ? " state" : c.mode == 2 ? " rev" : "");
+    add_result(c.name, shape, err, det, ok);
+    printf("%-28s %-58s err %.2e det %d %s\n", c.name, shape, err, det, ok ? "ok" : "FAIL");
+    fflush(stdout);
+
+    OPS.dev_free(ST, dk);
+    OPS.dev_free(ST, dvv);
+    OPS.dev_free(ST, dq);
+    OPS.dev_free(ST, dout);
+    OPS.dev_free(ST, dst);
+    OPS.dev_free(ST, dsinks);
+    OPS.dev_free(ST, dslopes);
+    free(kf), free(vf), free(kraw), free(vraw), free(q), free(pois), free(s), free(acc);
+    for (int rep = 0; rep < 2; rep++) free(out[rep]), free(state[rep]);
+    return ok;
+}
+
+/* name, type, n_head, n_head_kv, d, dv, kv_h0, h0, h1, cell_base, kv_cells, c0, c1, n_tokens, pos0, n_ranges,
+   softcap, alibi, sinks, mode */
+#define F16 NEO_TYPE_F16
+#define BF16 NEO_TYPE_BF16
+#define F32 NEO_TYPE_F32
+static const acase cases_full[] = {
+    /* storage types on the fast path */
+    {"type f16", F16, 32, 8, 128, 128, 0, 0, 0, 0, 4096, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"type bf16", BF16, 32, 8, 128, 128, 0, 0, 0, 0, 4096, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"type f32", F32, 32, 8, 128, 128, 0, 0, 0, 0, 4096, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    /* head dims: 64/128/256 fast, the rest generic */
+    {"d1", F16, 8, 4, 1, 1, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"d8", BF16, 8, 4, 8, 8, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"d64", F16, 8, 4, 64, 64, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"d64 f32", F32, 8, 4, 64, 64, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"d100", BF16, 8, 4, 100, 100, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"d128", F16, 8, 4, 128, 128, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"d256", F16, 8, 4, 256, 256, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"d256 bf16", BF16, 8, 4, 256, 256, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"d256 f32", F32, 8, 4, 256, 256, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    /* head_dim_v != head_dim */
+    {"dv64 d128", F16, 8, 2, 128, 64, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"dv100 d64", BF16, 8, 2, 64, 100, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"dv128 d192", F32, 8, 2, 192, 128, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"dv300 d1", F16, 4, 2, 1, 300, 0, 0, 0, 0, 500, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"dv1 d300", BF16, 4, 2, 300, 1, 0, 0, 0, 0, 500, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"d512 dv1000", F16, 4, 2, 512, 1000, 0, 0, 0, 0, 300, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"d16384", BF16, 4, 2, 16384, 16384, 0, 0, 0, 0, 40, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    /* groups */
+    {"g1", F16, 4, 4, 128, 128, 0, 0, 0, 0, 4096, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"g2", BF16, 8, 4, 128, 128, 0, 0, 0, 0, 100, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"g4", F32, 16, 4, 128, 128, 0, 0, 0, 0, 4096, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"g8", F16, 32, 4, 128, 128, 0, 0, 0, 0, 4096, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"g8 d100", F16, 32, 4, 100, 100, 0, 0, 0, 0, 4096, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"g16", BF16, 32, 2, 128, 128, 0, 0, 0, 0, 1000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"g7 d64 (qwen)", F16, 14, 2, 64, 64, 0, 0, 0, 0, 4096, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"g3 d64 f32", F32, 6, 2, 64, 64, 0, 0, 0, 0, 777, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    /* lengths */
+    {"len1", F16, 8, 2, 128, 128, 0, 0, 0, 0, 1, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"len1 d100", F16, 8, 2, 100, 100, 0, 0, 0, 0, 1, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"len100", F16, 8, 2, 128, 128, 0, 0, 0, 0, 100, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"len4096", BF16, 8, 2, 128, 128, 0, 0, 0, 0, 4096, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"len40000", F16, 8, 2, 128, 128, 0, 0, 0, 0, 40000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"len40000 d100", BF16, 8, 2, 100, 100, 0, 0, 0, 0, 40000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"len40000 g8 f32", F32, 16, 2, 64, 64, 0, 0, 0, 0, 40000, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    /* softcap, ALiBi, sinks */
+    {"softcap", F16, 8, 2, 128, 128, 0, 0, 0, 0, 2000, 0, 0, 1, -1, 1, 2.0f, 0, 0, 0},
+    {"alibi", F16, 8, 2, 128, 128, 0, 0, 0, 0, 2000, 0, 0, 1, -1, 1, 0, 8.0f, 0, 0},
+    {"alibi n_head 12", BF16, 12, 4, 64, 64, 0, 0, 0, 0, 2000, 0, 0, 1, -1, 1, 0, 8.0f, 0, 0},
+    {"sinks", F16, 8, 2, 128, 128, 0, 0, 0, 0, 2000, 0, 0, 1, -1, 1, 0, 0, 1, 0},
+    {"all three", BF16, 8, 2, 128, 128, 0, 0, 0, 0, 2000, 0, 0, 1, -1, 1, 3.0f, 4.0f, 1, 0},
+    {"all three d100", F32, 8, 2, 100, 100, 0, 0, 0, 0, 2000, 0, 0, 1, -1, 1, 3.0f, 4.0f, 1, 0},
+    {"sinks len1", F16, 8, 2, 64, 64, 0, 0, 0, 0, 1, 0, 0, 1, -1, 1, 0, 0, 1, 0},
+    /* prefill */
+    {"prefill t2", F16, 8, 2, 128, 128, 0, 0, 0, 0, 300, 0, 0, 2, -1, 1, 0, 0, 0, 0},
+    {"prefill t7 g4", BF16, 8, 2, 128, 128, 0, 0, 0, 0, 1000, 0, 0, 7, -1, 1, 0, 0, 0, 0},
+    {"prefill t16 f32", F32, 8, 2, 64, 64, 0, 0, 0, 0, 1000, 0, 0, 16, -1, 1, 0, 0, 0, 0},
+    {"prefill t64", F16, 8, 2, 128, 128, 0, 0, 0, 0, 4096, 0, 0, 64, -1, 1, 0, 0, 0, 0},
+    {"prefill t64 = len", BF16, 8, 2, 256, 256, 0, 0, 0, 0, 64, 0, 0, 64, -1, 1, 0, 0, 0, 0},
+    {"prefill t33 d100", F16, 8, 2, 100, 100, 0, 0, 0, 0, 500, 0, 0, 33, -1, 1, 0, 0, 0, 0},
+    {"prefill t64 g1 all", BF16, 4, 4, 128, 128, 0, 0, 0, 0, 2000, 0, 0, 64, -1, 1, 3.0f, 4.0f, 1, 0},
+    {"prefill t9 d100 all", F32, 8, 2, 100, 64, 0, 0, 0, 0, 700, 0, 0, 9, -1, 1, 3.0f, 4.0f, 1, 0},
+    /* partial ranges, as the stream-back path uses them */
+    {"partial heads+cells", F16, 32, 8, 128, 128, 2, 3, 6, 1000, 5000, 1500, 5500, 1, -1, 3, 0, 0, 0, 0},
+    {"partial all", BF16, 32, 8, 128, 128, 2, 3, 6, 1000, 5000, 1500, 5500, 1, -1, 3, 3.0f, 4.0f, 1, 0},
+    {"partial generic", F32, 32, 8, 100, 72, 2, 3, 6, 1000, 5000, 1500, 5500, 1, -1, 3, 3.0f, 4.0f, 1, 0},
+    {"partial prefill", F16, 32, 8, 128, 128, 2, 3, 6, 1000, 5000, 1500, 5500, 16, -1, 4, 0, 4.0f, 1, 0},
+    {"partial prefill gen", BF16, 16, 8, 100, 100, 2, 3, 6, 1000, 5000, 1500, 5500, 16, -1, 4, 3.0f, 0, 1, 0},
+    {"tiny pieces", F16, 8, 4, 64, 64, 1, 1, 4, 100, 200, 150, 161, 1, -1, 5, 0, 0, 1, 0},
+    {"tiny pieces gen", F16, 8, 4, 8, 8, 1, 1, 4, 100, 200, 150, 161, 3, -1, 5, 0, 0, 1, 0},
+    {"decode before end", F16, 8, 2, 128, 128, 0, 0, 0, 0, 3000, 0, 0, 1, 1999, 1, 0, 0, 0, 0},
+    {"many pieces", BF16, 32, 8, 128, 128, 0, 0, 0, 0, 8192, 0, 0, 1, -1, 8, 0, 4.0f, 1, 0},
+    /* state left unnormalised */
+    {"state", F16, 16, 4, 128, 128, 1, 1, 3, 500, 3000, 600, 3400, 1, -1, 2, 0, 0, 0, 1},
+    {"state gen prefill", BF16, 16, 4, 48, 80, 1, 1, 3, 500, 3000, 600, 3400, 5, -1, 2, 2.0f, 0, 0, 1},
+    {"state one call", F32, 8, 2, 64, 64, 0, 0, 0, 0, 999, 0, 0, 1, -1, 1, 0, 0, 0, 1},
+    /* fully masked ranges */
+    {"masked first", F16, 8, 2, 128, 128, 0, 0, 0, 0, 4000, 0, 0, 1, 1999, 2, 0, 0, 0, 2},
+    {"masked first gen", BF16, 8, 2, 100, 100, 0, 0, 0, 0, 4000, 0, 0, 1, 1999, 2, 0, 0, 1, 2},
+    {"masked first prefill", F16, 8, 2, 128, 128, 0, 0, 0, 0, 4000, 0, 0, 8, 1000, 2, 0, 4.0f, 0, 2},
+    {"no cell, sinks", F16, 8, 2, 128, 128, 0, 0, 0, 0, 400, 100, 400, 8, 98, 1, 0, 0, 1, 0},
+    {"no cell, no sinks", BF16, 8, 2, 100, 100, 0, 0, 0, 0, 400, 100, 400, 8, 98, 1, 0, 0, 0, 0},
+};
+static const acase cases_quick[] = {
+    {"type f16", F16, 32, 8, 128, 128, 0, 0, 0, 0, 600, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"type bf16 g8", BF16, 32, 4, 64, 64, 0, 0, 0, 0, 600, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"type f32 d256", F32, 16, 8, 256, 256, 0, 0, 0, 0, 300, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"d100 all", F16, 8, 2, 100, 72, 0, 0, 0, 0, 500, 0, 0, 1, -1, 1, 3.0f, 4.0f, 1, 0},
+    {"d300", BF16, 4, 2, 300, 300, 0, 0, 0, 0, 100, 0, 0, 1, -1, 1, 0, 0, 0, 0},
+    {"prefill t16", F16, 8, 2, 128, 128, 0, 0, 0, 0, 500, 0, 0, 16, -1, 1, 0, 4.0f, 1, 0},
+    {"prefill t9 gen", F32, 8, 2, 100, 64, 0, 0, 0, 0, 300, 0, 0, 9, -1, 1, 3.0f, 0, 1, 0},
+    {"partial", F16, 32, 8, 128, 128, 2, 3, 6, 1000, 1000, 1100, 2000, 4, -1, 3, 0, 4.0f, 1, 0},
+    {"partial gen", BF16, 16, 8, 100, 100, 2, 3, 6, 1000, 1000, 1100, 2000, 4, -1, 3, 3.0f, 0, 1, 0},
+    {"state", F16, 16, 4, 128, 128, 1, 1, 3, 500, 1000, 600, 1400, 1, -1, 2, 0, 0, 0, 1},
+    {"masked first", F16, 8, 2, 128, 128, 0, 0, 0, 0, 1000, 0, 0, 1, 499, 2, 0, 0, 0, 2},
+    {"no cell, no sinks", BF16, 8, 2, 100, 100, 0, 0, 0, 0, 400, 100, 400, 8, 98, 1, 0, 0, 0, 0},
+};
+
+/* =============================================================================================
+   append
+   ============================================================================================= */
+static void test_append(int type, int d, int dv, int n_head_kv, int kv_h0, int h0, int h1, int kv_cells, int row0, int T) {
+    const int    nst = n_head_kv - kv_h0;
+    const size_t es = tsize(type), ke = (size_t)nst * kv_cells * d, ve = (size_t)nst * kv_cells * dv;
+    float *sk = (float *)xmalloc((size_t)T * n_head_kv * d * 4), *sv = (float *)xmalloc((size_t)T * n_head_kv * dv * 4);
+    /* normals, with some tiny (half subnormal) and huge (half overflow) values for the rounding */
+    for (size_t i = 0; i < (size_t)T * n_head_kv * d; i++) {
+        double u = rng_uni();
+        sk[i] = rng_normal() * (u < 0.1 ? 1e-6f : u < 0.15 ? 1e5f : 1.0f);
+    }
+    for (size_t i = 0; i < (size_t)T * n_head_kv * dv; i++) {
+        double u = rng_uni();
+        sv[i] = rng_normal() * (u < 0.1 ? 3e-7f : u < 0.15 ? 7e4f : 1.0f);
+    }
+    unsigned char *hk = (unsigned char *)xmalloc(ke * es), *hv = (unsigned char *)xmalloc(ve * es);
+    void *dk = dalloc(ke * es), *dvv = dalloc(ve * es), *dsk = dalloc((size_t)T * n_head_kv * d * 4),
+         *dsv = dalloc((size_t)T * n_head_kv * dv * 4);
+    memset(hk, 0xff, ke * es);
+    memset(hv, 0xff, ve * es);
+    up(dk, hk, ke * es);
+    up(dvv, hv, ve * es);
+    up(dsk, sk, (size_t)T * n_head_kv * d * 4);
+    up(dsv, sv, (size_t)T * n_head_kv * dv * 4);
+    neo__append_args a;
+    memset(&a, 0, sizeof a);
+    a.k = dk;
+    a.v = dvv;
+    a.kv_cells = kv_cells;
+    a.kv_h0 = kv_h0;
+    a.h0 = h0;
+    a.h1 = h1;
+    a.row0 = row0;
+    a.src_k = (const float *)dsk;
+    a.src_v = (const float *)dsv;
+    a.n_tokens = T;
+    a.n_head_kv = n_head_kv;
+    a.head_dim = d;
+    a.head_dim_v = dv;
+    a.kv_type = type;
+    int s = OPS.append(ST, &a, NEO__STREAM_MAIN);
+    CHECK(s == NEO_OK, "append returned %d", s);
+    OPS.stream_sync(ST, NEO__STREAM_MAIN);
+    down(hk, dk, ke * es);
+    down(hv, dvv, ve * es);
+    long bad = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const int            dim = pass ? dv : d;
+        const unsigned char *cache = pass ? hv : hk;
+        const float         *src = pass ? sv : sk;
+        unsigned char        want[4];
+        for (int h = 0; h < nst; h++)
+            for (int row = 0; row < kv_cells; row++)
+                for (int j = 0; j < dim; j++) {
+                    const int    head = kv_h0 + h, t = row - row0;
+                    const size_t at = (((size_t)h * kv_cells + row) * dim + j) * es;
+                    if (head >= h0 && head < h1 && t >= 0 && t < T) {
+                        store_t(want, 0, type, src[((size_t)t * n_head_kv + head) * dim + j]);
+                        bad += memcmp(cache + at, want, es) != 0;
+                    } else
+                        for (size_t b = 0; b < es; b++) bad += cache[at + b] != 0xff;
+                }
+    }
+    char shape[96];
+    snprintf(shape, sizeof shape, "%-4s d%d/%d heads [%d,%d) of %d from %d, rows %d+%d of %d", tname(type), d, dv, h0, h1,
+             n_head_kv, kv_h0, row0, T, kv_cells);
+    CHECK(bad == 0, "append %s: %ld wrong elements", shape, bad);
+    add_result("append", shape, -1, -1, s == NEO_OK && bad == 0);
+    printf("%-28s %-58s %ld wrong %s\n", "append", shape, bad, bad ? "FAIL" : "ok");
+    OPS.dev_free(ST, dk), OPS.dev_free(ST, dvv), OPS.dev_free(ST, dsk), OPS.dev_free(ST, dsv);
+    free(sk), free(sv), free(hk), free(hv);
+}
+
+/* =============================================================================================
+   the decode loop's operations
+   ============================================================================================= */
+static double rel_l2(const float *a, const double *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) return INFINITY;
+        num += (a[i] - ref[i]) * (a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+static void op_result(const char *name, const char *shape, int s, double err) {
+    CHECK(s == NEO_OK && err < OPS_TOL, "%s %s: status %d, err %.3g", name, shape, s, err);
+    add_result(name, shape, err, -1, s == NEO_OK && err < OPS_TOL);
+    printf("%-28s %-58s err %.2e %s\n", name, shape, err, s == NEO_OK && err < OPS_TOL ? "ok" : "FAIL");
+}
+static void fill_normal(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = rng_normal();
+}
+
+static void test_gemv(int n, int d, int misalign) {
+    float  *w = (float *)xmalloc(((size_t)n * d + 1) * 4), *x = (float *)xmalloc(((size_t)n + 1) * 4), *y = (float *)xmalloc((size_t)d * 4);
+    double *ref = (double *)xmalloc((size_t)d * 8);
+    fill_normal(w, (size_t)n * d + 1);
+    fill_normal(x, (size_t)n + 1);
+    float *dw = (float *)dalloc(((size_t)n * d + 1) * 4), *dx = (float *)dalloc(((size_t)n + 1) * 4), *dy = (float *)dalloc((size_t)d * 4);
+    up(dw, w, ((size_t)n * d + 1) * 4);
+    up(dx, x, ((size_t)n + 1) * 4);
+    fill_poison(y, (size_t)d);
+    up(dy, y, (size_t)d * 4);
+    int s = OPS.gemv(ST, dy, dw + misalign, dx + misalign, n, d, NEO__STREAM_MAIN);
+    OPS.stream_sync(ST, NEO__STREAM_MAIN);
+    down(y, dy, (size_t)d * 4);
+    for (int i = 0; i < d; i++) {
+        double acc = 0;
+        for (int j = 0; j < n; j++) acc += (double)w[misalign + (size_t)i * n + j] * (double)x[misalign + j];
+        ref[i] = acc;
+    }
+    char shape[96];
+    snprintf(shape, sizeof shape, "n %d d %d%s", n, d, misalign ? " misaligned" : "");
+    op_result("gemv", shape, s, rel_l2(y, ref, (size_t)d));
+    OPS.dev_free(ST, dw), OPS.dev_free(ST, dx), OPS.dev_free(ST, dy);
+    free(w), free(x), free(y), free(ref);
+}
+
+static void test_rmsnorm(int n, int alias) {
+    float  *x = (float *)xmalloc((size_t)n * 4), *w = (float *)xmalloc((size_t)n * 4), *o = (float *)xmalloc((size_t)n * 4);
+    double *ref = (double *)xmalloc((size_t)n * 8);
+    fill_normal(x, (size_t)n);
+    fill_normal(w, (size_t)n);
+    float *dx = (float *)dalloc((size_t)n * 4), *dw = (float *)dalloc((size_t)n * 4), *dout = (float *)dalloc((size_t)n * 4);
+    up(dx, x, (size_t)n * 4);
+    up(dw, w, (size_t)n * 4);
+    fill_poison(o, (size_t)n);
+    up(dout, o, (size_t)n * 4);
+    int s = OPS.rmsnorm(ST, alias ? dx : dout, dx, dw, n, NEO__STREAM_MAIN);
+    OPS.stream_sync(ST, NEO__STREAM_MAIN);
+    down(o, alias ? dx : dout, (size_t)n * 4);
+    double ss = 0;
+    for (int j = 0; j < n; j++) ss += (double)x[j] * x[j];
+    ss = 1.0 / sqrt(ss / n + 1e-5);
+    for (int j = 0; j < n; j++) ref[j] = (double)w[j] * (ss * x[j]);
+    char shape[96];
+    snprintf(shape, sizeof shape, "n %d%s", n, alias ? " o == x" : "");
+    op_result("rmsnorm", shape, s, rel_l2(o, ref, (size_t)n));
+    OPS.dev_free(ST, dx), OPS.dev_free(ST, dw), OPS.dev_free(ST, dout);
+    free(x), free(w), free(o), free(ref);
+}
+
+static void test_rope(int dim, int kv_dim, int head_size, int pos) {
+    float  *q = (float *)xmalloc((size_t)dim * 4), *k = (float *)xmalloc((size_t)dim * 4);
+    float  *qo = (float *)xmalloc((size_t)dim * 4), *ko = (float *)xmalloc((size_t)dim * 4);
+    double *rq = (double *)xmalloc((size_t)dim * 8), *rk = (double *)xmalloc((size_t)dim * 8);
+    fill_normal(q, (size_t)dim);
+    fill_normal(k, (size_t)dim); /* k has dim elements; those past kv_dim must stay as they are */
+    float *dq = (float *)dalloc((size_t)dim * 4), *dk = (float *)dalloc((size_t)dim * 4);
+    up(dq, q, (size_t)dim * 4);
+    up(dk, k, (size_t)dim * 4);
+    int s = OPS.rope(ST, dq, dk, dim, kv_dim, head_size, pos, NEO__STREAM_MAIN);
+    OPS.stream_sync(ST, NEO__STREAM_MAIN);
+    down(qo, dq, (size_t)dim * 4);
+    down(ko, dk, (size_t)dim * 4);
+    for (int i = 0; i < dim; i += 2) {
+        /* run.c computes the angle in float; that rounding is part of the function */
+        int    hd = i % head_size;
+        float  freq = 1.0f / powf(10000.0f, hd / (float)head_size), val = pos * freq;
+        double fcr = cos((double)val), fci = sin((double)val);
+        rq[i] = q[i] * fcr - q[i + 1] * fci;
+        rq[i + 1] = q[i] * fci + q[i + 1] * fcr;
+        rk[i] = i < kv_dim ? k[i] * fcr - k[i + 1] * fci : k[i];
+        rk[i + 1] = i < kv_dim ? k[i] * fci + k[i + 1] * fcr : k[i + 1];
+    }
+    char shape[96];
+    snprintf(shape, sizeof shape, "dim %d kv_dim %d head %d pos %d", dim, kv_dim, head_size, pos);
+    double eq = rel_l2(qo, rq, (size_t)dim), ek = rel_l2(ko, rk, (size_t)dim);
+    op_result("rope", shape, s, eq > ek ? eq : ek);
+    OPS.dev_free(ST, dq), OPS.dev_free(ST, dk);
+    free(q), free(k), free(qo), free(ko), free(rq), free(rk);
+}
+
+static void test_swiglu_add(int n) {
+    float  *h = (float *)xmalloc((size_t)n * 4), *h2 = (float *)xmalloc((size_t)n * 4), *o = (float *)xmalloc((size_t)n * 4);
+    double *ref = (double *)xmalloc((size_t)n * 8);
+    fill_normal(h, (size_t)n);
+    fill_normal(h2, (size_t)n);
+    for (int i = 0; i < n; i++) h[i] *= 4.0f;
+    float *dh = (float *)dalloc((size_t)n * 4), *dh2 = (float *)dalloc((size_t)n * 4);
+    up(dh, h, (size_t)n * 4);
+    up(dh2, h2, (size_t)n * 4);
+    int s = OPS.swiglu(ST, dh, dh2, n, NEO__STREAM_MAIN);
+    OPS.stream_sync(ST, NEO__STREAM_MAIN);
+    down(o, dh, (size_t)n * 4);
+    for (int i = 0; i < n; i++) ref[i] = (double)h[i] / (1.0 + exp(-(double)h[i])) * h2[i];
+    char shape[96];
+    snprintf(shape, sizeof shape, "n %d", n);
+    op_result("swiglu", shape, s, rel_l2(o, ref, (size_t)n));
+    up(dh, h, (size_t)n * 4);
+    s = OPS.add(ST, dh, dh2, n, NEO__STREAM_MAIN);
+    OPS.stream_sync(ST, NEO__STREAM_MAIN);
+    down(o, dh, (size_t)n * 4);
+    for (int i = 0; i < n; i++) ref[i] = (double)h[i] + h2[i];
+    op_result("add", shape, s, rel_l2(o, ref, (size_t)n));
+    OPS.dev_free(ST, dh), OPS.dev_free(ST, dh2);
+    free(h), free(h2), free(o), free(ref);
+}
+
+/* copies on every stream, 2-D copies, events between streams, bad arguments, allocation failure */
+static void test_plumbing(void) {
+    int ok = 1, s;
+    const size_t n = 1 << 20;
+    unsigned char *a = (unsigned char *)xmalloc(n), *b = (unsigned char *)xmalloc(n), *pin = NULL;
+    for (size_t i = 0; i < n; i++) a[i] = (unsigned char)rng_u64();
+    s = OPS.host_alloc(ST, (void **)&pin, n);
+    CHECK(s == NEO_OK && pin, "host_alloc: %d", s);
+    ok &= s == NEO_OK && pin;
+    if (pin) {
+        unsigned char *d1 = (unsigned char *)dalloc(n), *d2 = (unsigned char *)dalloc(n);
+        memcpy(pin, a, n);
+        /* pinned -> device on COPY, event, MAIN waits and copies device -> device, SIDE waits for MAIN, device -> pinned */
+        ok &= OPS.copy(ST, d1, pin, n, NEO__STREAM_COPY) == NEO_OK;
+        ok &= OPS.record(ST, 3, NEO__STREAM_COPY) == NEO_OK;
+        ok &= OPS.wait(ST, NEO__STREAM_MAIN, 3) == NEO_OK;
+        ok &= OPS.copy(ST, d2, d1, n, NEO__STREAM_MAIN) == NEO_OK;
+        ok &= OPS.record(ST, 7, NEO__STREAM_MAIN) == NEO_OK;
+        ok &= OPS.wait(ST, NEO__STREAM_SIDE, 7) == NEO_OK;
+        ok &= OPS.copy(ST, pin, d2, n / 2, NEO__STREAM_SIDE) == NEO_OK;
+        ok &= OPS.record(ST, 0, NEO__STREAM_SIDE) == NEO_OK;
+        ok &= OPS.event_sync(ST, 0) == NEO_OK;
+        ok &= memcmp(pin, a, n / 2) == 0;
+        CHECK(ok, "copies and events across streams");
+        /* 2-D: rows of 100 bytes from a pitch of 256 into a pitch of 128 */
+        memset(b, 0x5a, n);
+        ok &= OPS.copy(ST, d1, a, n, NEO__STREAM_MAIN) == NEO_OK;
+        ok &= OPS.copy(ST, d2, b, n, NEO__STREAM_MAIN) == NEO_OK;
+        ok &= OPS.copy2d(ST, d2, 128, d1, 256, 100, 1000, NEO__STREAM_MAIN) == NEO_OK;
+        ok &= OPS.copy(ST, b, d2, 128 * 1000, NEO__STREAM_MAIN) == NEO_OK;
+        ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK;
+        int good2d = 1;
+        for (int r = 0; r < 1000; r++)
+            for (int x = 0; x < 128; x++) good2d &= b[r * 128 + x] == (x < 100 ? a[r * 256 + x] : 0x5a);
+        CHECK(good2d, "copy2d");
+        ok &= good2d;
+        OPS.dev_free(ST, d1);
+        OPS.dev_free(ST, d2);
+        OPS.host_free(ST, pin);
+    }
+    /* bad arguments are statuses, not crashes */
+    s = OPS.record(ST, NEO__EVENTS, NEO__STREAM_MAIN);
+    CHECK(s == NEO_ERR_INVALID_ARG, "record bad event: %d", s);
+    ok &= s == NEO_ERR_INVALID_ARG;
+    s = OPS.stream_sync(ST, 3);
+    CHECK(s == NEO_ERR_INVALID_ARG, "bad stream: %d", s);
+    ok &= s == NEO_ERR_INVALID_ARG;
+    void *p = (void *)1;
+    s = OPS.dev_alloc(ST, &p, (size_t)1 << 50);
+    CHECK(s == NEO_ERR_DEVICE_MEMORY && p == NULL, "dev_alloc 1 PiB: %d", s);
+    ok &= s == NEO_ERR_DEVICE_MEMORY;
+    p = (void *)1;
+    s = OPS.host_alloc(ST, &p, (size_t)1 << 50);
+    CHECK(s == NEO_ERR_NO_MEMORY && p == NULL, "host_alloc 1 PiB: %d", s);
+    ok &= s == NEO_ERR_NO_MEMORY;
+    /* the failures above must not poison later launches */
+    s = OPS.add(ST, (float *)a, (const float *)a, 0, NEO__STREAM_MAIN);
+    ok &= s == NEO_OK;
+    add_result("plumbing", "copies, copy2d, events, bad args, alloc failure", -1, -1, ok);
+    printf("%-28s %-58s %s\n", "plumbing", "copies, copy2d, events, bad args, alloc failure", ok ? "ok" : "FAIL");
+    free(a), free(b);
+}
+
+/* =============================================================================================
+   timing: decode attention, cudaEvents around each call, KV rotated over buffers beyond L2
+   ============================================================================================= */
+static atomic_int gate;
+static void CUDART_CB hold_stream(void *user) {
+    (void)user;
+    while (!atomic_load(&gate)) {
+    }
+}
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+#define CU(x)                                                                                                           \
+    do {                                                                                                                \
+        cudaError_t e_ = (x);                                                                                           \
+        if (e_ != cudaSuccess) {                                                                                        \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                        \
+            exit(2);                                                                                                    \
+        }                                                                                                               \
+    } while (0)
+
+/* median and mean of per-call times (us) of decode attention on n_sets rotating KV sets */
+static void time_decode(cudaStream_t stream, int n_head, int n_head_kv, int d, int ctx, int type, double hbm) {
+    const size_t es = tsize(type), set_bytes = (size_t)2 * n_head_kv * ctx * d * es;
+    int n_sets = (int)((((size_t)512 << 20) + set_bytes - 1) / set_bytes);
+    if (n_sets < 3) n_sets = 3;
+    if (n_sets > 64) n_sets = 64;
+    void  **kv = (void **)xmalloc(sizeof(void *) * n_sets);
+    size_t  half = set_bytes / 2;
+    uint16_t *h = (uint16_t *)xmalloc(half);
+    for (size_t i = 0; i < half / 2; i++) h[i] = to_f16((float)((int)(rng_u64() % 2001) - 1000) * 0.002f);
+    for (int i = 0; i < n_sets; i++) {
+        kv[i] = dalloc(set_bytes);
+        up(kv[i], h, half);
+        up((char *)kv[i] + half, h, half);
+    }
+    float *q = (float *)xmalloc((size_t)n_head * d * 4);
+    fill_normal(q, (size_t)n_head * d);
+    float *dq = (float *)dalloc((size_t)n_head * d * 4), *dout = (float *)dalloc((size_t)n_head * d * 4);
+    up(dq, q, (size_t)n_head * d * 4);
+    neo__attn_args a;
+    memset(&a, 0, sizeof a);
+    a.kv_cells = ctx;
+    a.h1 = n_head_kv;
+    a.c1 = ctx;
+    a.q = dq;
+    a.n_tokens = 1;
+    a.pos0 = ctx - 1;
+    a.out = dout;
+    a.n_head = n_head;
+    a.n_head_kv = n_head_kv;
+    a.head_dim = d;
+    a.head_dim_v = d;
+    a.kv_type = type;
+    a.scale = 1.0f / sqrtf((float)d);
+    enum { BATCH = 40, BATCHES = 5 };
+    cudaEvent_t ev[BATCH + 1];
+    for (int i = 0; i <= BATCH; i++) CU(cudaEventCreate(&ev[i]));
+    float times[BATCH * BATCHES];
+    int   nt = 0, call = 0;
+    double sum = 0;
+    for (int w = 0; w < 20; w++) { /* warm-up */
+        a.k = kv[call % n_sets];
+        a.v = (char *)kv[call % n_sets] + half;
+        call++;
+        if (OPS.attend(ST, &a, NEO__STREAM_MAIN) != NEO_OK) exit(2);
+    }
+    CU(cudaStreamSynchronize(stream));
+    for (int bt = 0; bt < BATCHES; bt++) {
+        /* hold the stream until the whole batch is queued, so the calls run back to back and the
+           events time the GPU, not the host's launch rate */
+        atomic_store(&gate, 0);
+        CU(cudaLaunchHostFunc(stream, hold_stream, NULL));
+        CU(cudaEventRecord(ev[0], stream));
+        for (int i = 0; i < BATCH; i++) {
+            a.k = kv[call % n_sets];
+            a.v = (char *)kv[call % n_sets] + half;
+            call++;
+            if (OPS.attend(ST, &a, NEO__STREAM_MAIN) != NEO_OK) exit(2);
+            CU(cudaEventRecord(ev[i + 1], stream));
+        }
+        atomic_store(&gate, 1);
+        CU(cudaStreamSynchronize(stream));
+        for (int i = 0; i < BATCH; i++) {
+            float ms;
+            CU(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+            times[nt++] = ms * 1000.0f;
+            sum += ms * 1000.0;
+        }
+    }
+    /* the same without events between the calls: the batch's time over its calls */
+    float bmean = 1e30f;
+    for (int bt = 0; bt < 3; bt++) {
+        float ms;
+        atomic_store(&gate, 0);
+        CU(cudaLaunchHostFunc(stream, hold_stream, NULL));
+        CU(cudaEventRecord(ev[0], stream));
+        for (int i = 0; i < BATCH; i++) {
+            a.k = kv[call % n_sets];
+            a.v = (char *)kv[call % n_sets] + half;
+            call++;
+            if (OPS.attend(ST, &a, NEO__STREAM_MAIN) != NEO_OK) exit(2);
+        }
+        CU(cudaEventRecord(ev[1], stream));
+        atomic_store(&gate, 1);
+        CU(cudaStreamSynchronize(stream));
+        CU(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+        if (ms * 1000.0f / BATCH < bmean) bmean = ms * 1000.0f / BATCH;
+    }
+    qsort(times, (size_t)nt, sizeof(float), cmp_float);
+    const double med = times[nt / 2], mean = sum / nt, bytes = (double)set_bytes;
+    printf("| %2d/%d d%-3d %-4s | %7d | %6.1f MB | %8.2f | %8.2f | %8.2f | %7.0f | %5.2f | %2d |\n", n_head, n_head_kv, d,
+           tname(type), ctx, bytes / 1e6, med, mean, bmean, bytes / med * 1e-3, bytes / med * 1e-3 / hbm, n_sets);
+    fflush(stdout);
+    for (int i = 0; i <= BATCH; i++) cudaEventDestroy(ev[i]);
+    for (int i = 0; i < n_sets; i++) OPS.dev_free(ST, kv[i]);
+    OPS.dev_free(ST, dq), OPS.dev_free(ST, dout);
+    free(kv), free(h), free(q);
+}
+
+static void run_timing(cudaStream_t stream, int short_list) {
+    /* the copy ceiling: a device-to-device copy of 2 GB, bytes read + written */
+    const size_t n = (size_t)2 << 30;
+    void *a = dalloc(n), *b = dalloc(n);
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    CU(cudaMemsetAsync(a, 1, n, stream));
+    float best = 1e30f;
+    for (int i = 0; i < 6; i++) {
+        float ms;
+        CU(cudaEventRecord(e0, stream));
+        CU(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, stream));
+        CU(cudaEventRecord(e1, stream));
+        CU(cudaEventSynchronize(e1));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        if (i && ms < best) best = ms;
+    }
+    const double hbm = 2.0 * n / (best * 1e-3) / 1e9;
+    OPS.dev_free(ST, a);
+    OPS.dev_free(ST, b);
+    printf("\nHBM device-to-device copy: %.0f GB/s (read + write)\n", hbm);
+    printf("| shape            |     ctx |  KV bytes | med (us) | mean(us) | b2b (us) |    GB/s | x HBM | KV sets |\n");
+    printf("|------------------|---------|-----------|----------|----------|----------|---------|-------|---------|\n");
+    const int ctxs[] = {4096, 32768, 131072};
+    for (int i = 0; i < 3; i++) time_decode(stream, 32, 8, 128, ctxs[i], NEO_TYPE_F16, hbm);
+    if (!short_list) {
+        time_decode(stream, 32, 8, 128, 32768, NEO_TYPE_BF16, hbm);
+        time_decode(stream, 14, 2, 64, 4096, NEO_TYPE_F16, hbm);
+        time_decode(stream, 14, 2, 64, 32768, NEO_TYPE_F16, hbm);
+        time_decode(stream, 64, 8, 128, 32768, NEO_TYPE_F16, hbm);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+}
+
+int main(int argc, char **argv) {
+    int quick = 0, timing = 0, short_list = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--time")) timing = 1;
+        else if (!strcmp(argv[i], "--time-short")) timing = short_list = 1;
+    }
+    const char *seed = getenv("NEO_TEST_SEED");
+    if (seed) rng_s = strtoull(seed, NULL, 10);
+    printf("test_cuda_ops: seed %llu%s\n", (unsigned long long)rng_s, quick ? " (quick)" : "");
+
+    /* the ABI check */
+    neo__dev_ops bad;
+    int s = neo__cuda_get_ops(NEO_ATTN_CUDA_ABI_VERSION + 1, &bad);
+    CHECK(s == NEO_ERR_UNSUPPORTED, "wrong ABI version gave %d", s);
+    memset(&OPS, 0, sizeof OPS);
+    s = neo__cuda_get_ops(NEO_ATTN_CUDA_ABI_VERSION, &OPS);
+    CHECK(s == NEO_OK, "get_ops gave %d", s);
+    const int all = OPS.init && OPS.release && OPS.dev_alloc && OPS.dev_free && OPS.host_alloc && OPS.host_free && OPS.copy &&
+                    OPS.copy2d && OPS.record && OPS.wait && OPS.event_sync && OPS.stream_sync && OPS.append && OPS.attend &&
+                    OPS.gemv && OPS.rmsnorm && OPS.rope && OPS.swiglu && OPS.add;
+    CHECK(all, "an ops entry is NULL");
+    add_result("abi", "wrong version -> UNSUPPORTED, every entry set", -1, -1, s == NEO_OK && all);
+    if (s != NEO_OK) return 1;
+    void *tmp = (void *)1;
+    s = OPS.init(999, NULL, &tmp);
+    CHECK(s == NEO_ERR_DEVICE && tmp == NULL, "init on device 999 gave %d", s);
+    add_result("init bad device", "device 999 -> NEO_ERR_DEVICE", -1, -1, s == NEO_ERR_DEVICE);
+
+    cudaStream_t stream;
+    CU(cudaSetDevice(0));
+    CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    s = OPS.init(0, stream, &ST);
+    CHECK(s == NEO_OK, "init gave %d", s);
+    if (s != NEO_OK) return 1;
+    if (timing) {
+        run_timing(stream, short_list);
+        OPS.release(ST);
+        cudaStreamDestroy(stream);
+        return 0;
+    }
+    /* a runtime with its own streams, released at once */
+    void *own = NULL;
+    s = OPS.init(0, NULL, &own);
+    CHECK(s == NEO_OK, "init without an engine stream gave %d", s);
+    OPS.release(own);
+
+    test_plumbing();
+    test_append(NEO_TYPE_F16, 100, 64, 8, 2, 3, 7, 50, 5, 3);
+    test_append(NEO_TYPE_BF16, 128, 128, 4, 0, 0, 4, 20, 0, 20);
+    test_append(NEO_TYPE_F32, 7, 9, 3, 1, 1, 2, 10, 9, 1);
+    test_append(NEO_TYPE_F16, 64, 64, 2, 0, 1, 2, 300, 17, 257);
+    test_gemv(4096, 1000, 0);
+    test_gemv(1001, 333, 1);
+    test_gemv(768, 32000, 0);
+    test_rmsnorm(4096, 1);
+    test_rmsnorm(1000, 0);
+    test_rope(4096, 1024, 128, 1000);
+    test_rope(288, 288, 48, 0);
+    test_rope(64, 16, 8, 255);
+    test_swiglu_add(11008);
+
+    const acase *cases = quick ? cases_quick : cases_full;
+    const size_t n_cases = quick ? sizeof cases_quick / sizeof *cases_quick : sizeof cases_full / sizeof *cases_full;
+    for (size_t i = 0; i < n_cases; i++) run_attend(&cases[i]);
+
+    OPS.release(ST);
+    cudaStreamDestroy(stream);
+
+    double worst = 0;
+    int    fails = 0;
+    printf("\n| case                         | shape                                                      | rel err  | det | ok   |\n");
+    printf("|------------------------------|------------------------------------------------------------|----------|-----|------|\n");
+    for (int i = 0; i < n_results; i++) {
+        const result *r = &results[i];
+        char          e[16];
+        if (r->err < 0) snprintf(e, sizeof e, "exact");
+        else snprintf(e, sizeof e, "%.2e", r->err);
+        if (r->err > worst && strcmp(r->name, "append")) worst = r->err;
+        fails += !r->ok;
+        printf("| %-28s | %-58s | %-8s | %-3s | %-4s |\n", r->name, r->shape, e, r->det < 0 ? "-" : r->det ? "yes" : "NO",
+               r->ok ? "ok" : "FAIL");
+    }
+    printf("test_cuda_ops: %ld checks, %ld failures, %d failed rows, worst relative error %.2e\n", n_checks, n_fail, fails, worst);
+    return n_fail || fails;
+}
