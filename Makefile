@@ -87,25 +87,46 @@ clean:
 	rm -rf $(B)
 
 # --- the CUDA companion -------------------------------------------------------------------------
-# cuda-build compiles neo_attn_cuda.cu when nvcc is there (CI runs it and passes without one);
-# test-cuda-ops needs a CUDA GPU: every neo__dev_ops entry against float64 references.
-# nvcc's kernel launch stubs use the C++ runtime, hence -lstdc++ when a C compiler links.
+# --- CUDA ---------------------------------------------------------------------------------
+# cuda-build compiles neo_attn_cuda.cu and links it with the header into the GPU programs when
+# nvcc is there (CI runs it with no GPU; it passes with a message when nvcc is missing).
+# test-cuda-ops, test-cuda and gpu-check need a CUDA GPU. nvcc's launch stubs use the C++
+# runtime, hence -lstdc++ when a C compiler links.
 CUDA_HOME ?= /usr/local/cuda
 NVCCFLAGS ?= -O3 -arch=sm_90
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcudart -lstdc++
+CUDA_CC    = $(CC) $(CSTD) $(CWARN) -O2 -g -I. -isystem $(CUDA_HOME)/include
 
-cuda-build: | $(B)
-	@if command -v $(NVCC) >/dev/null 2>&1; then \
-		echo "$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall -c neo_attn_cuda.cu -o $(B)/neo_attn_cuda.o"; \
-		$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall -c neo_attn_cuda.cu -o $(B)/neo_attn_cuda.o; \
-	else \
-		echo "cuda-build: $(NVCC) not found, skipping neo_attn_cuda.cu"; \
-	fi
+$(B)/neo_attn_cuda.o: neo_attn_cuda.cu $(HDR) | $(B)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -c $< -o $@
 
-$(B)/test_cuda_ops: tests/test_cuda_ops.c $(HDR) cuda-build | $(B)
-	$(CC) $(CSTD) $(CWARN) -O2 -g -I. -isystem $(CUDA_HOME)/include $< $(B)/neo_attn_cuda.o -o $@ $(CUDA_LIBS) $(LDLIBS)
+$(B)/test_cuda_ops: tests/test_cuda_ops.c $(HDR) $(B)/neo_attn_cuda.o
+	$(CUDA_CC) $< $(B)/neo_attn_cuda.o -o $@ $(CUDA_LIBS) $(LDLIBS)
+
+$(B)/cuda/test_ref: tests/test_ref.c tests/check.h $(HDR) $(B)/neo_attn_cuda.o
+	mkdir -p $(B)/cuda
+	$(CUDA_CC) -DNEO_ATTN_CUDA=1 -DNEO_TEST_CUDA=1 $< $(B)/neo_attn_cuda.o -o $@ $(CUDA_LIBS) $(LDLIBS)
+
+$(B)/cuda/mini-chat: examples/mini-chat/mini_chat.c $(HDR) $(B)/neo_attn_cuda.o
+	mkdir -p $(B)/cuda
+	$(CUDA_CC) -DNEO_ATTN_CUDA=1 $< $(B)/neo_attn_cuda.o -o $@ $(CUDA_LIBS) $(LDLIBS)
+
+CUDA_PROGRAMS = $(B)/test_cuda_ops $(B)/cuda/test_ref $(B)/cuda/mini-chat
+
+cuda-build:
+	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory $(CUDA_PROGRAMS); \
+	else echo "cuda-build: $(NVCC) not found, skipping neo_attn_cuda.cu"; fi
 
 test-cuda-ops: $(B)/test_cuda_ops
 	./$(B)/test_cuda_ops
 
-.PHONY: cuda-build test-cuda-ops
+test-cuda: $(CUDA_PROGRAMS)
+	./$(B)/test_cuda_ops
+	./$(B)/cuda/test_ref
+
+# the whole H200 check in one call: kernels, the API suite on the GPU, the seeds' C1/C3/C4,
+# compute-sanitizer (tests/gpu_check.sh)
+gpu-check:
+	sh tests/gpu_check.sh
+
+.PHONY: cuda-build test-cuda-ops test-cuda gpu-check

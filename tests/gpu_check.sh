@@ -1,0 +1,78 @@
+#!/bin/sh
+# gpu_check.sh - the whole GPU check in one device call (make gpu-check on the lent H200):
+#   1. build: neo_attn_cuda.cu (nvcc -arch=sm_90), the CUDA test_ref, test_cuda_ops, mini-chat --gpu
+#   2. the kernels against float64 (test_cuda_ops) and the API suite on the GPU (test_ref with a real
+#      GPU runtime: no split for every shape case, split OFF / ON / AUTO for the split cases)
+#   3. the seeds' checks with mini-chat on stories260K: C1 greedy output identical with no split,
+#      split OFF and split ON; C3 GPU KV bytes shrink by the split and host bytes appear; C4
+#      --neo-pipeline off with no split byte-identical to no split; ON reports overlapped calls
+#   4. compute-sanitizer memcheck and racecheck on the CUDA tests
+# The model comes from $NEO_MODEL_DIR (default .gpu-data, a copy of ../shared/models that the
+# device call carries). Prints a short table last; exits non-zero if any check failed.
+set -u
+DIR=${NEO_MODEL_DIR:-.gpu-data}
+B=build
+OUT=${OUT:-/tmp}
+results=""
+failed=0
+row() { # row NAME RESULT DETAIL
+    results="$results$(printf '%-44s %-5s %s' "$1" "$2" "$3")
+"
+    [ "$2" = "PASS" ] || failed=1
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -n 1
+if ! make -s cuda-build >"$OUT/build.log" 2>&1 || [ ! -x $B/cuda/mini-chat ]; then
+    cat "$OUT/build.log"
+    echo "gpu_check: build failed"
+    exit 1
+fi
+
+# --- 2. kernels and the API suite ---
+if ./$B/test_cuda_ops >"$OUT/test_cuda_ops.log" 2>&1; then r=PASS; else r=FAIL; fi
+row "kernels vs float64 (test_cuda_ops)" $r "$(tail -n 1 "$OUT/test_cuda_ops.log")"
+if NEO_MODEL_DIR=$DIR ./$B/cuda/test_ref >"$OUT/test_ref.log" 2>&1; then r=PASS; else r=FAIL; fi
+row "API suite on the GPU (test_ref)" $r "$(grep 'cuda ' "$OUT/test_ref.log" | sed 's/test_ref: *//')"
+row "  CPU paths in the same run" $r "$(grep -c 'max relative' "$OUT/test_ref.log") paths, $(tail -n 1 "$OUT/test_ref.log" | sed 's/test_ref: //')"
+
+# --- 3. the seeds' checks ---
+MC="./$B/cuda/mini-chat $DIR/stories260K.bin -z $DIR/tok512.bin -t 0 -n 256 -i"
+P="Once upon a time"
+REF=$DIR/reference/greedy-once-upon-a-time.txt
+$MC "$P" --gpu >"$OUT/B.txt" 2>"$OUT/B.err"
+$MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline off >"$OUT/M.txt" 2>"$OUT/M.err"
+$MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on >"$OUT/N.txt" 2>"$OUT/N.err"
+$MC "$P" --gpu --neo-pipeline off >"$OUT/O.txt" 2>"$OUT/O.err"
+$MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline auto >"$OUT/A.txt" 2>"$OUT/A.err"
+if cmp -s "$OUT/B.txt" "$REF" && cmp -s "$OUT/M.txt" "$REF" && cmp -s "$OUT/N.txt" "$REF" && cmp -s "$OUT/A.txt" "$REF"; then r=PASS; else r=FAIL; fi
+row "C1 greedy: no split = OFF = ON = AUTO = run.c" $r "$(wc -c <"$OUT/B.txt") bytes each"
+kv() { sed -n 's/.*: \([0-9]*\) bytes GPU + \([0-9]*\) bytes host.*/\1 \2/p' "$1" | head -n 1; }
+set -- $(kv "$OUT/B.err") $(kv "$OUT/N.err")
+if [ $# -eq 4 ] && [ "$3" -eq $(($1 / 2)) ] && [ "$4" -eq $(($1 / 2)) ] && [ "$2" -eq 0 ]; then r=PASS; else r=FAIL; fi
+row "C3 KV bytes: GPU / host, no split -> frac 0.5" $r "$1 / $2 -> $3 / $4"
+if cmp -s "$OUT/O.txt" "$OUT/B.txt"; then r=PASS; else r=FAIL; fi
+row "C4 --neo-pipeline off, no split = no split" $r ""
+ov=$(sed -n 's/.*(\([0-9]*\) with both halves overlapped).*/\1/p' "$OUT/N.err" | head -n 1)
+if [ "${ov:-0}" -gt 0 ]; then r=PASS; else r=FAIL; fi
+row "ON: overlapped decode calls" $r "$(sed -n 's/.* \([0-9]* decode calls ([0-9]* with both halves overlapped)\).*/\1/p' "$OUT/N.err")"
+for x in B M N A; do
+    printf '%s: %s %s\n' "$x" "$(grep 'achieved tok/s' "$OUT/$x.err")" "$(grep -o 'pipeline [a-z]*' "$OUT/$x.err")"
+done >"$OUT/tok_s.txt"
+
+# --- 4. sanitizers ---
+if command -v compute-sanitizer >/dev/null 2>&1; then
+    for tool in memcheck racecheck; do
+        if compute-sanitizer --tool $tool --error-exitcode 9 ./$B/test_cuda_ops --quick >"$OUT/san_$tool.log" 2>&1 &&
+           compute-sanitizer --tool $tool --error-exitcode 9 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on -n 40 \
+               >"$OUT/san_${tool}_mc.log" 2>&1; then r=PASS; else r=FAIL; fi
+        row "compute-sanitizer $tool" $r "$(grep -h 'ERROR SUMMARY' "$OUT/san_$tool.log" "$OUT/san_${tool}_mc.log" | tr '\n' ' ')"
+    done
+else
+    row "compute-sanitizer" FAIL "not found"
+fi
+
+cat "$OUT/tok_s.txt"
+echo
+printf '%-44s %-5s %s\n' "check" "result" "detail"
+printf '%s' "$results"
+exit $failed
