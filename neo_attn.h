@@ -158,7 +158,8 @@ typedef struct neo_runtime_desc {
     int         n_threads;   /* CPU threads, the caller's included; 0 = online cores */
     int         gpu;         /* 1 = use a CUDA GPU (needs NEO_ATTN_CUDA, else NEO_ERR_UNSUPPORTED); 0 = CPU only */
     int         gpu_device;  /* CUDA device ordinal when gpu = 1 */
-    void       *gpu_stream;  /* the engine's cudaStream_t to order against; NULL = the runtime makes its own */
+    void       *gpu_stream;  /* the engine's cudaStream_t to order against; NULL = the runtime makes its own,
+                                which is ordered with the legacy default stream */
     neo_cpu_isa cpu_isa;     /* AUTO = best the CPU has; forcing one it lacks is NEO_ERR_UNSUPPORTED */
     int         gpu_standin; /* 1 with gpu = 1: a host stand-in plays the GPU (same orchestration, host
                                 memory, synchronous), so the split paths can be tested with no GPU */

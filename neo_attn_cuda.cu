@@ -811,7 +811,9 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
     int lo = 0, hi = 0, rc = NEO_ERR_DEVICE;
     if (engine_stream) st->stream[NEO__STREAM_MAIN] = (cudaStream_t)engine_stream;
     else {
-        if (cudaStreamCreateWithFlags(&st->stream[NEO__STREAM_MAIN], cudaStreamNonBlocking) != cudaSuccess) goto fail;
+        /* blocking: ordered with the legacy default stream, so an engine that passes no stream
+           and fills q, k, v with plain cudaMemcpy gets them in order */
+        if (cudaStreamCreateWithFlags(&st->stream[NEO__STREAM_MAIN], cudaStreamDefault) != cudaSuccess) goto fail;
         st->own_main = 1;
     }
     /* the GPU half of a split layer is on the critical path: let it jump the queue */
