@@ -11,13 +11,18 @@
    count, and prints every attention figure as a ratio to it:
 
    - read bandwidth: every thread sums the uint64 words of its own contiguous slice of a large
-     buffer (>= 1 GiB, >= 8x the largest KV cache, >= 4x the LLC; capped to half of the
-     available memory), pages touched first, nothing pinned; median of several repetitions.
-     Also measured with one thread (printed in the header).
+     buffer (>= 1 GiB, >= 8x the largest KV cache, >= 4x the LLC; capped to a third of the
+     available memory), pages touched first, nothing pinned. At the start: median of 7 reads
+     with the benchmark's thread count and of 7 with one thread (the header line). The
+     bandwidth of a virtual or shared machine drifts by tens of percent within seconds, so every
+     attention row is split into 10 rounds, each starting with one more read of the buffer, and
+     the row's read_GB/s is the median of its 10 samples: the row and its ceiling are measured
+     over the same seconds.
    - attention: the cache is filled with random K/V (appended in chunks of 1024 tokens), then
-     after a warm-up many neo_attn_decode calls are timed one by one with CLOCK_MONOTONIC and
-     the median is reported. KV bytes read per call = len * n_head_kv * (head_dim + head_dim_v)
-     * 2 (f16), i.e. 16.8 MB at 4096 and 134 MB at 32768.
+     after a warm-up many neo_attn_decode calls are timed one by one with CLOCK_MONOTONIC (the
+     first call after each bandwidth sample is not timed) and the median is reported. KV bytes
+     read per call = len * n_head_kv * (head_dim + head_dim_v) * 2 (f16), i.e. 16.8 MB at 4096
+     and 134 MB at 32768.
        hot  - the same layer every call. A 4k cache (16.8 MB) may sit in the last-level cache,
               so this row can beat DRAM bandwidth; it shows the kernel's compute speed.
        cold - the calls rotate over enough distinct layers (>= 2, and >= 4x the LLC in total)
@@ -33,13 +38,14 @@
    calls      timed decode calls
    median_us  time of one decode call (all 32 heads), median over the timed calls
    GB/s       KV bytes read per call / median_us
-   read_GB/s  this machine's read bandwidth with the same thread count
+   read_GB/s  this machine's read bandwidth with the same thread count, sampled during the row
    ratio      GB/s / read_GB/s: 1.0 means decode runs at memory speed. The cold rows are the
               honest figure; a hot 4k row above 1.0 only means the cache sat in the LLC.
    other      CPU time, in cores, that other processes and the hypervisor (steal) took while
               the row was timed (from /proc/stat). On a 2-core machine anything above ~0.1
-              means the row is disturbed. The read bandwidth is measured again at the end; the
-              program warns on stderr when it moved by more than 15% or other load was seen.
+              means the row is disturbed. The last line gives the range of every read-bandwidth
+              measurement; the program warns on stderr when it spans more than 15% or other
+              load was seen.
 
    USAGE
    -----
@@ -254,81 +260,108 @@ static uint64_t sum_words(const uint64_t *p, size_t n) {
     return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
 }
 
-typedef struct bw_ctx {
-    const uint64_t   *buf;
+/* The read-bandwidth state: a buffer touched once and kept for the whole run, and n_threads - 1
+   persistent workers (the caller is the last reader), so the ceiling can be sampled again
+   between the decode calls of every attention row without paying thread start-up. */
+typedef struct bw_state {
+    uint64_t         *buf;
     size_t            n_words;
     int               n_threads;
     int               quit;
     pthread_barrier_t start, done;
+    pthread_t         th[256];
     uint64_t          sums[256];
-} bw_ctx;
+    double            lo, hi; /* range of every multi-thread sample */
+} bw_state;
 
 typedef struct bw_arg {
-    bw_ctx *c;
-    int     id;
+    bw_state *b;
+    int       id;
 } bw_arg;
+static bw_arg bw_args[256];
 
-static void bw_slice(bw_ctx *c, int id) {
-    size_t per = c->n_words / (size_t)c->n_threads;
-    size_t lo = per * (size_t)id, hi = id == c->n_threads - 1 ? c->n_words : lo + per;
-    c->sums[id] += sum_words(c->buf + lo, hi - lo);
+static void bw_slice(bw_state *b, int id) {
+    size_t per = b->n_words / (size_t)b->n_threads;
+    size_t lo = per * (size_t)id, hi = id == b->n_threads - 1 ? b->n_words : lo + per;
+    b->sums[id] += sum_words(b->buf + lo, hi - lo);
 }
 
 static void *bw_worker(void *p) {
-    bw_arg *a = (bw_arg *)p;
-    bw_ctx *c = a->c;
+    bw_arg   *a = (bw_arg *)p;
+    bw_state *b = a->b;
     for (;;) {
-        pthread_barrier_wait(&c->start);
-        if (c->quit) break;
-        bw_slice(c, a->id);
-        pthread_barrier_wait(&c->done);
+        pthread_barrier_wait(&b->start);
+        if (b->quit) break;
+        bw_slice(b, a->id);
+        pthread_barrier_wait(&b->done);
     }
     return NULL;
 }
 
-volatile uint64_t bench_sink;   /* the sums land here, so the reads cannot be optimized away */
+volatile uint64_t bench_sink; /* the sums land here, so the reads cannot be optimized away */
 
-/* Median GB/s of `reps` parallel reads of the whole buffer by n_threads threads; the calling
-   thread reads slice n_threads - 1. */
-static double read_bandwidth(const uint64_t *buf, size_t n_words, int n_threads, int reps) {
-    bw_ctx c;
-    memset(&c, 0, sizeof c);
-    c.buf = buf;
-    c.n_words = n_words;
-    c.n_threads = n_threads;
-    if (pthread_barrier_init(&c.start, NULL, (unsigned)n_threads) ||
-        pthread_barrier_init(&c.done, NULL, (unsigned)n_threads)) {
+static void bw_init(bw_state *b, size_t bytes, int n_threads) {
+    memset(b, 0, sizeof *b);
+    b->n_words = bytes / sizeof(uint64_t);
+    b->buf = (uint64_t *)xmalloc(b->n_words * sizeof(uint64_t));
+    for (size_t i = 0; i < b->n_words; i++) b->buf[i] = i; /* touch: every page present */
+    b->n_threads = n_threads;
+    b->lo = 1e30;
+    if (pthread_barrier_init(&b->start, NULL, (unsigned)n_threads) ||
+        pthread_barrier_init(&b->done, NULL, (unsigned)n_threads)) {
         fprintf(stderr, "bench-cpu: pthread_barrier_init failed\n");
         exit(1);
     }
-    pthread_t th[256];
-    bw_arg args[256];
     for (int t = 0; t < n_threads - 1; t++) {
-        args[t].c = &c;
-        args[t].id = t;
-        if (pthread_create(&th[t], NULL, bw_worker, &args[t])) {
+        bw_args[t].b = b;
+        bw_args[t].id = t;
+        if (pthread_create(&b->th[t], NULL, bw_worker, &bw_args[t])) {
             fprintf(stderr, "bench-cpu: pthread_create failed\n");
             exit(1);
         }
     }
-    double gbs[64];
-    for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
-        pthread_barrier_wait(&c.start);
-        bw_slice(&c, n_threads - 1);
-        pthread_barrier_wait(&c.done);
-        double t1 = now_s();
-        gbs[r] = (double)(n_words * sizeof(uint64_t)) / (t1 - t0) * 1e-9;
-    }
-    c.quit = 1;
-    pthread_barrier_wait(&c.start);
-    for (int t = 0; t < n_threads - 1; t++) pthread_join(th[t], NULL);
-    pthread_barrier_destroy(&c.start);
-    pthread_barrier_destroy(&c.done);
+}
+
+static void bw_destroy(bw_state *b) {
+    b->quit = 1;
+    pthread_barrier_wait(&b->start);
+    for (int t = 0; t < b->n_threads - 1; t++) pthread_join(b->th[t], NULL);
+    pthread_barrier_destroy(&b->start);
+    pthread_barrier_destroy(&b->done);
     uint64_t s = 0;
-    for (int t = 0; t < n_threads; t++) s += c.sums[t];
+    for (int t = 0; t < b->n_threads; t++) s += b->sums[t];
     bench_sink += s;
-    return median(gbs, reps);
+    free(b->buf);
+}
+
+/* GB/s of one read of the whole buffer: by every thread, each its own slice, or (one = 1) by
+   the calling thread alone. */
+static double bw_read(bw_state *b, int one) {
+    double t0 = now_s();
+    if (one || b->n_threads == 1) {
+        b->sums[0] += sum_words(b->buf, b->n_words);
+    } else {
+        pthread_barrier_wait(&b->start);
+        bw_slice(b, b->n_threads - 1);
+        pthread_barrier_wait(&b->done);
+    }
+    return (double)(b->n_words * sizeof(uint64_t)) / (now_s() - t0) * 1e-9;
+}
+
+/* Median of reps reads. */
+static double bw_median(bw_state *b, int one, int reps) {
+    double g[16];
+    if (reps > 16) reps = 16;
+    for (int r = 0; r < reps; r++) g[r] = bw_read(b, one);
+    return median(g, reps);
+}
+
+/* One multi-thread sample, recorded in the run's range. */
+static double bw_sample(bw_state *b) {
+    double g = bw_read(b, 0);
+    if (g < b->lo) b->lo = g;
+    if (g > b->hi) b->hi = g;
+    return g;
 }
 
 /* --- attention --- */
@@ -354,25 +387,36 @@ typedef struct row {
     int         ctx;
     const char *mode;
     int         layers, calls;
-    double      median_us, gbs, other;
+    long long   n_decode; /* decode calls made, warm-up included */
+    double      median_us, gbs, read_gbs, other;
 } row;
 
-/* Times decode calls over layers[0..n_layers) in rotation for about `seconds`. */
+#define ROUNDS 10 /* read-bandwidth samples interleaved with each row's decode calls */
+
+/* Times decode calls over layers[0..n_layers) in rotation for about `seconds`, in ROUNDS rounds;
+   each round starts with one read-bandwidth sample and an untimed call (the sample evicts the
+   caches, and a sleeping pool wakes up), then times calls for seconds / ROUNDS. */
 static row time_decode(neo_layer **layers, int n_layers, int ctx, const char *mode, double seconds, const float *q,
-                       float *out, double *times) {
+                       float *out, double *times, bw_state *bw) {
     /* warm-up: one pass over every layer, and at least 3 calls */
     int warm = n_layers < 3 ? 3 : n_layers;
     for (int i = 0; i < warm; i++) check(neo_attn_decode(layers[i % n_layers], q, out), "neo_attn_decode");
-    int        calls = 0;
+    int        calls = 0, next = 0;
+    double     bws[ROUNDS];
     usage_snap u0 = usage_now();
-    double     t_end = u0.wall + seconds;
-    while (calls < MAX_CALLS && (calls < MIN_CALLS || now_s() < t_end)) {
-        neo_layer *l = layers[calls % n_layers];
-        double     t0 = now_s();
-        neo_status s = neo_attn_decode(l, q, out);
-        double     t1 = now_s();
-        check(s, "neo_attn_decode");
-        times[calls++] = (t1 - t0) * 1e6;
+    for (int round = 0; round < ROUNDS; round++) {
+        bws[round] = bw_sample(bw);
+        check(neo_attn_decode(layers[next++ % n_layers], q, out), "neo_attn_decode");
+        int    n0 = calls, min_calls = (MIN_CALLS + ROUNDS - 1) / ROUNDS;
+        double t_end = now_s() + seconds / ROUNDS;
+        while (calls < MAX_CALLS && (calls - n0 < min_calls || now_s() < t_end)) {
+            neo_layer *l = layers[next++ % n_layers];
+            double     t0 = now_s();
+            neo_status s = neo_attn_decode(l, q, out);
+            double     t1 = now_s();
+            check(s, "neo_attn_decode");
+            times[calls++] = (t1 - t0) * 1e6;
+        }
     }
     usage_snap u1 = usage_now();
     for (int i = 0; i < N_HEAD * HEAD_DIM_V; i++) {
@@ -386,23 +430,12 @@ static row time_decode(neo_layer **layers, int n_layers, int ctx, const char *mo
     r.mode = mode;
     r.layers = n_layers;
     r.calls = calls;
+    r.n_decode = warm + ROUNDS + calls;
     r.median_us = median(times, calls);
     r.gbs = (double)kv_bytes_per_layer(ctx) / (r.median_us * 1e-6) * 1e-9;
+    r.read_gbs = median(bws, ROUNDS);
     r.other = other_cores(u0, u1);
     return r;
-}
-
-/* Read bandwidth with n_threads and with 1 thread over a fresh buffer of `bytes`. */
-static void measure_bandwidth(size_t bytes, int n_threads, double *bw_mt, double *bw_1t, double *other) {
-    size_t    n_words = bytes / sizeof(uint64_t);
-    uint64_t *buf = (uint64_t *)xmalloc(n_words * sizeof(uint64_t));
-    for (size_t i = 0; i < n_words; i++) buf[i] = i; /* touch: every page present */
-    (void)read_bandwidth(buf, n_words, n_threads, 1); /* warm-up */
-    usage_snap u0 = usage_now();
-    *bw_mt = read_bandwidth(buf, n_words, n_threads, 7);
-    *bw_1t = n_threads == 1 ? *bw_mt : read_bandwidth(buf, n_words, 1, 5);
-    *other = other_cores(u0, usage_now());
-    free(buf);
 }
 
 /* --- main --- */
@@ -501,13 +534,21 @@ int main(int argc, char **argv) {
     size_t bw_bytes = (size_t)1 << 30;
     if (8 * kv_max > bw_bytes) bw_bytes = 8 * kv_max;
     if (4 * llc > bw_bytes) bw_bytes = 4 * llc;
-    if (bw_bytes > avail / 2) bw_bytes = avail / 2;
+    if (bw_bytes > avail / 3) bw_bytes = avail / 3;
     bw_bytes &= ~(size_t)4095;
-    double bw_mt, bw_1t, bw_other;
-    measure_bandwidth(bw_bytes, threads, &bw_mt, &bw_1t, &bw_other);
+    avail = avail > bw_bytes ? avail - bw_bytes : 0; /* what the KV caches may use */
+    static bw_state bw;
+    bw_init(&bw, bw_bytes, threads);
+    (void)bw_read(&bw, 0); /* warm-up */
+    usage_snap u0 = usage_now();
+    double     bw_mt = bw_median(&bw, 0, 7);
+    double     bw_1t = threads == 1 ? bw_mt : bw_median(&bw, 1, 7);
+    double     bw_other = other_cores(u0, usage_now());
+    bw.lo = bw.hi = bw_mt;
 
     if (csv) {
-        printf("date,machine,cores,ctx,mode,threads,isa,layers,calls,median_us,gbs,read_gbs,ratio,read_gbs_1t,other_cores\n");
+        printf("date,machine,cores,ctx,mode,threads,isa,layers,calls,median_us,gbs,read_gbs,ratio,read_gbs_1t,"
+               "other_cores\n");
     } else {
         printf("# %s | %s | %ld cores | neo_attn %s\n", date, model, ncpu, neo_attn_version());
         printf("# decode, 32 q / 8 kv heads, d 128, f16 KV | LLC %zu MiB (sysconf %zu, /sys %zu) | read bandwidth over "
@@ -557,8 +598,8 @@ int main(int argc, char **argv) {
         }
 
         row rows[2];
-        rows[0] = time_decode(layers, 1, ctx, "hot", seconds, q, out, times);
-        rows[1] = time_decode(layers, n_layers, ctx, "cold", seconds, q, out, times);
+        rows[0] = time_decode(layers, 1, ctx, "hot", seconds, q, out, times, &bw);
+        rows[1] = time_decode(layers, n_layers, ctx, "cold", seconds, q, out, times, &bw);
 
         long long n_decode = 0;
         for (int l = 0; l < n_layers; l++) {
@@ -566,39 +607,36 @@ int main(int argc, char **argv) {
             check(neo_layer_get_info(layers[l], &li), "neo_layer_get_info");
             n_decode += li.n_decode;
         }
-        if (n_decode != 3 + rows[0].calls + (n_layers < 3 ? 3 : n_layers) + rows[1].calls)
-            fprintf(stderr, "bench-cpu: warning: the layers count %lld decode calls\n", n_decode);
+        if (n_decode != rows[0].n_decode + rows[1].n_decode)
+            fprintf(stderr, "bench-cpu: warning: the layers count %lld decode calls, not %lld\n", n_decode,
+                    rows[0].n_decode + rows[1].n_decode);
 
         for (int r = 0; r < 2; r++) {
             const row *x = &rows[r];
-            double     ratio = x->gbs / bw_mt;
+            double     ratio = x->gbs / x->read_gbs;
             if (x->other > max_other) max_other = x->other;
             if (csv)
                 printf("%s,\"%s\",%ld,%d,%s,%d,%s,%d,%d,%.1f,%.2f,%.2f,%.3f,%.2f,%.2f\n", date, model, ncpu, x->ctx,
-                       x->mode, ri.n_threads, isa, x->layers, x->calls, x->median_us, x->gbs, bw_mt, ratio, bw_1t, x->other);
+                       x->mode, ri.n_threads, isa, x->layers, x->calls, x->median_us, x->gbs, x->read_gbs, ratio, bw_1t, x->other);
             else
                 printf("%8d %-5s %7d %-7s %6d %6d %10.1f %8.2f %9.2f %6.3f %6.2f\n", x->ctx, x->mode, ri.n_threads, isa,
-                       x->layers, x->calls, x->median_us, x->gbs, bw_mt, ratio, x->other);
+                       x->layers, x->calls, x->median_us, x->gbs, x->read_gbs, ratio, x->other);
         }
         fflush(stdout);
         for (int l = 0; l < n_layers; l++) neo_layer_destroy(layers[l]);
         free(layers);
     }
 
-    /* the ceiling once more: a drift between the two says the machine was not quiet */
-    double bw2_mt, bw2_1t, bw2_other;
-    measure_bandwidth(bw_bytes, threads, &bw2_mt, &bw2_1t, &bw2_other);
-    if (bw2_other > max_other) max_other = bw2_other;
-    double drift = fabs(bw2_mt - bw_mt) / bw_mt;
+    double spread = (bw.hi - bw.lo) / bw.hi;
     if (!csv)
-        printf("# read bandwidth re-measured after the rows: %.1f GB/s with %d threads, %.1f GB/s with 1 (%+.0f%%)\n",
-               bw2_mt, threads, bw2_1t, 100.0 * (bw2_mt - bw_mt) / bw_mt);
+        printf("# read bandwidth over the run (%d threads): %.1f to %.1f GB/s\n", threads, bw.lo, bw.hi);
     fflush(stdout);
-    if (drift > 0.15 || max_other > 0.25)
+    if (spread > 0.15 || max_other > 0.25)
         fprintf(stderr,
                 "bench-cpu: warning: the machine was not quiet (read bandwidth moved %.0f%%, other load up to %.2f "
                 "cores); the ratios are unreliable\n",
-                100.0 * drift, max_other);
+                100.0 * spread, max_other);
+    bw_destroy(&bw);
 
     free(times);
     free(out);
