@@ -19,7 +19,7 @@ export NEO_MODEL_DIR
 UNIT     = test_api test_ref test_model
 FUZZ_SECONDS ?= 30
 
-.PHONY: all test test-unit test-san test-tsan test-compile test-golden test-fuzz demo bench clean
+.PHONY: all test test-unit test-variants test-san test-tsan test-compile test-golden test-fuzz demo bench clean
 
 all: $(B)/mini-chat $(B)/bench-cpu
 
@@ -41,11 +41,17 @@ $(B)/san/test_%: tests/test_%.c tests/check.h $(HDR) | $(B)
 $(B)/tsan/test_pool: tests/test_pool.c tests/check.h $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) -O1 -g -fsanitize=thread -I. $< -o $@ $(LDLIBS)
 
-test: test-compile test-unit test-golden test-san test-tsan test-fuzz
+test: test-compile test-unit test-variants test-golden test-san test-tsan test-fuzz
 	@echo "make test: all passed"
 
 test-unit: $(addprefix $(B)/,$(UNIT))
 	@for t in $(UNIT); do echo "== $$t"; ./$(B)/$$t || exit 1; done
+
+# the header built without threads and without SIMD: the serial pool and the scalar kernels alone
+test-variants: | $(B)
+	$(CC) $(CSTD) $(CWARN) $(OPT) -I. -DNEO_ATTN_NO_THREADS=1 -DNEO_ATTN_NO_SIMD=1 tests/test_ref.c -o $(B)/test_ref_plain $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(OPT) -I. -DNEO_ATTN_NO_THREADS=1 -DNEO_ATTN_NO_SIMD=1 tests/test_api.c -o $(B)/test_api_plain $(LDLIBS)
+	@echo "== test_ref, test_api: NEO_ATTN_NO_THREADS, NEO_ATTN_NO_SIMD"; ./$(B)/test_ref_plain && ./$(B)/test_api_plain
 
 test-san: $(addprefix $(B)/san/,$(UNIT))
 	@for t in $(UNIT); do echo "== asan+ubsan $$t"; ./$(B)/san/$$t || exit 1; done

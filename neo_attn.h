@@ -712,6 +712,7 @@ NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn,
         return;
     }
 #endif
+    (void)p;
     for (int i = 0; i < n_tasks; i++) fn(user, i, 0);
 }
 

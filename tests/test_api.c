@@ -125,7 +125,7 @@ static void test_runtime(void) {
     CHECK(rt != NULL);
     memset(&ri, 0x5A, sizeof ri);
     CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
-    CHECK(ri.n_threads == (int)sysconf(_SC_NPROCESSORS_ONLN));
+    CHECK(ri.n_threads == THREADS((int)sysconf(_SC_NPROCESSORS_ONLN)));
     CHECK(ri.gpu == 0);
     CHECK(ri.cpu_isa == test_cpu_best());
     CHECK_STATUS(neo_runtime_get_info(NULL, &ri), NEO_ERR_INVALID_ARG);
@@ -138,7 +138,7 @@ static void test_runtime(void) {
     CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK);
     if (rt) {
         CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
-        CHECK(ri.n_threads == (int)sysconf(_SC_NPROCESSORS_ONLN) && ri.cpu_isa == test_cpu_best());
+        CHECK(ri.n_threads == THREADS((int)sysconf(_SC_NPROCESSORS_ONLN)) && ri.cpu_isa == test_cpu_best());
     }
     neo_runtime_destroy(rt);
 
@@ -187,7 +187,7 @@ static void test_runtime(void) {
     CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK);
     if (rt) {
         CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
-        CHECK(ri.gpu == 1 && ri.n_threads == 2 && ri.cpu_isa == test_cpu_best());
+        CHECK(ri.gpu == 1 && ri.n_threads == THREADS(2) && ri.cpu_isa == test_cpu_best());
     }
     neo_runtime_destroy(rt);
     rd.gpu = 0, rd.gpu_standin = 0, rd.n_threads = 1;
@@ -214,7 +214,7 @@ static void test_runtime(void) {
         CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK);
         if (rt) {
             CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
-            CHECK(ri.n_threads == i && ri.cpu_isa == test_cpu_best());
+            CHECK(ri.n_threads == THREADS(i) && ri.cpu_isa == test_cpu_best());
         }
         neo_runtime_destroy(rt);
     }

@@ -187,7 +187,7 @@ static void open_runtimes(void) {
                 continue;
             }
             CHECK_STATUS(neo_runtime_get_info(rts[i][t], &ri), NEO_OK);
-            CHECK(ri.cpu_isa == isa_list[i] && ri.n_threads == t);
+            CHECK(ri.cpu_isa == isa_list[i] && ri.n_threads == THREADS(t));
         }
     }
     for (t = 1; t <= 4; t += 2) {
@@ -197,7 +197,7 @@ static void open_runtimes(void) {
         check_context("stand-in GPU runtime x%d", t);
         if (CHECK_STATUS(neo_runtime_create(&rd, &rts_gpu[t]), NEO_OK)) {
             CHECK_STATUS(neo_runtime_get_info(rts_gpu[t], &ri), NEO_OK);
-            CHECK(ri.gpu == 1 && ri.n_threads == t);
+            CHECK(ri.gpu == 1 && ri.n_threads == THREADS(t));
         }
     }
 #if NEO_TEST_CUDA
