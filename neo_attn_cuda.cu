@@ -14,7 +14,23 @@
 
    KERNELS (launch geometry)
    -------------------------
-   neo__attn_fast<T, D, NQ>  flash-decoding for head_dim == head_dim_v == D in {64, 128, 256} and
+   neo__attn_mma<T, D>       f16 / bf16 K and V, head_dim == head_dim_v == D in {64, 128, 256},
+                             16-byte aligned K, V and q: the attention path for those (see its
+                             comment). grid (H * ceil(nq / 8), S), 12 warps (4 for D = 256), one
+                             block an SM (192 KB of rings). Tensor cores (mma.m16n8k16, f32
+                             accumulators, q and the weights split into 16-bit parts so that the
+                             result keeps float32 accuracy); each warp streams its own 16-cell K
+                             and V tiles with bulk copies (cp.async.bulk + mbarrier); every K/V row
+                             is read once for a tile of 8 queries (the GQA group, or tokens x
+                             group in prefill), so group 8 costs what group 4 does. It merges its
+                             own splits: the last block of a query tile to finish (an arrival
+                             counter per tile in the stream's buffer, which that block resets)
+                             merges the partials in split order and writes out / state, so an
+                             attend is one launch, with programmatic dependent launch so that the
+                             next one's launch overlaps its tail. NEO_CUDA_MMA=0 in the
+                             environment at init selects the kernels below instead (comparison).
+   neo__attn_fast<T, D, NQ>  float32 K and V (and the path above with NEO_CUDA_MMA=0):
+                             flash-decoding for head_dim == head_dim_v == D in {64, 128, 256} and
                              16-byte aligned K, V and q. grid (H * QT, S): one block per (KV head,
                              tile of NQ = 1/2/4/8 queries, split of the cell range), 128 threads.
                              Each warp streams its own 2 KB K + 2 KB V warp tiles (warp tiles
@@ -42,11 +58,16 @@
    -----------
    The split count depends only on the shape, the SM count and the kernel's occupancy, and every
    sum (dot products, partial reductions, the merge) runs in a fixed order, so the same inputs on
-   the same GPU give bitwise the same outputs.
+   the same GPU give bitwise the same outputs. In neo__attn_mma the block that merges is whichever
+   arrives last, but it reads every partial from memory in split order, so the result does not
+   depend on which one it is. Each stream has its own partial buffer and counters, so attends on
+   MAIN and SIDE may run at once.
 
    NUMERICS
    --------
-   q stays float32; K/V are widened to float32 in registers; all sums are float32. A query with
+   CUDA-core kernels: q stays float32; K/V are widened to float32 in registers; all sums are
+   float32. Tensor-core kernel: K/V are exact in the mma; q and the weights are carried in two or
+   three 16-bit parts (see neo__attn_mma), sums are float32. A query with
    no visible cell in a split leaves (m, l, acc) = (-inf, 0, 0), which every merge treats as
    weight 0. A finished query with no visible cell at all and no sink gets out = 0. */
 #include "neo_attn.h"
@@ -57,6 +78,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define NEO__CU_STREAMS 3
 #define NEO__CU_THREADS 128             /* attention kernels */
@@ -128,6 +150,11 @@ __device__ __forceinline__ void neo__cp_async16(void *smem, const void *gmem) {
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
+/* the same with src_bytes (0 or 16) read and the rest of the 16 bytes zero-filled */
+__device__ __forceinline__ void neo__cp_async16z(void *smem, const void *gmem, int src_bytes) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
+}
 __device__ __forceinline__ void neo__cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void neo__cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
@@ -185,6 +212,12 @@ struct neo__cu_attn {
     int          n_tokens, pos0, n_head, G, nq, d, dv;
     int          S, chunk, QT; /* splits, cells per split, query tiles per KV head */
     float        scale, softcap;
+    /* the tensor-core kernel, which finishes its own merge (the others leave it to neo__attn_merge) */
+    float       *work_ml; /* [H * QT][S][8][2] split (m, l); work is then [H * QT][S][8][dv] */
+    unsigned    *cnt;     /* [H * QT] arrivals per query tile, back to 0 after every launch */
+    float       *state, *out;
+    const float *sinks;
+    int          accumulate;
 };
 
 /* One tile's online-softmax step for NQ queries: scores in s_p ([TC][NQ], raw dot products) are
@@ -559,6 +592,541 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
     }
 }
 
+/* --- the tensor-core kernel (f16 / bf16 K and V, head_dim == head_dim_v in {64, 128, 256}) ---
+
+   Per warp and 16-cell warp tile, with mma.m16n8k16 (f32 accumulators):
+     S^T[16 cells][8 queries] = K[16 cells][d] . Q^T[d][8 queries]       A = K (ldmatrix), B = q
+     O^T[d][8 queries]      += V^T[d][16 cells] . P^T[16 cells][8 queries] A = V^T (ldmatrix.trans)
+   so that a query tile is always the n = 8 side and the cells and head dims the m = 16 side; the
+   C fragment of S^T becomes the B fragment of P^T with one movmatrix.trans per 8 x 8 block. q
+   (float32) is split into 16-bit parts (hi + lo for f16, to 2^-22 of x; hi + mid + lo for bf16,
+   to 2^-24) and the weights p into a high and a low part (to 2^-22 for f16, 2^-16 for bf16), and
+   every part goes through the tensor cores, so the products keep about float32 accuracy; q is first scaled by a power of two per query (undone
+   exactly in the score scale) so that its high part uses the f16 range well. */
+#define NEO__MMA_NQ 8
+/* Measured on the H200 (32/8/128 f16 at 128k, b2b): 12 warps with 2-deep rings 139 us, 8 warps
+   with 3-deep rings 141-145 us, 4 warps with 6-deep rings 205 us, 2 blocks of 4 warps with
+   3-deep rings 170 us: the kernel is bound by how fast warps consume tiles, not by bytes in
+   flight (a bare read of the same tiles through the same rings runs at 4.3 TB/s). */
+#ifndef NEO__CU_MMA_W
+#define NEO__CU_MMA_W 12 /* warps a block (head_dim 64 and 128) */
+#endif
+#ifndef NEO__CU_MMA_NS64
+#define NEO__CU_MMA_NS64 4 /* ring depth of each warp, head_dim 64 */
+#endif
+#ifndef NEO__CU_MMA_NS128
+#define NEO__CU_MMA_NS128 2 /* head_dim 128 (head_dim 256: 3, with 4 warps) */
+#endif
+#ifndef NEO__CU_MMA_MIN_TILES
+#define NEO__CU_MMA_MIN_TILES 1 /* 16-cell tiles a warp at least, per split */
+#endif
+#ifndef NEO__CU_MMA_TMA
+#define NEO__CU_MMA_TMA 1 /* 0: cp.async into swizzled rows and ldmatrix instead of bulk copies into plain rows */
+#endif
+template <int D> struct neo__mma_cfg {
+    static constexpr int W = D == 256 ? 4 : NEO__CU_MMA_W;                   /* warps a block */
+    static constexpr int NS = D == 64 ? NEO__CU_MMA_NS64 : NEO__CU_MMA_NS128; /* ring depth of each warp */
+    static constexpr int CPR = D / 8;                     /* 16-byte chunks of a row */
+    static constexpr int TCH = 16 * CPR;                  /* chunks of one K (or V) warp tile */
+    static constexpr int RS = D + 4;                      /* row stride of the warp-combine buffer */
+    static constexpr size_t SMEM = (size_t)W * NS * 2 * TCH * 16; /* 192 KB: one block an SM */
+    static_assert(SMEM <= 200 * 1024, "the rings must fit one block an SM");
+    static_assert((size_t)W * NEO__MMA_NQ * RS * 4 + NEO__MMA_NQ * D * 4 + NEO__MMA_NQ * NEO__CU_MAX_SPLITS * 4 <= SMEM,
+                  "epilogue buffers must fit in the rings");
+};
+
+template <typename T> struct neo__mmt;
+template <> struct neo__mmt<__half> {
+    static constexpr int QP = 2; /* parts of q: x = hi + lo to 2^-22 */
+    static __device__ __forceinline__ uint32_t pack(float x, float y) {
+        __half2 h = __floats2half2_rn(x, y);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t u) { return __half22float2(*reinterpret_cast<__half2 *>(&u)); }
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct neo__mmt<__nv_bfloat16> {
+    static constexpr int QP = 3; /* parts of q: x = hi + mid + lo to 2^-24 */
+    static __device__ __forceinline__ uint32_t pack(float x, float y) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t u) {
+        return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+    }
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+__device__ __forceinline__ void neo__ldsm4(uint32_t *r, unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void neo__ldsm4t(uint32_t *r, unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ uint32_t neo__movt(uint32_t x) {
+    uint32_t y;
+    asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+
+/* grid (H * QT, S), W warps: one block per (KV head, tile of 8 queries, split). Warp w streams
+   the split's 16-cell tiles w, w + W, .. through its own cp.async ring (rows XOR-swizzled in
+   16-byte chunks so that ldmatrix is conflict-free; rows past the range are zero-filled, so that
+   0 * V never meets poison) and keeps its own online softmax. At the end the warps are combined
+   in a fixed order; with one split the block finishes the queries itself, otherwise it writes
+   its partial, and the last of the S blocks of the query tile to arrive (a counter per tile,
+   reset by that block) merges the S partials in split order and finishes: so the result does
+   not depend on which block came last. */
+template <typename T, int D>
+__global__ void __launch_bounds__(neo__mma_cfg<D>::W * 32, 1) neo__attn_mma(const neo__cu_attn p) {
+    typedef neo__mma_cfg<D> C;
+    typedef neo__mmt<T>     MT;
+    constexpr int W = C::W, NS = C::NS, CPR = C::CPR, TCH = C::TCH, KS = D / 16, RS = C::RS, NT = W * 32, NC = D / 4;
+    constexpr int TB = TCH * 16; /* bytes of one K (or V) warp tile */
+    constexpr bool TMA = NEO__CU_MMA_TMA;
+    constexpr unsigned FULL = 0xffffffffu;
+    extern __shared__ uint4 neo__smem[];
+    __shared__ float s_wm[W][8], s_wl[W][8], s_ww[W][8], s_m[8], s_l[8], s_fin[8][4];
+    __shared__ int   s_last;
+    __shared__ __align__(8) unsigned long long s_bar[W][NS]; /* bulk copies: a barrier per ring stage */
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+    const int unit = blockIdx.x, kvh = unit / p.QT, qt = unit % p.QT, split = blockIdx.y, S = p.S;
+    const int gh = p.h0 + kvh, r0 = qt * NEO__MMA_NQ, nqb = min(NEO__MMA_NQ, p.nq - r0);
+    const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+    const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
+    const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
+    const int nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
+    uint4    *ring = neo__smem + warp * NS * 2 * TCH;
+    const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
+    const uint4 *kg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.k) + (size_t)(gh - p.kv_h0) * p.kstride +
+                                                      (size_t)(cb0 - p.cell_base) * D);
+    const uint4 *vg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.v) + (size_t)(gh - p.kv_h0) * p.vstride +
+                                                      (size_t)(cb0 - p.cell_base) * D);
+    if constexpr (TMA) {
+        if (lane == 0) {
+#pragma unroll
+            for (int s = 0; s < NS; s++)
+                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"((unsigned)__cvta_generic_to_shared(&s_bar[warp][s])));
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        __syncwarp();
+    }
+
+    /* programmatic dependent launch: the previous kernel's writes (q, the cache, this stream's
+       work buffer and counters) are visible only after this */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+
+    auto load = [&](int j, int stage) {
+        const int    t = warp + j * W, rows = min(16, cb1 - (cb0 + t * 16));
+        uint4       *ks = ring + stage * 2 * TCH, *vs = ks + TCH;
+        const uint4 *kt = kg + (size_t)t * TCH, *vt = vg + (size_t)t * TCH;
+        if constexpr (TMA) {
+            /* one bulk copy each for the K and the V rows; V rows past the range are zeroed
+               (0 * V must never meet stale or uninitialised bits) */
+            if (rows < 16) {
+                for (int idx = rows * CPR + lane; idx < TCH; idx += 32) vs[idx] = make_uint4(0u, 0u, 0u, 0u);
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                __syncwarp();
+            }
+            if (lane == 0) {
+                const unsigned b = (unsigned)__cvta_generic_to_shared(&s_bar[warp][stage]), n = (unsigned)(rows * CPR * 16);
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(2 * n) : "memory");
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                                 (unsigned)__cvta_generic_to_shared(ks)),
+                             "l"(kt), "r"(n), "r"(b)
+                             : "memory");
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                                 (unsigned)__cvta_generic_to_shared(vs)),
+                             "l"(vt), "r"(n), "r"(b)
+                             : "memory");
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < TCH / 32; u++) {
+                const int idx = lane + 32 * u, row = idx / CPR, ch = idx % CPR, dst = row * CPR + (ch ^ (row & 7));
+                const bool ok = row < rows;
+                neo__cp_async16z(ks + dst, ok ? kt + idx : kt, ok ? 16 : 0);
+                neo__cp_async16z(vs + dst, ok ? vt + idx : vt, ok ? 16 : 0);
+            }
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < NS - 1; s++) {
+        if (s < nw) load(s, s);
+        if constexpr (!TMA) neo__cp_async_commit();
+    }
+
+    /* q as the B fragments of Q^T, query g of lane (g, c). cp.async path: k-step s holds dims
+       16s + 2c + {0, 1} and 16s + 2c + {8, 9} (the order ldmatrix gives K). Bulk path: k-step
+       (P, t) = 2P + t holds dims 8 (4P + c) + 4t + {0, 1} and + {2, 3}, the order in which a lane's
+       16-byte loads of K rows give them. */
+    constexpr int QP = MT::QP;
+    uint32_t      qf[QP][KS][2];
+    float         qdown;
+    {
+        const bool   gq = g < nqb;
+        const int    rq = r0 + (gq ? g : 0);
+        const float *qr = p.q + ((size_t)(rq / p.G) * p.n_head + (size_t)gh * p.G + rq % p.G) * D;
+        float2       qv[KS][2];
+        float        mx = 0.0f;
+#pragma unroll
+        for (int s = 0; s < KS; s++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int off = TMA ? 8 * (4 * (s >> 1) + c) + 4 * (s & 1) + 2 * h : 16 * s + 2 * c + 8 * h;
+                qv[s][h] = gq ? *reinterpret_cast<const float2 *>(qr + off) : make_float2(0.0f, 0.0f);
+                mx = fmaxf(mx, fmaxf(fabsf(qv[s][h].x), fabsf(qv[s][h].y)));
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
+        /* max |q| * 2^sh in [2^8, 2^9): mx = f 2^ex with f in [0.5, 1) */
+        const int   ex = ((__float_as_int(mx) >> 23) & 0xff) - 126;
+        const int   sh = max(-126, min(126, 9 - ex));
+        const float up = __int_as_float((127 + sh) << 23);
+        qdown = __int_as_float((127 - sh) << 23);
+#pragma unroll
+        for (int s = 0; s < KS; s++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float x = qv[s][h].x * up, y = qv[s][h].y * up;
+#pragma unroll
+                for (int u = 0; u < QP; u++) {
+                    qf[u][s][h] = MT::pack(x, y);
+                    const float2 b = MT::unpack(qf[u][s][h]);
+                    x -= b.x;
+                    y -= b.y;
+                }
+            }
+    }
+    /* the lane's queries in the C fragments: 2c and 2c + 1 */
+    float sce[2], slp[2];
+    int   pse[2];
+    bool  qok[2];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int qi = 2 * c + e, r = r0 + (qi < nqb ? qi : 0);
+        qok[e] = qi < nqb;
+        pse[e] = p.pos0 + r / p.G;
+        slp[e] = (p.slopes && qok[e]) ? p.slopes[gh * p.G + r % p.G] : 0.0f;
+        sce[e] = p.scale * __shfl_sync(FULL, qdown, qi * 4);
+    }
+
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f, acc[KS][4];
+#pragma unroll
+    for (int t = 0; t < KS; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+    const int      lr = lane & 7, mi = lane >> 3, kb = mi >> 1, vb = mi & 1;
+    const unsigned krow = (unsigned)((lr + 8 * (mi & 1)) * CPR * 16), vrow = (unsigned)((lr + 8 * (mi >> 1)) * CPR * 16);
+
+    for (int j = 0; j < nw; j++) {
+        const int stage = j % NS;
+        if constexpr (TMA) {
+            const unsigned b = (unsigned)__cvta_generic_to_shared(&s_bar[warp][stage]), par = (unsigned)((j / NS) & 1);
+            unsigned       done = 0;
+            while (!done)
+                asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                             : "=r"(done)
+                             : "r"(b), "r"(par)
+                             : "memory");
+            __syncwarp(); /* every lane is done with tile j - 1, whose stage is refilled next */
+        } else {
+            neo__cp_async_wait<NS - 2>(); /* this lane's copies of tile j have landed */
+            __syncwarp();                 /* the warp's have, and every lane is done with tile j - 1 */
+        }
+        if (j + NS - 1 < nw) load(j + NS - 1, (j + NS - 1) % NS);
+        if constexpr (!TMA) neo__cp_async_commit();
+        const unsigned ks = ring_s + (unsigned)(stage * 2 * TB), vs = ks + TB;
+        const int      tile0 = cb0 + (warp + j * W) * 16, nvalid = min(16, cb1 - tile0);
+
+        /* scores: the parts of q in separate chains, summed low to high */
+        float sp[QP][4];
+#pragma unroll
+        for (int u = 0; u < QP; u++) sp[u][0] = sp[u][1] = sp[u][2] = sp[u][3] = 0.0f;
+        if constexpr (TMA) {
+#pragma unroll
+            for (int P = 0; P < KS / 2; P++) {
+                uint4 x0, x1; /* rows g and g + 8, chunk 4P + c */
+                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(x0.x), "=r"(x0.y), "=r"(x0.z), "=r"(x0.w)
+                             : "r"(ks + (unsigned)((g * CPR + 4 * P + c) * 16)));
+                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(x1.x), "=r"(x1.y), "=r"(x1.z), "=r"(x1.w)
+                             : "r"(ks + (unsigned)(((g + 8) * CPR + 4 * P + c) * 16)));
+                const uint32_t a0[4] = {x0.x, x1.x, x0.y, x1.y}, a1[4] = {x0.z, x1.z, x0.w, x1.w};
+#pragma unroll
+                for (int u = 0; u < QP; u++) {
+                    MT::mma(sp[u], a0, qf[u][2 * P][0], qf[u][2 * P][1]);
+                    MT::mma(sp[u], a1, qf[u][2 * P + 1][0], qf[u][2 * P + 1][1]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int s = 0; s < KS; s++) {
+                uint32_t a[4];
+                neo__ldsm4(a, ks + krow + ((unsigned)((2 * s + kb) ^ lr) << 4));
+#pragma unroll
+                for (int u = 0; u < QP; u++) MT::mma(sp[u], a, qf[u][s][0], qf[u][s][1]);
+            }
+        }
+        /* element x: cell g + 8 (x >> 1), query 2c + (x & 1) */
+        float sv[4];
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+            const int e = x & 1, row = g + 8 * (x >> 1), cell = tile0 + row;
+            float     s = -INFINITY;
+            if (qok[e] && row < nvalid && cell <= pse[e]) {
+                float dot = sp[QP - 1][x];
+#pragma unroll
+                for (int u = QP - 2; u >= 0; u--) dot += sp[u][x];
+                s = sce[e] * dot;
+                if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+                if (p.slopes) s -= slp[e] * (float)(pse[e] - cell);
+            }
+            sv[x] = s;
+        }
+        float t0 = fmaxf(sv[0], sv[2]), t1 = fmaxf(sv[1], sv[3]);
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) {
+            t0 = fmaxf(t0, __shfl_xor_sync(FULL, t0, o));
+            t1 = fmaxf(t1, __shfl_xor_sync(FULL, t1, o));
+        }
+        const float n0 = fmaxf(m0, t0), n1 = fmaxf(m1, t1);
+        const float c0 = n0 == -INFINITY ? 1.0f : expf(m0 - n0), c1 = n1 == -INFINITY ? 1.0f : expf(m1 - n1); /* no inf - inf */
+        float       pw[4];
+#pragma unroll
+        for (int x = 0; x < 4; x++) pw[x] = sv[x] == -INFINITY ? 0.0f : expf(sv[x] - ((x & 1) ? n1 : n0));
+        l0 = l0 * c0 + (pw[0] + pw[2]);
+        l1 = l1 * c1 + (pw[1] + pw[3]);
+        m0 = n0;
+        m1 = n1;
+        if (__any_sync(FULL, c0 != 1.0f || c1 != 1.0f))
+#pragma unroll
+            for (int t = 0; t < KS; t++) {
+                acc[t][0] *= c0;
+                acc[t][1] *= c1;
+                acc[t][2] *= c0;
+                acc[t][3] *= c1;
+            }
+        /* P^T's B fragments: the 8 x 8 blocks (cells g, g + 8) x (queries 2c, 2c + 1) transposed */
+        uint32_t bh[2], bl[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint32_t hi = MT::pack(pw[2 * h], pw[2 * h + 1]);
+            const float2   b = MT::unpack(hi);
+            bh[h] = neo__movt(hi);
+            bl[h] = neo__movt(MT::pack(pw[2 * h] - b.x, pw[2 * h + 1] - b.y));
+        }
+        if constexpr (TMA) {
+            /* V^T's A fragments: a lane's 16-byte loads of rows g and g + 8 (chunk 4P + c) are
+               8 x 8 blocks (cells) x (dim pairs), each transposed by movmatrix. m-tile 2P + uu,
+               row m: dim 8 (4P + (m & 7) / 2) + 4uu + 2 (m >> 3) + (m & 1) (see the epilogue) */
+#pragma unroll
+            for (int P = 0; P < KS / 2; P++) {
+                uint4 x0, x1;
+                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(x0.x), "=r"(x0.y), "=r"(x0.z), "=r"(x0.w)
+                             : "r"(vs + (unsigned)((g * CPR + 4 * P + c) * 16)));
+                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(x1.x), "=r"(x1.y), "=r"(x1.z), "=r"(x1.w)
+                             : "r"(vs + (unsigned)(((g + 8) * CPR + 4 * P + c) * 16)));
+                const uint32_t a0[4] = {neo__movt(x0.x), neo__movt(x0.y), neo__movt(x1.x), neo__movt(x1.y)};
+                const uint32_t a1[4] = {neo__movt(x0.z), neo__movt(x0.w), neo__movt(x1.z), neo__movt(x1.w)};
+                MT::mma(acc[2 * P], a0, bh[0], bh[1]);
+                MT::mma(acc[2 * P], a0, bl[0], bl[1]);
+                MT::mma(acc[2 * P + 1], a1, bh[0], bh[1]);
+                MT::mma(acc[2 * P + 1], a1, bl[0], bl[1]);
+            }
+        } else {
+#pragma unroll
+            for (int t = 0; t < KS; t++) {
+                uint32_t a[4];
+                neo__ldsm4t(a, vs + vrow + ((unsigned)((2 * t + vb) ^ lr) << 4));
+                MT::mma(acc[t], a, bh[0], bh[1]);
+                MT::mma(acc[t], a, bl[0], bl[1]);
+            }
+        }
+    }
+    if constexpr (!TMA) neo__cp_async_wait<0>();
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+        l0 += __shfl_xor_sync(FULL, l0, o);
+        l1 += __shfl_xor_sync(FULL, l1, o);
+    }
+    __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
+    /* the next kernel may start launching; it waits for this grid's completion before touching memory */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+
+    float *red = reinterpret_cast<float *>(neo__smem); /* [W][8][RS] the warps' acc */
+    float *pbuf = red + W * NEO__MMA_NQ * RS;          /* [8][D] the block's partial when S == 1 */
+    float *s_w = pbuf + NEO__MMA_NQ * D;               /* [8][NEO__CU_MAX_SPLITS] merge weights */
+    /* acc[t]: (row g, query 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1) of m-tile t, row m being
+       dim 16t + m (ldmatrix path) or as above (bulk path) */
+#pragma unroll
+    for (int t = 0; t < KS; t++) {
+        const int d0 = TMA ? 8 * (4 * (t >> 1) + (g >> 1)) + 4 * (t & 1) + (g & 1) : 16 * t + g, d8 = TMA ? d0 + 2 : d0 + 8;
+        float    *r = red + (warp * NEO__MMA_NQ + 2 * c) * RS;
+        r[d0] = acc[t][0];
+        r[RS + d0] = acc[t][1];
+        r[d8] = acc[t][2];
+        r[RS + d8] = acc[t][3];
+    }
+    if (g == 0) {
+        s_wm[warp][2 * c] = m0;
+        s_wm[warp][2 * c + 1] = m1;
+        s_wl[warp][2 * c] = l0;
+        s_wl[warp][2 * c + 1] = l1;
+    }
+    __syncthreads();
+    if (tid < NEO__MMA_NQ) {
+        float M = -INFINITY, L = 0.0f;
+#pragma unroll
+        for (int w = 0; w < W; w++) M = fmaxf(M, s_wm[w][tid]);
+#pragma unroll
+        for (int w = 0; w < W; w++) {
+            const float wt = s_wm[w][tid] == -INFINITY ? 0.0f : expf(s_wm[w][tid] - M);
+            s_ww[w][tid] = wt;
+            L = fmaf(wt, s_wl[w][tid], L);
+        }
+        s_m[tid] = M;
+        s_l[tid] = L;
+    }
+    __syncthreads();
+    const size_t part0 = (size_t)unit * S * NEO__MMA_NQ; /* (unit, split 0, query 0) */
+    for (int f = tid; f < nqb * NC; f += NT) {
+        const int i = f / NC, col = 4 * (f % NC);
+        float4    a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int w = 0; w < W; w++) {
+            const float  wt = s_ww[w][i];
+            const float4 v = *reinterpret_cast<const float4 *>(red + (w * NEO__MMA_NQ + i) * RS + col);
+            a.x = fmaf(wt, v.x, a.x);
+            a.y = fmaf(wt, v.y, a.y);
+            a.z = fmaf(wt, v.z, a.z);
+            a.w = fmaf(wt, v.w, a.w);
+        }
+        if (S > 1) __stcg(reinterpret_cast<float4 *>(p.work + (part0 + (size_t)split * NEO__MMA_NQ + i) * D + col), a);
+        else *reinterpret_cast<float4 *>(pbuf + i * D + col) = a;
+    }
+    if (S > 1) {
+        if (tid < nqb)
+            __stcg(reinterpret_cast<float2 *>(p.work_ml + (part0 + (size_t)split * NEO__MMA_NQ + tid) * 2), make_float2(s_m[tid], s_l[tid]));
+        __threadfence(); /* the partial is visible before this block is counted */
+        __syncthreads();
+        if (tid == 0) {
+            const unsigned prev = atomicAdd(p.cnt + unit, 1u);
+            s_last = prev == (unsigned)(S - 1);
+            if (s_last) atomicExch(p.cnt + unit, 0u); /* every block of this launch has counted */
+        }
+        __syncthreads();
+        if (!s_last) return;
+        __threadfence();
+    }
+
+    /* merge (as neo__attn_merge): weights w_s = e^(m_s - M) over the previous state and the
+       splits, M their max (and the sink's logit when finishing with sinks), fixed order. The
+       first PF partials of the thread's first column are loaded before the weights are known. */
+    constexpr int PF = 16;
+    float4        pf[PF];
+    {
+        const int f = tid < nqb * NC ? tid : 0, i = f / NC, col = 4 * (f % NC);
+        const float *src = p.work + (part0 + i) * D + col;
+#pragma unroll
+        for (int u = 0; u < PF; u++)
+            pf[u] = (S > 1 && u < S) ? __ldcg(reinterpret_cast<const float4 *>(src + (size_t)u * NEO__MMA_NQ * D))
+                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    const bool fin = p.out != NULL, sink = fin && p.sinks;
+    for (int i = warp; i < nqb; i += W) {
+        const int r = r0 + i, hq = gh * p.G + r % p.G;
+        float    *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
+        float     M = -INFINITY, mprev = -INFINITY, lprev = 0.0f;
+        for (int s = lane; s < S; s += 32) M = fmaxf(M, S > 1 ? __ldcg(p.work_ml + (part0 + (size_t)s * NEO__MMA_NQ + i) * 2) : s_m[i]);
+        if (p.accumulate) {
+            mprev = stp[0];
+            lprev = stp[1];
+        }
+        M = neo__warp_max(fmaxf(M, mprev));
+        const float sv = sink ? p.sinks[hq] : 0.0f, Mf = sink ? fmaxf(M, sv) : M;
+        float       L = 0.0f;
+        for (int s = lane; s < S; s += 32) {
+            float m = s_m[i], l = s_l[i];
+            if (S > 1) {
+                const float2 ml = __ldcg(reinterpret_cast<const float2 *>(p.work_ml + (part0 + (size_t)s * NEO__MMA_NQ + i) * 2));
+                m = ml.x;
+                l = ml.y;
+            }
+            const float w = m == -INFINITY ? 0.0f : expf(m - Mf);
+            s_w[i * NEO__CU_MAX_SPLITS + s] = w;
+            L = fmaf(w, l, L);
+        }
+        L = neo__warp_sum(L);
+        const float wprev = mprev == -INFINITY ? 0.0f : expf(mprev - Mf);
+        L = fmaf(wprev, lprev, L);
+        if (lane == 0) {
+            s_fin[i][0] = wprev;
+            s_fin[i][1] = M;
+            s_fin[i][2] = L;
+            s_fin[i][3] = L + (sink ? expf(sv - Mf) : 0.0f);
+        }
+    }
+    __syncthreads(); /* also: every read of a state's (m, l) above happens before the writes below */
+    for (int f = tid; f < nqb * NC; f += NT) {
+        const int    i = f / NC, col = 4 * (f % NC), r = r0 + i, hq = gh * p.G + r % p.G;
+        const float *wv = s_w + i * NEO__CU_MAX_SPLITS;
+        float4       a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (S > 1) {
+            const float *src = p.work + (part0 + i) * D + col;
+            int          s = 0;
+            if (f == tid) { /* the prefetched partials */
+#pragma unroll
+                for (int u = 0; u < PF; u++)
+                    if (u < S) {
+                        const float w = wv[u];
+                        a.x = fmaf(w, pf[u].x, a.x);
+                        a.y = fmaf(w, pf[u].y, a.y);
+                        a.z = fmaf(w, pf[u].z, a.z);
+                        a.w = fmaf(w, pf[u].w, a.w);
+                    }
+                s = min(S, PF);
+            }
+#pragma unroll 8
+            for (; s < S; s++) {
+                const float4 v = __ldcg(reinterpret_cast<const float4 *>(src + (size_t)s * NEO__MMA_NQ * D));
+                const float  w = wv[s];
+                a.x = fmaf(w, v.x, a.x);
+                a.y = fmaf(w, v.y, a.y);
+                a.z = fmaf(w, v.z, a.z);
+                a.w = fmaf(w, v.w, a.w);
+            }
+        } else {
+            const float4 v = *reinterpret_cast<const float4 *>(pbuf + i * D + col);
+            const float  w = wv[0];
+            a = make_float4(w * v.x, w * v.y, w * v.z, w * v.w);
+        }
+        float      *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
+        float      *o = fin ? p.out + ((size_t)(r / p.G) * p.n_head + hq) * D : NULL;
+        const float wprev = s_fin[i][0], den = s_fin[i][3];
+        float       av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            if (p.accumulate) av[k] = fmaf(wprev, stp[2 + col + k], av[k]);
+            if (o) o[col + k] = den > 0.0f ? av[k] / den : 0.0f;
+            else stp[2 + col + k] = av[k];
+        }
+        if (!o && col == 0) {
+            stp[0] = s_fin[i][1];
+            stp[1] = s_fin[i][2];
+        }
+    }
+}
+
 struct neo__cu_merge {
     const float *work;    /* [H][nq][S][dv + 2] */
     float       *state;   /* [n_tokens][n_head][dv + 2] or NULL */
@@ -762,6 +1330,11 @@ typedef struct neo__cuda {
     size_t       work_bytes[NEO__CU_STREAMS];
     int          occ_fast[3][3][4];      /* resident blocks per SM [type][64/128/256][NQ 1/2/4/8]; 0 = not asked */
     int          occ_gen[3][3];          /* [type][NQ 1/2/4] */
+    int          occ_mma[2][3];          /* the tensor-core kernel [f16/bf16][64/128/256] */
+    unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
+    size_t       cnt_n[NEO__CU_STREAMS];
+    int          no_mma;                 /* NEO_CUDA_MMA=0: the CUDA-core kernels and the merge kernel */
+    int          max_splits;             /* NEO_CUDA_MAX_SPLITS=N (N >= 1): at most N splits a query tile */
 } neo__cuda;
 
 static int neo__cu_err(cudaError_t e) {
@@ -785,8 +1358,10 @@ static void neo__cu_release(void *state) {
     (void)cudaSetDevice(st->device);
     for (int s = 0; s < NEO__CU_STREAMS; s++)
         if (st->stream[s]) (void)cudaStreamSynchronize(st->stream[s]);
-    for (int s = 0; s < NEO__CU_STREAMS; s++)
+    for (int s = 0; s < NEO__CU_STREAMS; s++) {
         if (st->work[s]) (void)cudaFree(st->work[s]);
+        if (st->cnt[s]) (void)cudaFree(st->cnt[s]);
+    }
     for (int e = 0; e < NEO__EVENTS; e++)
         if (st->event[e]) (void)cudaEventDestroy(st->event[e]);
     for (int s = 0; s < NEO__CU_STREAMS; s++)
@@ -823,6 +1398,12 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
     for (int e = 0; e < NEO__EVENTS; e++)
         if (cudaEventCreateWithFlags(&st->event[e], cudaEventDisableTiming) != cudaSuccess) goto fail;
     if (cudaDeviceGetAttribute(&st->n_sm, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || st->n_sm < 1) goto fail;
+    {   /* tuning and comparison switches, read once */
+        const char *e = getenv("NEO_CUDA_MMA");
+        st->no_mma = e && e[0] == '0';
+        e = getenv("NEO_CUDA_MAX_SPLITS");
+        st->max_splits = e ? atoi(e) : 0;
+    }
     *state = st;
     return NEO_OK;
 fail:
@@ -998,6 +1579,119 @@ static int neo__cu_work(neo__cuda *st, int stream, size_t bytes) {
     return NEO_OK;
 }
 
+/* The stream's arrival counters: at least n, zero. Growing waits for the stream, as above. */
+static int neo__cu_counters(neo__cuda *st, int stream, size_t n) {
+    if (n <= st->cnt_n[stream]) return NEO_OK;
+    size_t want = n < 4096 ? 4096 : n + n / 4;
+    if (st->cnt[stream]) {
+        if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
+        if (cudaFree(st->cnt[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
+        st->cnt[stream] = NULL;
+        st->cnt_n[stream] = 0;
+    }
+    void       *p = NULL;
+    cudaError_t e = cudaMalloc(&p, want * sizeof(unsigned));
+    if (e != cudaSuccess) return neo__cu_err(e);
+    if (cudaMemsetAsync(p, 0, want * sizeof(unsigned), st->stream[stream]) != cudaSuccess) {
+        (void)cudaFree(p);
+        return NEO_ERR_DEVICE;
+    }
+    st->cnt[stream] = (unsigned *)p;
+    st->cnt_n[stream] = want;
+    return NEO_OK;
+}
+
+template <int D> static const void *neo__mma_fn(int type) {
+    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D> : (const void *)neo__attn_mma<__nv_bfloat16, D>;
+}
+
+/* The tensor-core path: one launch that also merges and finishes. */
+static int neo__cu_attend_mma(neo__cuda *st, const neo__attn_args *a, int stream, cudaStream_t s, int dc, int nq, int G,
+                              int H, int c1, int ncells) {
+    const int    D = a->head_dim;
+    const int    W = dc == 0 ? neo__mma_cfg<64>::W : dc == 1 ? neo__mma_cfg<128>::W : neo__mma_cfg<256>::W;
+    const void  *fn = dc == 0 ? neo__mma_fn<64>(a->kv_type) : dc == 1 ? neo__mma_fn<128>(a->kv_type) : neo__mma_fn<256>(a->kv_type);
+    const size_t smem = dc == 0 ? neo__mma_cfg<64>::SMEM : dc == 1 ? neo__mma_cfg<128>::SMEM : neo__mma_cfg<256>::SMEM;
+    int         *occ = &st->occ_mma[a->kv_type == NEO_TYPE_F16 ? 0 : 1][dc];
+    int          rc;
+    if (*occ <= 0) {
+        int n = 0;
+        if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) return NEO_ERR_DEVICE;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, W * 32, smem) != cudaSuccess) return NEO_ERR_DEVICE;
+        *occ = n > 0 ? n : 1;
+    }
+    const int       QT = (nq + NEO__MMA_NQ - 1) / NEO__MMA_NQ;
+    const long long units = (long long)H * QT;
+    if (units > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
+    /* Splits: one wave of blocks over every SM, at least NEO__CU_MMA_MIN_TILES 16-cell tiles a
+       warp, a bounded partial buffer (and the merge's 256 weights). */
+    long long    S = ((long long)st->n_sm * *occ) / units;
+    const size_t per_split = (size_t)units * NEO__MMA_NQ * ((size_t)D + 2) * sizeof(float);
+    const long long min_cells = (long long)NEO__CU_MMA_MIN_TILES * 16 * W;
+    const long long max_by_cells = ((long long)ncells + min_cells - 1) / min_cells;
+    if (st->max_splits > 0 && S > st->max_splits) S = st->max_splits;
+    if (S > max_by_cells) S = max_by_cells;
+    if (S > NEO__CU_MAX_SPLITS) S = NEO__CU_MAX_SPLITS;
+    if ((size_t)S > NEO__CU_WORK_CAP / per_split) S = (long long)(NEO__CU_WORK_CAP / per_split);
+    if (S < 1) S = 1;
+    int chunk = 16;
+    if (ncells > 0) {
+        long long cc = (ncells + S - 1) / S;
+        cc = (cc + 15) / 16 * 16;
+        chunk = (int)cc;
+        S = (ncells + cc - 1) / cc;
+    } else S = 1;
+    if (units * S > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
+    neo__cu_attn p;
+    memset(&p, 0, sizeof p);
+    if (S > 1) {
+        if ((rc = neo__cu_work(st, stream, per_split * (size_t)S)) != NEO_OK) return rc;
+        if ((rc = neo__cu_counters(st, stream, (size_t)units)) != NEO_OK) return rc;
+        p.work = st->work[stream];
+        p.work_ml = p.work + (size_t)units * (size_t)S * NEO__MMA_NQ * (size_t)D;
+        p.cnt = st->cnt[stream];
+    }
+    p.k = a->k;
+    p.v = a->v;
+    p.q = a->q;
+    p.slopes = a->slopes;
+    p.kstride = (long long)a->kv_cells * D;
+    p.vstride = (long long)a->kv_cells * D;
+    p.kv_h0 = a->kv_h0;
+    p.cell_base = a->cell_base;
+    p.h0 = a->h0;
+    p.c0 = a->c0;
+    p.c1 = c1;
+    p.n_tokens = a->n_tokens;
+    p.pos0 = a->pos0;
+    p.n_head = a->n_head;
+    p.G = G;
+    p.nq = nq;
+    p.d = D;
+    p.dv = D;
+    p.S = (int)S;
+    p.chunk = chunk;
+    p.QT = QT;
+    p.scale = a->scale;
+    p.softcap = a->softcap;
+    p.state = a->state;
+    p.out = a->out;
+    p.sinks = a->sinks;
+    p.accumulate = a->accumulate ? 1 : 0;
+    void               *args[] = {&p};
+    cudaLaunchConfig_t  cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)units, (unsigned)S);
+    cfg.blockDim = dim3((unsigned)(W * 32));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelExC(&cfg, fn, args) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+}
+
 static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
     int          ok;
     neo__cuda   *st = (neo__cuda *)state;
@@ -1023,6 +1717,7 @@ static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
     const int    dc = d == 64 ? 0 : d == 128 ? 1 : d == 256 ? 2 : -1;
     const int    fast = dc >= 0 && d == dv && ((uintptr_t)a->k % 16 == 0) && ((uintptr_t)a->v % 16 == 0) &&
                      ((uintptr_t)a->q % 16 == 0);
+    if (fast && a->kv_type != NEO_TYPE_F32 && !st->no_mma) return neo__cu_attend_mma(st, a, stream, s, dc, nq, G, H, c1, ncells);
     int nqc, NQ, TC, ZC = 1;
     const void *fn;
     size_t      smem = 0;

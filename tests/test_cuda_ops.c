@@ -6,7 +6,8 @@
        ./build/test_cuda_ops            all checks, then a summary table
        ./build/test_cuda_ops --quick    small shapes only (for compute-sanitizer)
        ./build/test_cuda_ops --time     decode attention timings (32 q / 8 kv heads, d 128, f16, and others)
-       ./build/test_cuda_ops --time-short   only 32 q / 8 kv heads, f16, ctx 4k / 32k / 128k
+       ./build/test_cuda_ops --time-short   32 q / 8 kv heads, f16, ctx 4k / 32k / 128k; 14/2 d64 4k; 64/8 32k
+       NEO_CUDA_MMA=0 / NEO_CUDA_MAX_SPLITS=N (read by the CUDA runtime at init) compare kernels and splits
 
    Attention: ||out - ref|| / ||ref|| < 1e-4 against a float64 evaluation of the formula in
    API.md on the stored (rounded) K/V, with outputs poisoned (NaN) before every call, the heads
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define ATT_TOL 1e-4
 #define OPS_TOL 1e-5
@@ -467,6 +469,14 @@ static const acase cases_full[] = {
     {"masked first prefill", F16, 8, 2, 128, 128, 0, 0, 0, 0, 4000, 0, 0, 8, 1000, 2, 0, 4.0f, 0, 2},
     {"no cell, sinks", F16, 8, 2, 128, 128, 0, 0, 0, 0, 400, 100, 400, 8, 98, 1, 0, 0, 1, 0},
     {"no cell, no sinks", BF16, 8, 2, 100, 100, 0, 0, 0, 0, 400, 100, 400, 8, 98, 1, 0, 0, 0, 0},
+    /* the tensor-core kernel: query tiles of 8 (7 of them, 3 of them), many splits, d256 */
+    {"g7 d64 all", F16, 14, 2, 64, 64, 0, 0, 0, 0, 30000, 0, 0, 1, -1, 1, 3.0f, 4.0f, 1, 0},
+    {"g8 prefill t3 bf16", BF16, 32, 4, 128, 128, 0, 0, 0, 0, 5000, 0, 0, 3, -1, 1, 0, 4.0f, 1, 0},
+    {"g6 d64 bf16 partial", BF16, 24, 4, 64, 64, 1, 1, 4, 100, 9000, 200, 9100, 2, -1, 3, 2.0f, 0, 1, 0},
+    {"one head, 132 splits", F16, 8, 1, 64, 64, 0, 0, 0, 0, 100000, 0, 0, 1, -1, 1, 0, 0, 1, 0},
+    {"one head, 132 splits bf16", BF16, 8, 1, 128, 128, 0, 0, 0, 0, 100000, 0, 0, 1, -1, 1, 0, 4.0f, 0, 0},
+    {"state bf16 d256", BF16, 8, 4, 256, 256, 1, 1, 3, 500, 3000, 600, 3400, 2, -1, 3, 0, 0, 0, 1},
+    {"g16 prefill t5 d256", F16, 32, 2, 256, 256, 0, 0, 0, 0, 20000, 0, 0, 5, -1, 1, 0, 0, 1, 0},
 };
 static const acase cases_quick[] = {
     {"type f16", F16, 32, 8, 128, 128, 0, 0, 0, 0, 600, 0, 0, 1, -1, 1, 0, 0, 0, 0},
@@ -481,6 +491,11 @@ static const acase cases_quick[] = {
     {"state", F16, 16, 4, 128, 128, 1, 1, 3, 500, 1000, 600, 1400, 1, -1, 2, 0, 0, 0, 1},
     {"masked first", F16, 8, 2, 128, 128, 0, 0, 0, 0, 1000, 0, 0, 1, 499, 2, 0, 0, 0, 2},
     {"no cell, no sinks", BF16, 8, 2, 100, 100, 0, 0, 0, 0, 400, 100, 400, 8, 98, 1, 0, 0, 0, 0},
+    /* the tensor-core kernel: query tiles of 8 (7 of them, 3 of them), many splits, d256 */
+    {"g7 d64 all", F16, 14, 2, 64, 64, 0, 0, 0, 0, 3000, 0, 0, 1, -1, 1, 3.0f, 4.0f, 1, 0},
+    {"g8 prefill t3 bf16", BF16, 32, 4, 128, 128, 0, 0, 0, 0, 1000, 0, 0, 3, -1, 1, 0, 4.0f, 1, 0},
+    {"one head, 132 splits", F16, 8, 1, 64, 64, 0, 0, 0, 0, 40000, 0, 0, 1, -1, 1, 0, 0, 1, 0},
+    {"state bf16 d256", BF16, 8, 4, 256, 256, 1, 1, 3, 500, 3000, 600, 3400, 2, -1, 3, 0, 0, 0, 1},
 };
 
 /* =============================================================================================
@@ -684,6 +699,65 @@ static void test_swiglu_add(int n) {
     free(h), free(h2), free(o), free(ref);
 }
 
+/* attend on MAIN and SIDE at once (each has its own partial buffer and arrival counters): every
+   output bitwise equal to the same call run alone */
+static void test_two_streams(int ctx) {
+    const int    n_head = 32, n_head_kv = 8, d = 128, REPS = 20;
+    const size_t kve = (size_t)n_head_kv * ctx * d, qe = (size_t)n_head * d;
+    uint16_t    *kh = (uint16_t *)xmalloc(kve * 2);
+    float       *q = (float *)xmalloc(qe * 4), *ref = (float *)xmalloc(qe * 4), *got = (float *)xmalloc(qe * 4);
+    for (size_t i = 0; i < kve; i++) kh[i] = to_f16(rng_normal());
+    fill_normal(q, qe);
+    void  *dk = dalloc(kve * 2), *dv = dalloc(kve * 2);
+    float *dq = (float *)dalloc(qe * 4), *dout[2 * REPS];
+    up(dk, kh, kve * 2);
+    for (size_t i = 0; i < kve; i++) kh[i] = to_f16(rng_normal());
+    up(dv, kh, kve * 2);
+    up(dq, q, qe * 4);
+    for (int i = 0; i < 2 * REPS; i++) dout[i] = (float *)dalloc(qe * 4);
+    neo__attn_args a;
+    memset(&a, 0, sizeof a);
+    a.k = dk;
+    a.v = dv;
+    a.kv_cells = ctx;
+    a.h1 = n_head_kv;
+    a.c1 = ctx;
+    a.q = dq;
+    a.n_tokens = 1;
+    a.pos0 = ctx - 1;
+    a.n_head = n_head;
+    a.n_head_kv = n_head_kv;
+    a.head_dim = d;
+    a.head_dim_v = d;
+    a.kv_type = NEO_TYPE_F16;
+    a.scale = 1.0f / sqrtf((float)d);
+    int ok = 1;
+    a.out = dout[0];
+    ok &= OPS.attend(ST, &a, NEO__STREAM_MAIN) == NEO_OK;
+    ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK;
+    down(ref, dout[0], qe * 4);
+    for (int i = 0; i < REPS; i++) {
+        a.out = dout[2 * i];
+        ok &= OPS.attend(ST, &a, NEO__STREAM_MAIN) == NEO_OK;
+        a.out = dout[2 * i + 1];
+        ok &= OPS.attend(ST, &a, NEO__STREAM_SIDE) == NEO_OK;
+    }
+    ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK && OPS.stream_sync(ST, NEO__STREAM_SIDE) == NEO_OK;
+    int same = 1;
+    for (int i = 0; i < 2 * REPS; i++) {
+        down(got, dout[i], qe * 4);
+        same &= !memcmp(got, ref, qe * 4);
+    }
+    CHECK(ok && same, "two streams: status %d, outputs equal %d", ok, same);
+    char shape[96];
+    snprintf(shape, sizeof shape, "f16 d128 g4 kv8 ctx %d, MAIN + SIDE x %d", ctx, REPS);
+    add_result("two streams at once", shape, -1, same, ok && same);
+    printf("%-28s %-58s %s\n", "two streams at once", shape, ok && same ? "ok" : "FAIL");
+    for (int i = 0; i < 2 * REPS; i++) OPS.dev_free(ST, dout[i]);
+    OPS.dev_free(ST, dk), OPS.dev_free(ST, dv), OPS.dev_free(ST, dq);
+    free(kh), free(q), free(ref), free(got);
+}
+
 /* copies on every stream, 2-D copies, events between streams, bad arguments, allocation failure */
 static void test_plumbing(void) {
     int ok = 1, s;
@@ -778,7 +852,10 @@ static void time_decode(cudaStream_t stream, int n_head, int n_head_kv, int d, i
     void  **kv = (void **)xmalloc(sizeof(void *) * n_sets);
     size_t  half = set_bytes / 2;
     uint16_t *h = (uint16_t *)xmalloc(half);
-    for (size_t i = 0; i < half / 2; i++) h[i] = to_f16((float)((int)(rng_u64() % 2001) - 1000) * 0.002f);
+    /* random values (never zeros), a pattern of 1M values repeated (the host is the slow part here) */
+    const size_t pat = (size_t)1 << 20, nh = half / 2;
+    for (size_t i = 0; i < nh && i < pat; i++) h[i] = to_f16((float)((int)(rng_u64() % 2001) - 1000) * 0.002f);
+    for (size_t i = pat; i < nh; i += pat) memcpy(h + i, h, (nh - i < pat ? nh - i : pat) * 2);
     for (int i = 0; i < n_sets; i++) {
         kv[i] = dalloc(set_bytes);
         up(kv[i], h, half);
@@ -838,29 +915,37 @@ static void time_decode(cudaStream_t stream, int n_head, int n_head_kv, int d, i
             sum += ms * 1000.0;
         }
     }
-    /* the same without events between the calls: the batch's time over its calls */
-    float bmean = 1e30f;
-    for (int bt = 0; bt < 3; bt++) {
+    /* the same without events between the calls (as an engine calls it): the batch's time over
+       its calls, median of the batches */
+    enum { B2B = 9 };
+    float bmeans[B2B], hosts[B2B];
+    for (int bt = 0; bt < B2B; bt++) {
         float ms;
         atomic_store(&gate, 0);
         CU(cudaLaunchHostFunc(stream, hold_stream, NULL));
         CU(cudaEventRecord(ev[0], stream));
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         for (int i = 0; i < BATCH; i++) {
             a.k = kv[call % n_sets];
             a.v = (char *)kv[call % n_sets] + half;
             call++;
             if (OPS.attend(ST, &a, NEO__STREAM_MAIN) != NEO_OK) exit(2);
         }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        hosts[bt] = (float)(((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / 1e3 / BATCH);
         CU(cudaEventRecord(ev[1], stream));
         atomic_store(&gate, 1);
         CU(cudaStreamSynchronize(stream));
         CU(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-        if (ms * 1000.0f / BATCH < bmean) bmean = ms * 1000.0f / BATCH;
+        bmeans[bt] = ms * 1000.0f / BATCH;
     }
     qsort(times, (size_t)nt, sizeof(float), cmp_float);
-    const double med = times[nt / 2], mean = sum / nt, bytes = (double)set_bytes;
-    printf("| %2d/%d d%-3d %-4s | %7d | %6.1f MB | %8.2f | %8.2f | %8.2f | %7.0f | %5.2f | %2d |\n", n_head, n_head_kv, d,
-           tname(type), ctx, bytes / 1e6, med, mean, bmean, bytes / med * 1e-3, bytes / med * 1e-3 / hbm, n_sets);
+    qsort(bmeans, B2B, sizeof(float), cmp_float);
+    qsort(hosts, B2B, sizeof(float), cmp_float);
+    const double med = times[nt / 2], mean = sum / nt, bytes = (double)set_bytes, b2b = bmeans[B2B / 2];
+    printf("| %2d/%d d%-3d %-4s | %7d | %6.1f MB | %8.2f | %8.2f | %8.2f | %7.0f | %5.2f | %5.2f | %2d |\n", n_head, n_head_kv, d,
+           tname(type), ctx, bytes / 1e6, med, mean, b2b, bytes / b2b * 1e-3, bytes / b2b * 1e-3 / hbm, hosts[B2B / 2], n_sets);
     fflush(stdout);
     for (int i = 0; i <= BATCH; i++) cudaEventDestroy(ev[i]);
     for (int i = 0; i < n_sets; i++) OPS.dev_free(ST, kv[i]);
@@ -890,15 +975,21 @@ static void run_timing(cudaStream_t stream, int short_list) {
     OPS.dev_free(ST, a);
     OPS.dev_free(ST, b);
     printf("\nHBM device-to-device copy: %.0f GB/s (read + write)\n", hbm);
-    printf("| shape            |     ctx |  KV bytes | med (us) | mean(us) | b2b (us) |    GB/s | x HBM | KV sets |\n");
-    printf("|------------------|---------|-----------|----------|----------|----------|---------|-------|---------|\n");
+    printf("med / mean: events around each call; b2b: median over batches of 40 back-to-back calls, events around the batch;\n"
+           "GB/s and x HBM from b2b; host: us of the host per attend call (enqueue)\n");
+    printf("| shape            |     ctx |  KV bytes | med (us) | mean(us) | b2b (us) |    GB/s | x HBM |  host | KV sets |\n");
+    printf("|------------------|---------|-----------|----------|----------|----------|---------|-------|-------|---------|\n");
     const int ctxs[] = {4096, 32768, 131072};
     for (int i = 0; i < 3; i++) time_decode(stream, 32, 8, 128, ctxs[i], NEO_TYPE_F16, hbm);
+    time_decode(stream, 14, 2, 64, 4096, NEO_TYPE_F16, hbm);
+    time_decode(stream, 64, 8, 128, 32768, NEO_TYPE_F16, hbm);
     if (!short_list) {
         time_decode(stream, 32, 8, 128, 32768, NEO_TYPE_BF16, hbm);
-        time_decode(stream, 14, 2, 64, 4096, NEO_TYPE_F16, hbm);
         time_decode(stream, 14, 2, 64, 32768, NEO_TYPE_F16, hbm);
-        time_decode(stream, 64, 8, 128, 32768, NEO_TYPE_F16, hbm);
+        time_decode(stream, 14, 2, 64, 131072, NEO_TYPE_F16, hbm);
+        time_decode(stream, 64, 8, 128, 4096, NEO_TYPE_F16, hbm);
+        time_decode(stream, 64, 8, 128, 131072, NEO_TYPE_F16, hbm);
+        time_decode(stream, 32, 8, 128, 524288, NEO_TYPE_F16, hbm);
     }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
@@ -969,6 +1060,7 @@ int main(int argc, char **argv) {
     const acase *cases = quick ? cases_quick : cases_full;
     const size_t n_cases = quick ? sizeof cases_quick / sizeof *cases_quick : sizeof cases_full / sizeof *cases_full;
     for (size_t i = 0; i < n_cases; i++) run_attend(&cases[i]);
+    test_two_streams(quick ? 2048 : 32768);
 
     OPS.release(ST);
     cudaStreamDestroy(stream);
