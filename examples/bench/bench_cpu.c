@@ -6,9 +6,9 @@
    8 KV heads, head_dim 128, f16 KV cache, on a CPU-only runtime, at contexts 4096 and 32768
    (--ctx N adds more, e.g. --ctx 131072). Decode attention reads every K and V cell once per
    call and does 4 flops per byte of it (each f16 K/V element serves the 4 query heads of its
-   GQA group: one FMA for the score, one for the output), so its ceiling is the machine's memory read bandwidth.
-   The program therefore measures that ceiling itself, in the same run and with the same thread
-   count, and prints every attention figure as a ratio to it:
+   GQA group: one FMA for the score, one for the output), so its ceiling is the machine's
+   memory read bandwidth. The program therefore measures that ceiling itself, in the same run
+   and with the same thread count, and prints every attention figure as a ratio to it:
 
    - read bandwidth: every thread sums the uint64 words of its own contiguous slice of a large
      buffer (>= 1 GiB, >= 8x the largest KV cache, >= 4x the LLC; capped to a third of the
@@ -43,9 +43,8 @@
               honest figure; a hot 4k row above 1.0 only means the cache sat in the LLC.
    other      CPU time, in cores, that other processes and the hypervisor (steal) took while
               the row was timed (from /proc/stat). On a 2-core machine anything above ~0.1
-              means the row is disturbed. The last line gives the range of every read-bandwidth
-              measurement; the program warns on stderr when it spans more than 15% or other
-              load was seen.
+              means the row is disturbed, and the program warns on stderr. The last line gives
+              the range of all read-bandwidth samples of the run.
 
    USAGE
    -----
@@ -552,8 +551,9 @@ int main(int argc, char **argv) {
     } else {
         printf("# %s | %s | %ld cores | neo_attn %s\n", date, model, ncpu, neo_attn_version());
         printf("# decode, 32 q / 8 kv heads, d 128, f16 KV | LLC %zu MiB (sysconf %zu, /sys %zu) | read bandwidth over "
-               "%.2f GiB: %.1f GB/s with %d threads, %.1f GB/s with 1 (other load %.2f cores)\n",
-               llc >> 20, llc_sc >> 20, llc_sys >> 20, (double)bw_bytes / (1 << 30), bw_mt, threads, bw_1t, bw_other);
+               "%.2f GiB: %.1f GB/s with %d thread%s, %.1f GB/s with 1 (other load %.2f cores)\n",
+               llc >> 20, llc_sc >> 20, llc_sys >> 20, (double)bw_bytes / (1 << 30), bw_mt, threads,
+               threads == 1 ? "" : "s", bw_1t, bw_other);
         printf("%8s %-5s %7s %-7s %6s %6s %10s %8s %9s %6s %6s\n", "ctx", "mode", "threads", "isa", "layers", "calls",
                "median_us", "GB/s", "read_GB/s", "ratio", "other");
     }
@@ -627,15 +627,16 @@ int main(int argc, char **argv) {
         free(layers);
     }
 
-    double spread = (bw.hi - bw.lo) / bw.hi;
     if (!csv)
-        printf("# read bandwidth over the run (%d threads): %.1f to %.1f GB/s\n", threads, bw.lo, bw.hi);
+        printf("# read bandwidth samples over the run (%d thread%s): %.1f to %.1f GB/s; each row's ratio uses the "
+               "samples taken during it\n",
+               threads, threads == 1 ? "" : "s", bw.lo, bw.hi);
     fflush(stdout);
-    if (spread > 0.15 || max_other > 0.25)
+    if (max_other > 0.1)
         fprintf(stderr,
-                "bench-cpu: warning: the machine was not quiet (read bandwidth moved %.0f%%, other load up to %.2f "
-                "cores); the ratios are unreliable\n",
-                100.0 * spread, max_other);
+                "bench-cpu: warning: other processes or the hypervisor took up to %.2f cores during a measurement; "
+                "rerun on a quiet machine\n",
+                max_other);
     bw_destroy(&bw);
 
     free(times);
