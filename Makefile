@@ -136,3 +136,17 @@ gpu-check:
 	sh tests/gpu_check.sh
 
 .PHONY: cuda-build test-cuda-ops test-cuda gpu-check
+
+# --- the GPU benchmark (issue 4) -----------------------------------------------------------------
+# bench-gpu builds build/bench: ceilings, attention rows, the decode loop and the capacity row in
+# one program, for the lent GPU machine (build/bench --quick | --csv FILE; see examples/bench/bench.c).
+# examples/bench/peers.py (torch SDPA) and plot.py (docs/bench.png) run beside it there.
+BENCH_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+
+$(B)/bench: examples/bench/bench.c $(HDR) $(B)/neo_attn_cuda.o
+	$(CC) $(CSTD) $(CWARN) -O3 -g -I. -isystem $(CUDA_HOME)/include -DNEO_ATTN_CUDA=1 \
+	  -DNEO_BENCH_COMMIT='"$(BENCH_COMMIT)"' $< $(B)/neo_attn_cuda.o -o $@ -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDA_LIBS) $(LDLIBS)
+
+bench-gpu: $(B)/bench
+
+.PHONY: bench-gpu

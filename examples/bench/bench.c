@@ -1,0 +1,1233 @@
+/* bench.c - neo_attn on a GPU machine: ceilings, attention rows, the decode loop, capacity
+   (a benchmark, not a test; issue 4). Every figure is printed with the bound it is held to,
+   and the bounds come from ceilings measured in the same run.
+
+   BUILD AND RUN
+   -------------
+       make bench-gpu                  builds build/bench (needs nvcc; links build/neo_attn_cuda.o)
+       build/bench [--quick] [--csv FILE] [--sections attn,e2e,cap] [--threads N] [--seconds S]
+                   [--cap-ctx N] [--e2e-ctx N] [--gpu-reserve-gib G]
+       --quick      a small subset (contexts 4k and 32k, a 256-token decode loop, a 128k capacity row)
+       --sections   which of attn, e2e, cap to run (the ceilings always run: every bound needs them)
+       --threads    CPU attention threads, in the CPU runtime and in the GPU runtime's pool, and the
+                    thread count of the DRAM read ceiling (default: online cores)
+       --seconds    timing budget of one attention row (default 0.35; --quick 0.12)
+       --csv FILE   also write every row as CSV (machine, date and commit on '#' lines first)
+   The whole run takes about two minutes on the H200 machine (16 cores, 128 GiB RAM).
+
+   WHAT EACH SECTION MEASURES
+   --------------------------
+   ceil  HBM device-to-device copy (cudaMemcpyAsync, bytes read + written / time, 2 GiB buffers,
+         median of 10, cudaEvents); pinned H2D and D2H (1 GiB, median of 5); pageable H2D (1 GiB,
+         median of 3); host DRAM read with the CPU-attention thread count (each pthread sums its own
+         slice of a 4 GiB buffer, median of 7) and with one thread; DRAM read again at the end.
+   attn  One layer's decode (neo_attn_decode, q and out in device memory, public API) for Llama-3-8B
+         (32 q / 8 kv heads, d 128) and Qwen2.5-0.5B (14 q / 2 kv, d 64) shapes, f16 KV, contexts
+         4k, 32k, 128k (and 512k for GPU-only). Modes:
+           gpu        every head on the GPU; back-to-back calls timed with cudaEvents on the engine
+                      stream (ours, passed as gpu_stream)
+           gpu-graph  the same calls captured once into a CUDA graph and replayed (no launch gaps)
+           cpu        a CPU runtime (--threads threads), host q/out, wall clock
+           off-F      split, fraction F of the KV heads on the host, pipeline OFF (stream-back)
+           on-F       split, pipeline ON (both halves at once)
+           auto-F     split, pipeline AUTO (the note says which it ran after its probes)
+         Split and CPU rows: back-to-back calls, wall clock with a final stream sync. Calls rotate
+         over enough layers that the GPU side holds >= 256 MiB and the host side >= 2x the LLC
+         (at most 512 layers), so neither the 60 MB L2 nor the CPU's LLC holds the KV. Each row:
+         median over repetitions of the per-call time, GB/s = KV bytes read per call / time, and
+         the bound (the time the row could take at the ceilings) with ratio = bound / time:
+           gpu       KV bytes / HBM copy rate           cpu   KV bytes / DRAM read
+           on        max(GPU half / HBM, host half / DRAM read)
+           off       host half / pinned H2D + GPU half / HBM (the stream-back waits for the GPU half)
+           auto      the smaller of the two
+         Notes: on rows give join = time - max(gpu row, cpu row x host share), the orchestration's
+         cost beyond the slower half (estimated from the rows of the same shape and context); off
+         rows give the rate the host bytes moved at once the GPU half's time is taken out.
+   e2e   The decode loop: neo_model from a synthetic llama2.c checkpoint built in memory with
+         random weights of Qwen2.5-0.5B shapes (dim 896, hidden 4864, 24 layers, 14 heads, 2 kv
+         heads, vocab 32000, f32 weights as llama2.c stores them), a session with f16 KV, 4096
+         tokens stepped to fill the cache (the session API has no bulk append), then 128 tokens
+         timed (each step's argmax moved on by a fixed offset sequence, the same in every run,
+         because random weights repeat one token; the argmaxes are compared with B's):
+           B  no split                       M  split 1/2, pipeline OFF (stream-back)
+           N  split 1/2, pipeline ON         O  no split, --neo-pipeline off (the project's C4
+                                                reading, as tests/gpu_check.sh: the same as B;
+                                                the seeds' O, split with the pipeline off, is M)
+         Bound per token: weights + KV bytes over the HBM rate; for splits the host half over
+         pinned H2D (M), or over DRAM read per layer alongside the GPU half (N), as for the
+         attention rows.
+   cap   Capacity: 32 layers of Llama-3-8B shapes, attention only, at the smallest context >= 1M
+         tokens (in 64k steps) whose f16 KV does not fit in the GPU's free memory less a reserve;
+         as many KV heads per layer on the GPU as fit (the same in every layer), the rest pinned on
+         the host. Filled with neo_attn_append in 16k-token batches of one random batch (the fill
+         is timed). One step = neo_attn_decode on each of the 32 layers; pipeline ON, then the same
+         layers with the pipeline switched to OFF (the layer's pipeline field, which AUTO switches
+         the same way), then CPU-only for the whole cache on a CPU runtime: one layer measured,
+         times 32 (the whole cache cannot be held in the host's 128 GiB as well).
+
+   Compile with -DNEO_BENCH_COMMIT='"abc1234"' (make bench-gpu does) to stamp the commit. */
+
+#define NEO_ATTN_IMPLEMENTATION
+#include "neo_attn.h"
+
+#include <cuda_runtime_api.h>
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef NEO_BENCH_COMMIT
+#define NEO_BENCH_COMMIT "unknown"
+#endif
+
+#define GiB ((size_t)1 << 30)
+#define MiB ((size_t)1 << 20)
+#define FILL_TOKENS 16384 /* tokens per neo_attn_append while filling */
+#define MAX_LAYERS 512    /* layers an attention row rotates over, at most */
+#define L2_BYTES (60 * MiB)
+
+/* --- small helpers --- */
+
+static void die(const char *what, const char *why) {
+    fprintf(stderr, "bench: %s: %s\n", what, why);
+    exit(1);
+}
+static void check(neo_status s, const char *what) {
+    if (s != NEO_OK) die(what, neo_status_string(s));
+}
+#define CU(x) cu_check((x), #x, __LINE__)
+static void cu_check(cudaError_t e, const char *what, int line) {
+    if (e != cudaSuccess) {
+        fprintf(stderr, "bench: line %d: %s: %s\n", line, what, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) die("malloc", "out of memory");
+    return p;
+}
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+static double median(double *v, int n) {
+    if (n < 1) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* uniform floats in [-scale, scale), filled by several threads (each its own xorshift64*) */
+typedef struct fill_job {
+    float   *p;
+    size_t   n;
+    float    scale;
+    uint64_t seed;
+} fill_job;
+static void *fill_worker(void *arg) {
+    fill_job *j = (fill_job *)arg;
+    uint64_t  s = j->seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+    for (size_t i = 0; i < j->n; i++) {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        uint64_t r = s * 0x2545F4914F6CDD1Dull;
+        j->p[i] = ((float)(r >> 40) * (2.0f / 16777216.0f) - 1.0f) * j->scale;
+    }
+    return NULL;
+}
+static void fill_uniform(float *p, size_t n, float scale, uint64_t seed) {
+    enum { T = 16 };
+    pthread_t th[T];
+    fill_job  jobs[T];
+    size_t    per = (n + T - 1) / T;
+    int       started[T] = {0};
+    for (int t = 0; t < T; t++) {
+        size_t lo = per * (size_t)t < n ? per * (size_t)t : n, hi = lo + per < n ? lo + per : n;
+        jobs[t].p = p + lo;
+        jobs[t].n = hi - lo;
+        jobs[t].scale = scale;
+        jobs[t].seed = seed * 131 + (uint64_t)t + 1;
+        started[t] = pthread_create(&th[t], NULL, fill_worker, &jobs[t]) == 0;
+        if (!started[t]) fill_worker(&jobs[t]);
+    }
+    for (int t = 0; t < T; t++)
+        if (started[t]) pthread_join(th[t], NULL);
+}
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd_u32(void) {
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return (uint32_t)((rng * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+/* --- machine description --- */
+
+static void cpu_model(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (!c) break;
+            c++;
+            while (*c == ' ' || *c == '\t') c++;
+            size_t n = strcspn(c, "\r\n");
+            if (n >= cap) n = cap - 1;
+            memcpy(buf, c, n);
+            buf[n] = 0;
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static size_t parse_size(const char *s) {
+    char              *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end == 'K' || *end == 'k') v <<= 10;
+    else if (*end == 'M' || *end == 'm') v <<= 20;
+    else if (*end == 'G' || *end == 'g') v <<= 30;
+    return (size_t)v;
+}
+
+/* the larger of sysconf's and /sys's level-3 cache (a VM's CPUID can report the host's), else 64 MiB */
+static size_t llc_bytes(void) {
+    size_t best = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (v > 0) best = (size_t)v;
+#endif
+    for (int idx = 0; idx < 8; idx++) {
+        char path[128], buf[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", idx);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        int level = 0;
+        if (fscanf(f, "%d", &level) != 1) level = 0;
+        fclose(f);
+        if (level != 3) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
+        if (!(f = fopen(path, "r"))) continue;
+        if (fgets(buf, sizeof buf, f)) {
+            size_t s = parse_size(buf);
+            if (s > best) best = s;
+        }
+        fclose(f);
+    }
+    return best ? best : 64 * MiB;
+}
+
+static size_t meminfo_kb(const char *key) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char               line[256];
+    unsigned long long kb = 0;
+    size_t             kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') {
+            kb = strtoull(line + kl + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return (size_t)kb;
+}
+
+/* --- options, rows and output --- */
+
+typedef struct options {
+    int         quick, threads, attn, e2e, cap, cap_ctx, e2e_ctx;
+    double      seconds, reserve_gib;
+    const char *csv_path;
+} options;
+static options opt;
+
+typedef struct ceilings {
+    double hbm, h2d, d2h, h2d_pageable, dram, dram_1t, dram_end;
+} ceilings;
+static ceilings C;
+
+typedef struct brow {
+    char   section[8], shape[16], mode[20], note[240];
+    long   ctx;
+    int    layers, calls;
+    double us, gbs, bound_us, ratio, kv_bytes, gpu_bytes, host_bytes;
+} brow;
+#define MAX_ROWS 256
+static brow  rows[MAX_ROWS];
+static int   n_rows;
+static FILE *csv;
+
+static brow row_new(const char *section, const char *shape, long ctx, const char *mode) {
+    brow r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.section, sizeof r.section, "%s", section);
+    snprintf(r.shape, sizeof r.shape, "%s", shape);
+    snprintf(r.mode, sizeof r.mode, "%s", mode);
+    r.ctx = ctx;
+    r.us = r.gbs = r.bound_us = r.ratio = NAN;
+    return r;
+}
+
+static void print_header(void) {
+    printf("%-4s %-12s %8s %-10s %6s %6s %11s %9s %11s %6s  %s\n", "sect", "shape", "ctx", "mode", "layers", "calls",
+           "us", "GB/s", "bound_us", "ratio", "note");
+}
+
+static void emit(brow *r) {
+    if (r->us > 0 && r->bound_us > 0) r->ratio = r->bound_us / r->us;
+    printf("%-4s %-12s %8ld %-10s %6d %6d %11.1f %9.1f %11.1f %6.3f  %s\n", r->section, r->shape, r->ctx, r->mode, r->layers,
+           r->calls, r->us, r->gbs, r->bound_us, r->ratio, r->note);
+    fflush(stdout);
+    if (n_rows < MAX_ROWS) rows[n_rows++] = *r;
+    if (csv) {
+        fprintf(csv, "%s,%s,%ld,%s,%d,%d,%.3f,%.3f,%.3f,%.4f,%.0f,%.0f,%.0f,\"%s\"\n", r->section, r->shape, r->ctx, r->mode,
+                r->layers, r->calls, r->us, r->gbs, r->bound_us, r->ratio, r->kv_bytes, r->gpu_bytes, r->host_bytes, r->note);
+        fflush(csv);
+    }
+}
+
+static void ceiling_row(const char *name, double gbs, const char *note) {
+    brow r = row_new("ceil", "-", 0, name);
+    r.gbs = gbs;
+    snprintf(r.note, sizeof r.note, "%s", note);
+    printf("%-4s %-26s %9.1f GB/s  %s\n", "ceil", name, gbs, note);
+    fflush(stdout);
+    if (n_rows < MAX_ROWS) rows[n_rows++] = r;
+    if (csv) {
+        fprintf(csv, "ceil,-,0,%s,0,0,nan,%.3f,nan,nan,0,0,0,\"%s\"\n", name, gbs, note);
+        fflush(csv);
+    }
+}
+
+/* ===============================================================================================
+   ceilings
+   =============================================================================================== */
+
+static double hbm_copy_rate(size_t bytes, int reps, cudaStream_t st) {
+    void       *a, *b;
+    cudaEvent_t e0, e1;
+    double      t[32];
+    CU(cudaMalloc(&a, bytes));
+    CU(cudaMalloc(&b, bytes));
+    CU(cudaMemsetAsync(a, 0x3C, bytes, st));
+    CU(cudaMemsetAsync(b, 0xBC, bytes, st));
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    for (int i = 0; i < 2; i++) CU(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, st));
+    if (reps > 32) reps = 32;
+    for (int r = 0; r < reps; r++) {
+        float ms;
+        CU(cudaEventRecord(e0, st));
+        CU(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, st));
+        CU(cudaEventRecord(e1, st));
+        CU(cudaEventSynchronize(e1));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        t[r] = ms * 1e-3;
+    }
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    CU(cudaFree(a));
+    CU(cudaFree(b));
+    return 2.0 * (double)bytes / median(t, reps) * 1e-9;
+}
+
+/* GB/s of host <-> device copies of `bytes` (host: pinned or pageable), median of reps */
+static double pcie_rate(void *host, void *dev, size_t bytes, int to_device, int reps, cudaStream_t st) {
+    cudaEvent_t e0, e1;
+    double      t[16];
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    if (reps > 16) reps = 16;
+    for (int r = -1; r < reps; r++) {
+        float ms;
+        CU(cudaEventRecord(e0, st));
+        if (to_device) CU(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, st));
+        else CU(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, st));
+        CU(cudaEventRecord(e1, st));
+        CU(cudaEventSynchronize(e1));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        if (r >= 0) t[r] = ms * 1e-3;
+    }
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    return (double)bytes / median(t, reps) * 1e-9;
+}
+
+/* DRAM read: n_threads - 1 persistent workers and the caller, each summing its own slice */
+typedef struct bw_state {
+    uint64_t         *buf;
+    size_t            n_words;
+    int               n_threads, quit;
+    pthread_barrier_t start, done;
+    pthread_t         th[256];
+    uint64_t          sums[256];
+} bw_state;
+typedef struct bw_arg {
+    bw_state *b;
+    int       id;
+} bw_arg;
+static bw_arg            bw_args[256];
+static bw_state          bw;
+volatile uint64_t        bench_sink;
+
+static uint64_t sum_words(const uint64_t *p, size_t n) {
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    size_t   i = 0;
+    for (; i + 8 <= n; i += 8) {
+        a0 += p[i + 0];
+        a1 += p[i + 1];
+        a2 += p[i + 2];
+        a3 += p[i + 3];
+        a4 += p[i + 4];
+        a5 += p[i + 5];
+        a6 += p[i + 6];
+        a7 += p[i + 7];
+    }
+    for (; i < n; i++) a0 += p[i];
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+}
+static void bw_slice(bw_state *b, int id) {
+    size_t per = b->n_words / (size_t)b->n_threads;
+    size_t lo = per * (size_t)id, hi = id == b->n_threads - 1 ? b->n_words : lo + per;
+    b->sums[id] += sum_words(b->buf + lo, hi - lo);
+}
+static void *bw_worker(void *p) {
+    bw_arg   *a = (bw_arg *)p;
+    bw_state *b = a->b;
+    for (;;) {
+        pthread_barrier_wait(&b->start);
+        if (b->quit) break;
+        bw_slice(b, a->id);
+        pthread_barrier_wait(&b->done);
+    }
+    return NULL;
+}
+static void bw_init(bw_state *b, size_t bytes, int n_threads) {
+    memset(b, 0, sizeof *b);
+    b->n_words = bytes / sizeof(uint64_t);
+    b->buf = (uint64_t *)xmalloc(b->n_words * sizeof(uint64_t));
+    for (size_t i = 0; i < b->n_words; i++) b->buf[i] = i; /* every page present */
+    b->n_threads = n_threads;
+    if (pthread_barrier_init(&b->start, NULL, (unsigned)n_threads) || pthread_barrier_init(&b->done, NULL, (unsigned)n_threads))
+        die("pthread_barrier_init", "failed");
+    for (int t = 0; t < n_threads - 1; t++) {
+        bw_args[t].b = b;
+        bw_args[t].id = t;
+        if (pthread_create(&b->th[t], NULL, bw_worker, &bw_args[t])) die("pthread_create", "failed");
+    }
+}
+static void bw_destroy(bw_state *b) {
+    if (!b->buf) return;
+    b->quit = 1;
+    pthread_barrier_wait(&b->start);
+    for (int t = 0; t < b->n_threads - 1; t++) pthread_join(b->th[t], NULL);
+    pthread_barrier_destroy(&b->start);
+    pthread_barrier_destroy(&b->done);
+    for (int t = 0; t < b->n_threads; t++) bench_sink += b->sums[t];
+    free(b->buf);
+    b->buf = NULL;
+}
+static double bw_read(bw_state *b, int one) {
+    double t0 = now_s();
+    if (one || b->n_threads == 1) b->sums[0] += sum_words(b->buf, b->n_words);
+    else {
+        pthread_barrier_wait(&b->start);
+        bw_slice(b, b->n_threads - 1);
+        pthread_barrier_wait(&b->done);
+    }
+    return (double)(b->n_words * sizeof(uint64_t)) / (now_s() - t0) * 1e-9;
+}
+static double bw_median(bw_state *b, int one, int reps) {
+    double g[16];
+    if (reps > 16) reps = 16;
+    for (int r = 0; r < reps; r++) g[r] = bw_read(b, one);
+    return median(g, reps);
+}
+
+static void measure_ceilings(cudaStream_t st) {
+    char   note[200];
+    size_t hb = opt.quick ? GiB : 2 * GiB, pb = opt.quick ? 512 * MiB : GiB;
+    double t0;
+    C.hbm = hbm_copy_rate(hb, 10, st);
+    snprintf(note, sizeof note, "cudaMemcpyAsync D2D %zu MiB, (read + write) / time, median of 10", hb >> 20);
+    ceiling_row("hbm_copy", C.hbm, note);
+
+    void *pinned, *dev, *pageable;
+    t0 = now_s();
+    CU(cudaHostAlloc(&pinned, pb, cudaHostAllocPortable));
+    memset(pinned, 0x3C, pb);
+    double t_pin = now_s() - t0;
+    CU(cudaMalloc(&dev, pb));
+    CU(cudaMemset(dev, 0x3C, pb));
+    C.h2d = pcie_rate(pinned, dev, pb, 1, 5, st);
+    snprintf(note, sizeof note, "%zu MiB pinned -> device, median of 5 (pinning took %.2f s)", pb >> 20, t_pin);
+    ceiling_row("h2d_pinned", C.h2d, note);
+    C.d2h = pcie_rate(pinned, dev, pb, 0, 5, st);
+    snprintf(note, sizeof note, "%zu MiB device -> pinned, median of 5", pb >> 20);
+    ceiling_row("d2h_pinned", C.d2h, note);
+    CU(cudaFreeHost(pinned));
+    pageable = xmalloc(pb);
+    memset(pageable, 0x3C, pb);
+    C.h2d_pageable = pcie_rate(pageable, dev, pb, 1, 3, st);
+    snprintf(note, sizeof note, "%zu MiB malloc'd -> device, median of 3", pb >> 20);
+    ceiling_row("h2d_pageable", C.h2d_pageable, note);
+    free(pageable);
+    CU(cudaFree(dev));
+
+    size_t db = 4 * GiB;
+    t0 = now_s();
+    bw_init(&bw, db, opt.threads);
+    double t_touch = now_s() - t0;
+    (void)bw_read(&bw, 0);
+    C.dram = bw_median(&bw, 0, opt.quick ? 5 : 7);
+    snprintf(note, sizeof note, "%d threads, own slices of %zu GiB, median of %d (first touch %.2f s)", opt.threads, db >> 30,
+             opt.quick ? 5 : 7, t_touch);
+    ceiling_row("dram_read", C.dram, note);
+    C.dram_1t = bw_median(&bw, 1, 3);
+    ceiling_row("dram_read_1t", C.dram_1t, "1 thread, median of 3");
+}
+
+/* ===============================================================================================
+   attention rows
+   =============================================================================================== */
+
+typedef struct shape {
+    const char *name;
+    int         n_head, n_kv, d;
+} shape;
+static const shape LLAMA = {"llama3-8b", 32, 8, 128};
+static const shape QWEN = {"qwen2.5-0.5b", 14, 2, 64};
+
+static size_t kv_layer_bytes(const shape *s, long ctx) { return (size_t)ctx * (size_t)s->n_kv * 2 * (size_t)s->d * 2; }
+
+/* the random K/V batch every fill appends, in device and host memory; and q / out */
+static float *dK, *dV, *hK, *hV, *dq, *dout, *hq, *hout;
+static size_t batch_floats; /* FILL_TOKENS * 8 * 128 */
+
+static void batch_init(void) {
+    batch_floats = (size_t)FILL_TOKENS * 8 * 128;
+    hK = (float *)xmalloc(batch_floats * sizeof(float));
+    hV = (float *)xmalloc(batch_floats * sizeof(float));
+    fill_uniform(hK, batch_floats, 1.0f, 11);
+    fill_uniform(hV, batch_floats, 1.0f, 12);
+    CU(cudaMalloc((void **)&dK, batch_floats * sizeof(float)));
+    CU(cudaMalloc((void **)&dV, batch_floats * sizeof(float)));
+    CU(cudaMemcpy(dK, hK, batch_floats * sizeof(float), cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dV, hV, batch_floats * sizeof(float), cudaMemcpyHostToDevice));
+    size_t qn = 32 * 128;
+    hq = (float *)xmalloc(qn * sizeof(float));
+    hout = (float *)xmalloc(qn * sizeof(float));
+    fill_uniform(hq, qn, 1.0f, 13);
+    CU(cudaMalloc((void **)&dq, qn * sizeof(float)));
+    CU(cudaMalloc((void **)&dout, qn * sizeof(float)));
+    CU(cudaMemcpy(dq, hq, qn * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+/* ctx tokens appended in FILL_TOKENS batches (device batch on a GPU runtime, host on a CPU one) */
+static void fill_layer(neo_layer *L, const shape *s, long ctx, int gpu) {
+    long per = (long)(batch_floats / ((size_t)s->n_kv * (size_t)s->d));
+    if (per > FILL_TOKENS) per = FILL_TOKENS;
+    for (long pos = 0; pos < ctx; pos += per) {
+        int n = (int)(ctx - pos < per ? ctx - pos : per);
+        check(neo_attn_append(L, gpu ? dK : hK, gpu ? dV : hV, n), "neo_attn_append");
+    }
+}
+
+static long long overlapped(neo_layer **L, int n) {
+    long long s = 0;
+    for (int i = 0; i < n; i++) {
+        neo_layer_info li;
+        check(neo_layer_get_info(L[i], &li), "neo_layer_get_info");
+        s += li.n_overlapped;
+    }
+    return s;
+}
+
+static void check_out(int gpu, int n) {
+    if (gpu) CU(cudaMemcpy(hout, dout, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; i++)
+        if (!isfinite(hout[i])) die("decode", "non-finite output");
+}
+
+/* Median seconds per call over repetitions of back-to-back calls rotating over L[0..n).
+   events = 1: cudaEvents on st around the calls; else wall clock with a final stream sync. */
+static double time_calls(neo_layer **L, int n, const float *q, float *out, int events, cudaStream_t st, int warm,
+                         int *calls_out) {
+    cudaEvent_t e0, e1;
+    double      t[64];
+    int         per = n < 8 ? 8 : n, reps = 0, next = 0;
+    for (int i = 0; i < warm; i++) check(neo_attn_decode(L[i % n], q, out), "neo_attn_decode");
+    CU(cudaStreamSynchronize(st));
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    double t_end = now_s() + opt.seconds;
+    while (reps < 64 && (reps < 5 || (now_s() < t_end && reps < 40))) {
+        double w0 = now_s();
+        if (events) CU(cudaEventRecord(e0, st));
+        for (int i = 0; i < per; i++) check(neo_attn_decode(L[next++ % n], q, out), "neo_attn_decode");
+        if (events) {
+            float ms;
+            CU(cudaEventRecord(e1, st));
+            CU(cudaEventSynchronize(e1));
+            CU(cudaEventElapsedTime(&ms, e0, e1));
+            t[reps++] = ms * 1e-3 / per;
+        } else {
+            CU(cudaStreamSynchronize(st));
+            t[reps++] = (now_s() - w0) / per;
+        }
+    }
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    *calls_out = reps * per;
+    return median(t, reps);
+}
+
+/* The same calls captured into a CUDA graph, replayed; < 0 if capture failed. */
+static double time_graph(neo_layer **L, int n, cudaStream_t st, int *calls_out) {
+    cudaGraph_t     g = NULL;
+    cudaGraphExec_t ge = NULL;
+    cudaEvent_t     e0, e1;
+    double          t[64];
+    int             per = n < 8 ? 8 : n, reps = 0, ok = 1;
+    CU(cudaStreamSynchronize(st));
+    if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    for (int i = 0; i < per && ok; i++) ok = neo_attn_decode(L[i % n], dq, dout) == NEO_OK;
+    if (cudaStreamEndCapture(st, &g) != cudaSuccess || !ok || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (g) cudaGraphDestroy(g);
+        return -1;
+    }
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    for (int i = 0; i < 2; i++) CU(cudaGraphLaunch(ge, st));
+    double t_end = now_s() + opt.seconds * 0.5;
+    while (reps < 64 && (reps < 5 || (now_s() < t_end && reps < 30))) {
+        float ms;
+        CU(cudaEventRecord(e0, st));
+        CU(cudaGraphLaunch(ge, st));
+        CU(cudaEventRecord(e1, st));
+        CU(cudaEventSynchronize(e1));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        t[reps++] = ms * 1e-3 / per;
+    }
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    CU(cudaGraphExecDestroy(ge));
+    CU(cudaGraphDestroy(g));
+    *calls_out = reps * per;
+    return median(t, reps);
+}
+
+typedef struct mode {
+    char         name[16];
+    int          cpu;        /* CPU runtime */
+    int          host_heads; /* KV heads on the host (GPU runtime); 0 = none */
+    neo_pipeline pipe;
+} mode;
+
+static neo_runtime *rt_gpu, *rt_cpu;
+static cudaStream_t stream;
+static size_t       llc;
+
+/* per (shape, ctx): the gpu and cpu rows' times, for the notes of the split rows */
+static double last_gpu_us, last_cpu_us;
+
+static void attn_row(const shape *s, long ctx, const mode *m) {
+    size_t kv = kv_layer_bytes(s, ctx);
+    int    hh = m->cpu ? s->n_kv : m->host_heads, g = s->n_kv - hh;
+    double gb = (double)kv * g / s->n_kv, hb = (double)kv * hh / s->n_kv;
+    /* layers: >= 256 MiB on the GPU side, >= 2x LLC (and 256 MiB) on the host side */
+    double want = 2;
+    double host_target = 2.0 * (double)llc > 256.0 * MiB ? 2.0 * (double)llc : 256.0 * MiB;
+    if (gb > 0 && ceil(256.0 * MiB / gb) > want) want = ceil(256.0 * MiB / gb);
+    if (hb > 0 && ceil(host_target / hb) > want) want = ceil(host_target / hb);
+    if (want > MAX_LAYERS) want = MAX_LAYERS;
+    if (gb > 0 && want * gb > 24.0 * GiB) want = floor(24.0 * GiB / gb);
+    if (hb > 0 && want * hb > 12.0 * GiB) want = floor(12.0 * GiB / hb);
+    if (want < 1) want = 1;
+    int          n = (int)want;
+    neo_runtime *rt = m->cpu ? rt_cpu : rt_gpu;
+    neo_layer  **L = (neo_layer **)xmalloc((size_t)n * sizeof *L);
+    neo_layer_desc d;
+    memset(&d, 0, sizeof d);
+    d.n_head = s->n_head;
+    d.n_head_kv = s->n_kv;
+    d.head_dim = s->d;
+    d.n_ctx = (int)ctx;
+    d.kv_type = NEO_TYPE_F16;
+    d.gpu_heads = m->cpu ? 0 : g;
+    d.pipeline = m->pipe;
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        check(neo_layer_create(rt, &d, &L[i]), "neo_layer_create");
+        fill_layer(L[i], s, ctx, !m->cpu);
+    }
+    CU(cudaDeviceSynchronize());
+    double t_fill = now_s() - t0;
+
+    const float *q = m->cpu ? hq : dq;
+    float       *out = m->cpu ? hout : dout;
+    int          split = !m->cpu && hh > 0, calls = 0;
+    /* AUTO probes 2 x NEO__AUTO_PROBES calls per layer before it decides */
+    int       warm = m->pipe == NEO_PIPELINE_AUTO && split ? n * (2 * NEO__AUTO_PROBES + 1) : (n < 3 ? 3 : n);
+    for (int i = 0; i < warm; i++) check(neo_attn_decode(L[i % n], q, out), "neo_attn_decode");
+    long long ov0 = overlapped(L, n);
+    double    sec = time_calls(L, n, q, out, !m->cpu && !split, stream, 0, &calls);
+    long long ov = overlapped(L, n) - ov0;
+    check_out(!m->cpu, s->n_head * s->d);
+
+    brow r = row_new("attn", s->name, ctx, m->name);
+    r.layers = n;
+    r.calls = calls;
+    r.us = sec * 1e6;
+    r.kv_bytes = (double)kv;
+    r.gpu_bytes = gb;
+    r.host_bytes = hb;
+    r.gbs = (double)kv / sec * 1e-9;
+    double b_gpu = gb / (C.hbm * 1e9), b_host_dram = hb / (C.dram * 1e9), b_host_pcie = hb / (C.h2d * 1e9);
+    double b_on = b_gpu > b_host_dram ? b_gpu : b_host_dram, b_off = b_host_pcie + b_gpu;
+    if (m->cpu) r.bound_us = b_host_dram * 1e6;
+    else if (!split) r.bound_us = b_gpu * 1e6;
+    else if (m->pipe == NEO_PIPELINE_ON) r.bound_us = b_on * 1e6;
+    else if (m->pipe == NEO_PIPELINE_OFF) r.bound_us = b_off * 1e6;
+    else r.bound_us = (b_on < b_off ? b_on : b_off) * 1e6;
+    char *nt = r.note;
+    size_t cap = sizeof r.note;
+    int   k = snprintf(nt, cap, "fill %.2fs", t_fill);
+    if (split && m->pipe == NEO_PIPELINE_ON) {
+        double halves = last_gpu_us > last_cpu_us * hh / s->n_kv ? last_gpu_us : last_cpu_us * hh / s->n_kv;
+        k += snprintf(nt + k, cap - (size_t)k, "; join~%.1fus; overlapped %lld/%d", r.us - halves, ov, calls);
+    } else if (split && m->pipe == NEO_PIPELINE_OFF) {
+        double t_host = r.us - last_gpu_us * g / s->n_kv;
+        if (t_host > 0) k += snprintf(nt + k, cap - (size_t)k, "; host bytes at ~%.1f GB/s", hb / (t_host * 1e-6) * 1e-9);
+    } else if (split) {
+        k += snprintf(nt + k, cap - (size_t)k, "; ran ON in %lld of %d calls, OFF in the rest", ov, calls);
+    }
+    if (m->cpu) last_cpu_us = r.us;
+    else if (!split) last_gpu_us = r.us;
+    emit(&r);
+
+    if (!m->cpu && !split) { /* the same calls from a CUDA graph */
+        int    gcalls = 0;
+        double gs = time_graph(L, n, stream, &gcalls);
+        brow   rg = r;
+        snprintf(rg.mode, sizeof rg.mode, "gpu-graph");
+        rg.calls = gcalls;
+        if (gs > 0) {
+            rg.us = gs * 1e6;
+            rg.gbs = (double)kv / gs * 1e-9;
+            snprintf(rg.note, sizeof rg.note, "%d decode calls captured once, replayed", n < 8 ? 8 : n);
+            check_out(1, s->n_head * s->d);
+        } else {
+            rg.us = rg.gbs = rg.ratio = NAN;
+            snprintf(rg.note, sizeof rg.note, "stream capture failed");
+        }
+        emit(&rg);
+    }
+    for (int i = 0; i < n; i++) neo_layer_destroy(L[i]);
+    free(L);
+}
+
+static void run_attn(void) {
+    const shape *shapes[2] = {&LLAMA, &QWEN};
+    long         ctxs_full[4] = {4096, 32768, 131072, 524288}, ctxs_quick[2] = {4096, 32768};
+    const long  *ctxs = opt.quick ? ctxs_quick : ctxs_full;
+    int          n_ctx = opt.quick ? 2 : 4;
+    for (int si = 0; si < 2; si++) {
+        const shape *s = shapes[si];
+        for (int ci = 0; ci < n_ctx; ci++) {
+            long ctx = ctxs[ci];
+            mode m;
+            memset(&m, 0, sizeof m);
+            last_gpu_us = last_cpu_us = NAN;
+            snprintf(m.name, sizeof m.name, "gpu");
+            attn_row(s, ctx, &m);
+            if (ctx > 131072) continue; /* 512k: GPU only */
+            snprintf(m.name, sizeof m.name, "cpu");
+            m.cpu = 1;
+            attn_row(s, ctx, &m);
+            m.cpu = 0;
+            int fr[2] = {2, 8};
+            for (int fi = 0; fi < 2; fi++) {
+                int hh = s->n_kv / fr[fi];
+                if (hh < 1) continue;
+                const neo_pipeline pp[3] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_AUTO};
+                const char        *pn[3] = {"off", "on", "auto"};
+                for (int pi = 0; pi < 3; pi++) {
+                    snprintf(m.name, sizeof m.name, "%s-1/%d", pn[pi], fr[fi]);
+                    m.host_heads = hh;
+                    m.pipe = pp[pi];
+                    attn_row(s, ctx, &m);
+                }
+            }
+        }
+    }
+}
+
+/* ===============================================================================================
+   end to end: the decode loop on a synthetic llama2.c checkpoint
+   =============================================================================================== */
+
+static void fill_const(float *p, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) p[i] = v;
+}
+
+static void put32(unsigned char *p, int32_t v) {
+    uint32_t u = (uint32_t)v;
+    p[0] = (unsigned char)u;
+    p[1] = (unsigned char)(u >> 8);
+    p[2] = (unsigned char)(u >> 16);
+    p[3] = (unsigned char)(u >> 24);
+}
+
+/* Qwen2.5-0.5B shapes, shared classifier (vocab > 0 in the header), layout of neo__ckpt_map */
+static neo_model *make_model(int seq_len, double *t_build) {
+    const int dim = 896, hid = 4864, nl = 24, nh = 14, nkv = 2, voc = 32000;
+    size_t    L = nl, hs = dim / nh, kv = hs * nkv;
+    size_t    n_emb = (size_t)voc * dim, n_rms = L * dim, n_wq = L * dim * dim, n_wk = L * dim * kv, n_wo = L * dim * dim,
+           n_w = L * dim * hid, n_rope = (size_t)seq_len * (hs / 2) * 2;
+    size_t n = n_emb + n_rms + n_wq + 2 * n_wk + n_wo + n_rms + 3 * n_w + dim + n_rope;
+    size_t bytes = 28 + n * 4;
+    double t0 = now_s();
+    unsigned char *buf = (unsigned char *)xmalloc(bytes);
+    int32_t        hdr[7] = {dim, hid, nl, nh, nkv, voc, seq_len};
+    for (int i = 0; i < 7; i++) put32(buf + 4 * i, hdr[i]);
+    float *w = (float *)(buf + 28); /* 28 is a multiple of 4 */
+    float *p = w;
+    fill_uniform(p, n_emb, 1.0f, 21);
+    p += n_emb;
+    fill_const(p, n_rms, 1.0f); /* rms_att */
+    p += n_rms;
+    fill_uniform(p, n_wq, 1.0f / sqrtf((float)dim), 22);
+    p += n_wq;
+    fill_uniform(p, 2 * n_wk, 1.0f / sqrtf((float)dim), 23); /* wk, wv */
+    p += 2 * n_wk;
+    fill_uniform(p, n_wo, 1.0f / sqrtf((float)dim), 24);
+    p += n_wo;
+    fill_const(p, n_rms, 1.0f); /* rms_ffn */
+    p += n_rms;
+    fill_uniform(p, n_w, 1.0f / sqrtf((float)dim), 25); /* w1 */
+    p += n_w;
+    fill_uniform(p, n_w, 1.0f / sqrtf((float)hid), 26); /* w2 */
+    p += n_w;
+    fill_uniform(p, n_w, 1.0f / sqrtf((float)dim), 27); /* w3 */
+    p += n_w;
+    fill_const(p, (size_t)dim, 1.0f); /* rms_final */
+    p += dim;
+    memset(p, 0, n_rope * 4); /* the legacy RoPE tables: unused by the loop */
+    neo_model *m = NULL;
+    check(neo_model_load_memory(buf, bytes, &m), "neo_model_load_memory");
+    free(buf);
+    *t_build = now_s() - t0;
+    return m;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static void run_e2e(void) {
+    int    ctx = opt.e2e_ctx ? opt.e2e_ctx : opt.quick ? 256 : 4096, gen = opt.quick ? 32 : 128;
+    double t_build;
+    neo_model *m = make_model(ctx + gen, &t_build);
+    neo_model_info mi;
+    check(neo_model_get_info(m, &mi), "neo_model_get_info");
+    printf("# e2e model: Qwen2.5-0.5B shapes, random f32 weights (%.2f GB, built and loaded in %.1f s), f16 KV, "
+           "%d prompt tokens stepped, %d tokens timed\n",
+           (double)mi.weight_bytes * 1e-9, t_build, ctx, gen);
+    fflush(stdout);
+    const struct {
+        const char  *name, *what;
+        int          gpu_heads;
+        neo_pipeline pipe;
+    } runs[4] = {{"B", "no split", 0, NEO_PIPELINE_OFF},
+                 {"M", "split 1/2, pipeline OFF (stream-back)", 1, NEO_PIPELINE_OFF},
+                 {"N", "split 1/2, pipeline ON (both halves)", 1, NEO_PIPELINE_ON},
+                 {"O", "no split, --neo-pipeline off", 0, NEO_PIPELINE_OFF}};
+    float *logits = (float *)xmalloc((size_t)mi.vocab_size * sizeof(float));
+    int   *tok_b = (int *)xmalloc((size_t)gen * sizeof(int)), *tok = (int *)xmalloc((size_t)gen * sizeof(int));
+    double tps[4] = {0};
+    int    hd = mi.dim / mi.n_heads;
+    double W = (double)mi.weight_bytes;
+    double kv_tok = (double)mi.n_layers * (ctx + gen / 2.0) * mi.n_kv_heads * 2.0 * hd * 2.0; /* mean over the timed tokens */
+    for (int ri = 0; ri < 4; ri++) {
+        neo_session     *s = NULL;
+        neo_session_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.n_ctx = ctx + gen;
+        sd.kv_type = NEO_TYPE_F16;
+        sd.gpu_heads = runs[ri].gpu_heads;
+        sd.pipeline = runs[ri].pipe;
+        check(neo_session_create(rt_gpu, m, &sd, &s), "neo_session_create");
+        rng = 0x1234567ull; /* the same prompt for every run */
+        double t0 = now_s();
+        for (int i = 0; i < ctx; i++) check(neo_session_step(s, (int)(rnd_u32() % (uint32_t)mi.vocab_size), logits), "neo_session_step");
+        double t_prefill = now_s() - t0, t_gen = 0, st_us[1024];
+        /* greedy, except that a fixed offset sequence moves the token on (random weights tend to repeat
+           one token); tok[] keeps the argmax of every step, to compare runs */
+        uint32_t offs = 0x9E3779B9u;
+        int      t = argmax(logits, mi.vocab_size);
+        for (int i = 0; i < gen; i++) {
+            tok[i] = t;
+            offs = offs * 1664525u + 1013904223u;
+            int    next = (int)(((uint32_t)t + (offs >> 8)) % (uint32_t)mi.vocab_size);
+            double a = now_s();
+            check(neo_session_step(s, next, logits), "neo_session_step");
+            double b = now_s();
+            t_gen += b - a;
+            if (i < 1024) st_us[i] = (b - a) * 1e6;
+            t = argmax(logits, mi.vocab_size);
+        }
+        neo_layer_info li;
+        check(neo_session_get_info(s, &li), "neo_session_get_info");
+        neo_session_destroy(s);
+        for (int i = 0; i < mi.vocab_size; i++)
+            if (!isfinite(logits[i])) die("e2e", "non-finite logits");
+        if (ri == 0) memcpy(tok_b, tok, (size_t)gen * sizeof(int));
+        int same = !memcmp(tok, tok_b, (size_t)gen * sizeof(int));
+        tps[ri] = gen / t_gen;
+
+        double kvh = runs[ri].gpu_heads ? kv_tok * (mi.n_kv_heads - runs[ri].gpu_heads) / mi.n_kv_heads : 0, kvg = kv_tok - kvh;
+        double bound;
+        if (!runs[ri].gpu_heads) bound = (W + kv_tok) / (C.hbm * 1e9);
+        else {
+            double off = (W + kvg) / (C.hbm * 1e9) + kvh / (C.h2d * 1e9);
+            double g = kvg / (C.hbm * 1e9), h = kvh / (C.dram * 1e9);
+            double on = W / (C.hbm * 1e9) + (g > h ? g : h);
+            bound = runs[ri].pipe == NEO_PIPELINE_OFF ? off : runs[ri].pipe == NEO_PIPELINE_ON ? on : (on < off ? on : off);
+        }
+        char name[20];
+        snprintf(name, sizeof name, "%s", runs[ri].name);
+        brow r = row_new("e2e", "qwen2.5-0.5b", ctx, name);
+        r.layers = mi.n_layers;
+        r.calls = gen;
+        r.us = t_gen / gen * 1e6;
+        r.kv_bytes = kv_tok;
+        r.gpu_bytes = kvg;
+        r.host_bytes = kvh;
+        r.gbs = (W + kv_tok) / (t_gen / gen) * 1e-9;
+        r.bound_us = bound * 1e6;
+        snprintf(r.note, sizeof r.note, "%s: %.1f tok/s (bound %.0f), median step %.0fus; prefill %.0f tok/s; %s; overlapped %lld/%lld",
+                 runs[ri].what, tps[ri], 1.0 / bound, median(st_us, gen < 1024 ? gen : 1024), ctx / t_prefill,
+                 ri == 0 ? "tokens = B's" : same ? "tokens = B's" : "tokens differ from B's", li.n_overlapped, li.n_decode);
+        emit(&r);
+    }
+    printf("# e2e ratios: N/M = %.3f, N/B = %.3f, M/B = %.3f, O/B = %.3f\n", tps[2] / tps[1], tps[2] / tps[0], tps[1] / tps[0],
+           tps[3] / tps[0]);
+    fflush(stdout);
+    free(tok);
+    free(tok_b);
+    free(logits);
+    neo_model_destroy(m);
+}
+
+/* ===============================================================================================
+   capacity: 32 layers of Llama-3-8B shapes at a context whose KV does not fit in the GPU
+   =============================================================================================== */
+
+static double time_steps(neo_layer **L, int n, const float *q, float *out, int reps, double *t_all) {
+    for (int i = 0; i < n; i++) check(neo_attn_decode(L[i], q, out), "neo_attn_decode"); /* warm-up step */
+    CU(cudaStreamSynchronize(stream));
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s();
+        for (int i = 0; i < n; i++) check(neo_attn_decode(L[i], q, out), "neo_attn_decode");
+        CU(cudaStreamSynchronize(stream));
+        t_all[r] = now_s() - t0;
+    }
+    return median(t_all, reps);
+}
+
+static void run_capacity(void) {
+    const shape *s = &LLAMA;
+    const int    NL = 32;
+    size_t       free_b = 0, total_b = 0;
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemGetInfo(&free_b, &total_b));
+    double budget = (double)free_b - opt.reserve_gib * (double)GiB;
+    long   ctx = opt.cap_ctx ? opt.cap_ctx : 1L << 20;
+    char   why[200] = "";
+    int    g;
+    double per_head = (double)ctx * 2 * s->d * 2; /* one KV head of one layer */
+    if (opt.quick && !opt.cap_ctx) {
+        ctx = 131072;
+        per_head = (double)ctx * 2 * s->d * 2;
+        g = s->n_kv - 1;
+        snprintf(why, sizeof why, "quick: ctx 128k, 7 of 8 heads on the GPU by choice");
+    } else {
+        if (!opt.cap_ctx) {
+            while (NL * s->n_kv * per_head <= budget) {
+                ctx += 65536;
+                per_head = (double)ctx * 2 * s->d * 2;
+            }
+            if (ctx != 1L << 20)
+                snprintf(why, sizeof why, "1M tokens (128 GiB) fit in %.1f GiB free less %.0f GiB reserve: ctx raised to %ld",
+                         (double)free_b / GiB, opt.reserve_gib, ctx);
+        }
+        g = (int)floor(budget / (NL * per_head));
+        if (g > s->n_kv - 1) g = s->n_kv - 1;
+        if (g < 1) g = 1;
+    }
+    double gb = NL * g * per_head, hb = NL * (s->n_kv - g) * per_head, kv = gb + hb;
+    printf("# cap: 32 layers x %ld tokens, KV %.1f GiB: %d of 8 heads per layer on the GPU (%.1f GiB; %.1f GiB free of %.1f), "
+           "%.1f GiB pinned on the host. %s\n",
+           ctx, kv / GiB, g, gb / GiB, (double)free_b / GiB, (double)total_b / GiB, hb / GiB, why);
+    fflush(stdout);
+
+    neo_layer     *L[32];
+    neo_layer_desc d;
+    memset(&d, 0, sizeof d);
+    d.n_head = s->n_head;
+    d.n_head_kv = s->n_kv;
+    d.head_dim = s->d;
+    d.n_ctx = (int)ctx;
+    d.kv_type = NEO_TYPE_F16;
+    d.gpu_heads = g;
+    d.pipeline = NEO_PIPELINE_ON;
+    double t0 = now_s();
+    for (int i = 0; i < NL; i++) {
+        neo_status st = neo_layer_create(rt_gpu, &d, &L[i]);
+        if (st != NEO_OK) {
+            fprintf(stderr, "bench: cap: layer %d: %s\n", i, neo_status_string(st));
+            brow r = row_new("cap", s->name, ctx, "on");
+            snprintf(r.note, sizeof r.note, "layer %d of 32 could not be created: %s", i, neo_status_string(st));
+            emit(&r);
+            for (int j = 0; j < i; j++) neo_layer_destroy(L[j]);
+            return;
+        }
+    }
+    double t_alloc = now_s() - t0;
+    t0 = now_s();
+    for (int i = 0; i < NL; i++) fill_layer(L[i], s, ctx, 1);
+    CU(cudaDeviceSynchronize());
+    double t_fill = now_s() - t0;
+    printf("# cap: allocation (device + pinned) %.1f s; fill by neo_attn_append in %d-token batches %.1f s (%.1f GB/s of f16 KV)\n",
+           t_alloc, FILL_TOKENS, t_fill, kv / t_fill * 1e-9);
+    fflush(stdout);
+
+    int    reps = opt.quick ? 2 : 3;
+    double ta[8];
+    double b_g = gb / (C.hbm * 1e9), b_hd = hb / (C.dram * 1e9), b_hp = hb / (C.h2d * 1e9);
+    double on_s = time_steps(L, NL, dq, dout, reps, ta);
+    check_out(1, s->n_head * s->d);
+    long long ov = overlapped(L, NL);
+    char mname[20];
+    snprintf(mname, sizeof mname, "on-%d/8", s->n_kv - g);
+    brow r = row_new("cap", s->name, ctx, mname);
+    r.layers = NL;
+    r.calls = reps;
+    r.us = on_s * 1e6;
+    r.kv_bytes = kv;
+    r.gpu_bytes = gb;
+    r.host_bytes = hb;
+    r.gbs = kv / on_s * 1e-9;
+    r.bound_us = (b_g > b_hd ? b_g : b_hd) * 1e6;
+    snprintf(r.note, sizeof r.note, "%.1f ms/step (bound %.1f: host half at DRAM read); %lld overlapped calls; fill %.1fs", on_s * 1e3,
+             r.bound_us * 1e-3, ov, t_fill);
+    emit(&r);
+
+    /* the same layers, streamed back: the pipeline field is what AUTO itself switches per call */
+    for (int i = 0; i < NL; i++) L[i]->pipeline = NEO_PIPELINE_OFF;
+    double off_s = time_steps(L, NL, dq, dout, reps, ta);
+    check_out(1, s->n_head * s->d);
+    snprintf(mname, sizeof mname, "off-%d/8", s->n_kv - g);
+    r = row_new("cap", s->name, ctx, mname);
+    r.layers = NL;
+    r.calls = reps;
+    r.us = off_s * 1e6;
+    r.kv_bytes = kv;
+    r.gpu_bytes = gb;
+    r.host_bytes = hb;
+    r.gbs = kv / off_s * 1e-9;
+    r.bound_us = (b_hp + b_g) * 1e6;
+    snprintf(r.note, sizeof r.note, "%.1f ms/step (bound %.1f: host half over pinned H2D + GPU half); OFF / ON = %.2f", off_s * 1e3,
+             r.bound_us * 1e-3, off_s / on_s);
+    emit(&r);
+    for (int i = 0; i < NL; i++) neo_layer_destroy(L[i]);
+
+    /* CPU-only: the whole cache on the host. One layer (4+ GiB, far past any LLC) is measured and
+       the step is 32 of it: 32 would not fit in the host's RAM beside the rest. */
+    neo_layer *Lc = NULL;
+    memset(&d, 0, sizeof d);
+    d.n_head = s->n_head;
+    d.n_head_kv = s->n_kv;
+    d.head_dim = s->d;
+    d.n_ctx = (int)ctx;
+    d.kv_type = NEO_TYPE_F16;
+    r = row_new("cap", s->name, ctx, "cpu-est");
+    r.kv_bytes = kv;
+    r.host_bytes = kv;
+    r.bound_us = kv / (C.dram * 1e9) * 1e6;
+    neo_status cs = neo_layer_create(rt_cpu, &d, &Lc);
+    if (cs != NEO_OK) {
+        snprintf(r.note, sizeof r.note, "a CPU layer of %.1f GiB could not be allocated: %s", kv / NL / GiB, neo_status_string(cs));
+        emit(&r);
+        return;
+    }
+    t0 = now_s();
+    fill_layer(Lc, s, ctx, 0);
+    double t_cfill = now_s() - t0;
+    double tl[16];
+    int    nt = opt.quick ? 3 : 5;
+    check(neo_attn_decode(Lc, hq, hout), "neo_attn_decode");
+    for (int i = 0; i < nt; i++) {
+        double a = now_s();
+        check(neo_attn_decode(Lc, hq, hout), "neo_attn_decode");
+        tl[i] = now_s() - a;
+    }
+    check_out(0, s->n_head * s->d);
+    double cpu_s = median(tl, nt) * NL;
+    r.layers = NL;
+    r.calls = nt;
+    r.us = cpu_s * 1e6;
+    r.gbs = kv / cpu_s * 1e-9;
+    snprintf(r.note, sizeof r.note, "%.1f ms/step = 32 x one CPU layer's median (all %.1f GiB cannot be in RAM too); "
+             "CPU-only / ON = %.2f; CPU fill of the layer %.1fs",
+             cpu_s * 1e3, kv / GiB, cpu_s / on_s, t_cfill);
+    emit(&r);
+    neo_layer_destroy(Lc);
+}
+
+/* ===============================================================================================
+   main
+   =============================================================================================== */
+
+static void usage(void) {
+    fprintf(stderr, "usage: bench [--quick] [--csv FILE] [--sections attn,e2e,cap] [--threads N] [--seconds S]\n"
+                    "             [--cap-ctx N] [--e2e-ctx N] [--gpu-reserve-gib G]\n"
+                    "  neo_attn on the GPU machine: ceilings, attention rows, decode loop, capacity (see the top of\n"
+                    "  examples/bench/bench.c for what each row measures).\n");
+}
+
+static long parse_long(const char *s, const char *flag, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "bench: bad value for %s: '%s' (want %ld..%ld)\n", flag, s, lo, hi);
+        exit(1);
+    }
+    return v;
+}
+
+int main(int argc, char **argv) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    opt.threads = ncpu > 0 ? (int)ncpu : 1;
+    opt.attn = opt.e2e = opt.cap = 1;
+    opt.seconds = -1;
+    opt.reserve_gib = 4;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--quick")) opt.quick = 1;
+        else if (!strcmp(a, "--csv") && i + 1 < argc) opt.csv_path = argv[++i];
+        else if (!strcmp(a, "--threads") && i + 1 < argc) opt.threads = (int)parse_long(argv[++i], a, 1, 256);
+        else if (!strcmp(a, "--cap-ctx") && i + 1 < argc) opt.cap_ctx = (int)parse_long(argv[++i], a, 256, 1 << 30);
+        else if (!strcmp(a, "--e2e-ctx") && i + 1 < argc) opt.e2e_ctx = (int)parse_long(argv[++i], a, 1, 1 << 20);
+        else if (!strcmp(a, "--seconds") && i + 1 < argc) opt.seconds = strtod(argv[++i], NULL);
+        else if (!strcmp(a, "--gpu-reserve-gib") && i + 1 < argc) opt.reserve_gib = strtod(argv[++i], NULL);
+        else if (!strcmp(a, "--sections") && i + 1 < argc) {
+            const char *l = argv[++i];
+            opt.attn = strstr(l, "attn") != NULL;
+            opt.e2e = strstr(l, "e2e") != NULL;
+            opt.cap = strstr(l, "cap") != NULL;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            return 0;
+        } else {
+            usage();
+            return 1;
+        }
+    }
+    if (!(opt.seconds > 0)) opt.seconds = opt.quick ? 0.12 : 0.35;
+    double t_start = now_s();
+
+    /* machine */
+    char   model[256], date[64];
+    time_t tnow = time(NULL);
+    struct tm tm_utc;
+    gmtime_r(&tnow, &tm_utc);
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tm_utc);
+    cpu_model(model, sizeof model);
+    llc = llc_bytes();
+    struct cudaDeviceProp prop;
+    int                   drv = 0, rtv = 0;
+    CU(cudaSetDevice(0));
+    CU(cudaGetDeviceProperties(&prop, 0));
+    CU(cudaDriverGetVersion(&drv));
+    CU(cudaRuntimeGetVersion(&rtv));
+    CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+    neo_runtime_desc rd;
+    memset(&rd, 0, sizeof rd);
+    rd.n_threads = opt.threads;
+    check(neo_runtime_create(&rd, &rt_cpu), "neo_runtime_create (CPU)");
+    rd.gpu = 1;
+    rd.gpu_stream = stream;
+    check(neo_runtime_create(&rd, &rt_gpu), "neo_runtime_create (GPU)");
+    neo_runtime_info ri;
+    check(neo_runtime_get_info(rt_cpu, &ri), "neo_runtime_get_info");
+
+    if (opt.csv_path) {
+        if (!(csv = fopen(opt.csv_path, "w"))) die(opt.csv_path, strerror(errno));
+        fprintf(csv, "# date=%s\n# commit=%s\n# gpu=%s, %d SMs, %.1f GiB, L2 %d MiB, driver %d, runtime %d\n", date, NEO_BENCH_COMMIT,
+                prop.name, prop.multiProcessorCount, (double)prop.totalGlobalMem / GiB, prop.l2CacheSize >> 20, drv, rtv);
+        fprintf(csv, "# cpu=%s, %ld cores, %d threads, %s, LLC %zu MiB, RAM %.1f GiB\n# quick=%d\n", model, ncpu, ri.n_threads,
+                neo_cpu_isa_name(ri.cpu_isa), llc >> 20, (double)meminfo_kb("MemTotal") / (1 << 20), opt.quick);
+        fprintf(csv, "section,shape,ctx,mode,layers,calls,us,gbs,bound_us,ratio,kv_bytes,gpu_bytes,host_bytes,note\n");
+    }
+    printf("# neo_attn %s bench | %s | commit %s%s\n", neo_attn_version(), date, NEO_BENCH_COMMIT, opt.quick ? " | --quick" : "");
+    printf("# GPU %s, %d SMs, %.1f GiB, L2 %d MiB, driver %d, runtime %d\n", prop.name, prop.multiProcessorCount,
+           (double)prop.totalGlobalMem / GiB, prop.l2CacheSize >> 20, drv, rtv);
+    printf("# CPU %s, %ld cores, %d attention threads, %s kernels, LLC %zu MiB, RAM %.1f GiB (MemTotal now)\n", model, ncpu,
+           ri.n_threads, neo_cpu_isa_name(ri.cpu_isa), llc >> 20, (double)meminfo_kb("MemTotal") / (1 << 20));
+    fflush(stdout);
+
+    measure_ceilings(stream);
+    batch_init();
+    print_header();
+    if (opt.attn) run_attn();
+    if (opt.e2e) run_e2e();
+    if (opt.cap) run_capacity();
+
+    C.dram_end = bw_median(&bw, 0, 3);
+    char note[160];
+    snprintf(note, sizeof note, "%d threads, median of 3, at the end of the run (start: %.1f)", opt.threads, C.dram);
+    ceiling_row("dram_read_end", C.dram_end, note);
+    bw_destroy(&bw);
+    printf("# total %.1f s\n", now_s() - t_start);
+
+    CU(cudaFree(dK));
+    CU(cudaFree(dV));
+    CU(cudaFree(dq));
+    CU(cudaFree(dout));
+    free(hK);
+    free(hV);
+    free(hq);
+    free(hout);
+    neo_runtime_destroy(rt_gpu);
+    neo_runtime_destroy(rt_cpu);
+    CU(cudaStreamDestroy(stream));
+    if (csv) fclose(csv);
+    return 0;
+}
