@@ -1289,29 +1289,30 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
 /* Merges n partial states (m, l, acc), in order, with an optional prior state [m, l, acc[dv]],
    into either state [m, l, acc[dv]] or, finished, out [dv]:
    out = sum_c acc_c e^(m_c - M) / (sum_c l_c e^(m_c - M) + e^(sink - M)).
-   m, l: [n] with stride ml_stride; acc: [n][dv] with row stride acc_stride (floats). state may
-   be the same memory as prior. */
+   m, l: [n <= NEO__MAX_CHUNKS] with stride ml_stride; acc: [n][dv] with row stride acc_stride
+   (floats). state may be the same memory as prior. */
 NEO_ATTN__PRIVATE void neo__merge(const float *m, const float *l, const float *acc, int n, size_t ml_stride,
                                   size_t acc_stride, int dv, const float *prior, float *state, float *out,
                                   const float *sink) {
-    float M = prior ? prior[0] : -INFINITY, den = 0.0f, wp = 0.0f, inv = 1.0f;
+    float  M = prior ? prior[0] : -INFINITY, den = 0.0f, wp = 0.0f, w[NEO__MAX_CHUNKS];
+    float *dst = out ? out : state + 2;
     for (int c = 0; c < n; c++) M = m[c * ml_stride] > M ? m[c * ml_stride] : M;
     if (M == -INFINITY) M = 0.0f; /* nothing attended yet: every weight below is 0 */
     if (prior) den = prior[1] * (wp = expf(prior[0] - M));
-    for (int c = 0; c < n; c++) den += l[c * ml_stride] * expf(m[c * ml_stride] - M);
+    for (int c = 0; c < n; c++) den += l[c * ml_stride] * (w[c] = expf(m[c * ml_stride] - M));
+    /* chunk by chunk, so each pass over dst vectorises; per element the order is the prior, then c = 0, 1, ... */
+    for (int j = 0; j < dv; j++) dst[j] = prior ? prior[2 + j] * wp : 0.0f;
+    for (int c = 0; c < n; c++) {
+        const float *a = acc + c * acc_stride;
+        for (int j = 0; j < dv; j++) dst[j] += a[j] * w[c];
+    }
     if (out) {
         float Mf = sink && *sink > M ? *sink : M, sc = expf(M - Mf);
-        float tot = den * sc + (sink ? expf(*sink - Mf) : 0.0f);
-        inv = tot > 0.0f ? sc / tot : 0.0f;
+        float tot = den * sc + (sink ? expf(*sink - Mf) : 0.0f), inv = tot > 0.0f ? sc / tot : 0.0f;
+        for (int j = 0; j < dv; j++) out[j] *= inv;
     } else {
         state[0] = M;
         state[1] = den;
-    }
-    for (int j = 0; j < dv; j++) {
-        float x = prior ? prior[2 + j] * wp : 0.0f;
-        for (int c = 0; c < n; c++) x += acc[c * acc_stride + j] * expf(m[c * ml_stride] - M);
-        if (out) out[j] = x * inv;
-        else state[2 + j] = x;
     }
 }
 
@@ -1923,7 +1924,8 @@ NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, co
 }
 
 /* Stream-back: the host heads' valid cells go to the device in double-buffered chunks and are
-   attended there as they arrive, carrying an online-softmax state from chunk to chunk. */
+   attended there as they arrive, carrying an online-softmax state from chunk to chunk. The
+   caller has made COPY wait for START. */
 NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, int n_tokens, float *out) {
     neo_runtime   *rt = L->rt;
     neo__dev_ops  *D = &rt->dev;
@@ -1934,8 +1936,6 @@ NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, 
     size_t         vpitch = (size_t)L->n_ctx * L->head_dim_v * es;
     size_t         state_bytes = (size_t)n_tokens * L->n_head * ((size_t)L->head_dim_v + 2) * sizeof(float);
     if ((s = neo__rt_buffer(rt, &rt->d_state, &rt->d_state_bytes, state_bytes, 0)) != NEO_OK) return (neo_status)s;
-    if ((s = D->record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK || (s = D->wait(S, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
-        return (neo_status)s;
     neo__layer_args(L, &a, q, n_tokens, NULL, 1);
     a.kv_h0 = a.h0 = L->gpu_heads;
     a.h1 = L->n_head_kv;
@@ -2021,6 +2021,10 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
     if (L->pipeline == NEO_PIPELINE_ON ||
         (L->pipeline == NEO_PIPELINE_AUTO && (L->auto_n < 2 * NEO__AUTO_PROBES || L->auto_choice == NEO_PIPELINE_ON)))
         return neo__attend_both(L, q, n_tokens, out);
+    /* the host rows depend only on earlier work on MAIN, so their copies start before the GPU half */
+    if ((s = (neo_status)rt->dev.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+        (s = (neo_status)rt->dev.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
+        return s;
     neo__layer_args(L, &a, q, n_tokens, out, 1);
     a.k = L->k_dev;
     a.v = L->v_dev;
