@@ -571,7 +571,9 @@ typedef struct neo__pool {
     pthread_t      *threads; /* [n_workers] */
     neo__worker    *workers; /* [n_workers] */
     pthread_mutex_t mu;
-    pthread_cond_t  cv;
+    pthread_cond_t  cv;       /* workers sleep here between jobs */
+    pthread_cond_t  cv_done;  /* the caller sleeps here when its job's workers are slow to finish */
+    int             waiting;  /* atomic: the caller sleeps on cv_done */
     neo__task_fn    fn;       /* the job: written only while no worker is inside one */
     void           *user;
     int             n_tasks;
@@ -607,7 +609,7 @@ NEO_ATTN__PRIVATE void *neo__worker_main(void *arg) {
                     __atomic_fetch_sub(&p->sleeping, 1, __ATOMIC_SEQ_CST);
                     pthread_mutex_unlock(&p->mu);
                     t0 = neo__now_us();
-                } else if (spins > 4096) {
+                } else if (spins > 1024) {
                     sched_yield(); /* more threads than cores: let the caller run */
                 }
             }
@@ -620,7 +622,12 @@ NEO_ATTN__PRIVATE void *neo__worker_main(void *arg) {
             if (i >= p->n_tasks) break;
             p->fn(p->user, i, w->id);
         }
-        __atomic_fetch_add(&p->finished, 1, __ATOMIC_RELEASE);
+        if (__atomic_add_fetch(&p->finished, 1, __ATOMIC_SEQ_CST) == p->n_workers &&
+            __atomic_load_n(&p->waiting, __ATOMIC_SEQ_CST)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
     return NULL;
 }
@@ -635,6 +642,7 @@ NEO_ATTN__PRIVATE void neo__pool_destroy(neo__pool *p) {
         pthread_mutex_unlock(&p->mu);
         for (int i = 0; i < p->n_workers; i++) pthread_join(p->threads[i], NULL);
         pthread_cond_destroy(&p->cv);
+        pthread_cond_destroy(&p->cv_done);
         pthread_mutex_destroy(&p->mu);
     }
     neo__free(p->threads);
@@ -662,6 +670,11 @@ NEO_ATTN__PRIVATE neo_status neo__pool_init(neo__pool *p, int n_threads) {
     }
     if (pthread_mutex_init(&p->mu, NULL) != 0) goto no_threads;
     if (pthread_cond_init(&p->cv, NULL) != 0) {
+        pthread_mutex_destroy(&p->mu);
+        goto no_threads;
+    }
+    if (pthread_cond_init(&p->cv_done, NULL) != 0) {
+        pthread_cond_destroy(&p->cv);
         pthread_mutex_destroy(&p->mu);
         goto no_threads;
     }
@@ -705,9 +718,18 @@ NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn,
             if (i >= n_tasks) break;
             fn(user, i, 0);
         }
+        /* Spin briefly, then sleep: a worker that shares this CPU (an oversubscribed or busy
+           machine) can only finish once the caller stops spinning. */
         for (int spins = 0; __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE) < p->n_workers; spins++) {
-            if (spins > 4096) sched_yield();
-            else neo__cpu_relax();
+            if (spins < 2048) {
+                neo__cpu_relax();
+                continue;
+            }
+            pthread_mutex_lock(&p->mu);
+            __atomic_store_n(&p->waiting, 1, __ATOMIC_SEQ_CST);
+            while (__atomic_load_n(&p->finished, __ATOMIC_SEQ_CST) < p->n_workers) pthread_cond_wait(&p->cv_done, &p->mu);
+            __atomic_store_n(&p->waiting, 0, __ATOMIC_SEQ_CST);
+            pthread_mutex_unlock(&p->mu);
         }
         return;
     }
