@@ -1386,10 +1386,24 @@ NEO_ATTN__PRIVATE void neo__prefill_task(void *user, int task, int thread) {
         neo__merge_head(a, t0 + r / G, g * G + r % G, st.m + r, st.l + r, st.acc + (size_t)r * dv, 1, 0, 0);
 }
 
+/* The pool runs a task list serially below this many multiply-adds: waking it costs more. */
+#define NEO__SERIAL_MACS 65536.0
+
+/* Runs the tasks on the pool, or on the calling thread when the job is small. Which thread runs
+   a task never changes its result. */
+NEO_ATTN__PRIVATE void neo__run(neo_runtime *rt, int n_tasks, double macs, neo__task_fn fn, void *user) {
+    if (macs < NEO__SERIAL_MACS)
+        for (int i = 0; i < n_tasks; i++) fn(user, i, 0);
+    else
+        neo__pool_run(&rt->pool, n_tasks, fn, user);
+}
+
 /* CPU attention of a range, on the runtime's pool (activations in host memory). */
 NEO_ATTN__PRIVATE void neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a) {
     neo__attn_job J;
     int           n_heads = a->h1 - a->h0;
+    double        macs = (double)(a->c1 - a->c0) * (a->n_head / a->n_head_kv) * n_heads * a->n_tokens *
+                  (a->head_dim + a->head_dim_v);
     memset(&J, 0, sizeof J);
     J.a = a;
     J.rt = rt;
@@ -1398,11 +1412,11 @@ NEO_ATTN__PRIVATE void neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a)
         J.chunk = neo__chunk_size(a->c1 - a->c0);
         J.n_chunks = (a->c1 - a->c0 + J.chunk - 1) / J.chunk;
         memset(rt->chunks_done, 0, sizeof(int) * (size_t)n_heads);
-        neo__pool_run(&rt->pool, n_heads * J.n_chunks, neo__decode_task, &J);
+        neo__run(rt, n_heads * J.n_chunks, macs, neo__decode_task, &J);
     } else {
         J.tok_per_task = neo__prefill_tokens(J.group);
         J.n_tok_blocks = (a->n_tokens + J.tok_per_task - 1) / J.tok_per_task;
-        neo__pool_run(&rt->pool, n_heads * J.n_tok_blocks, neo__prefill_task, &J);
+        neo__run(rt, n_heads * J.n_tok_blocks, macs, neo__prefill_task, &J);
     }
 }
 
@@ -1501,9 +1515,8 @@ NEO_ATTN__PRIVATE int neo__host_gemv(void *state, float *y, const float *w, cons
     J.n = n;
     J.d = d;
     J.kern = &rt->kern;
-    /* below ~32k multiply-adds waking the pool costs more than it saves */
-    J.rows_per_task = (size_t)n * (size_t)d < 32768 ? d : (d + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
-    neo__pool_run(&rt->pool, (d + J.rows_per_task - 1) / J.rows_per_task, neo__matmul_task, &J);
+    J.rows_per_task = (d + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
+    neo__run(rt, (d + J.rows_per_task - 1) / J.rows_per_task, (double)n * d, neo__matmul_task, &J);
     return NEO_OK;
 }
 /* o = w * x / rms(x), as run.c computes it */
