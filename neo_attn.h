@@ -274,6 +274,9 @@ NEO_ATTN_API void       neo_session_destroy(neo_session *s);   /* NULL is fine *
    (host memory). NEO_ERR_INVALID_ARG for a token outside [0, vocab_size), NEO_ERR_FULL when the
    cache holds n_ctx tokens; on an error nothing changes. */
 NEO_ATTN_API neo_status neo_session_step(neo_session *s, int token, float *logits);
+/* The same step, for greedy decoding: *next = the index of the largest logit (the lowest on ties,
+   as llama2.c's argmax), found where the logits are, so on a GPU only one int comes back. */
+NEO_ATTN_API neo_status neo_session_step_argmax(neo_session *s, int token, int *next);
 NEO_ATTN_API int        neo_session_length(const neo_session *s);   /* 0 for NULL */
 NEO_ATTN_API neo_status neo_session_truncate(neo_session *s, int n_tokens);   /* as neo_layer_truncate */
 /* Sums of every layer's neo_layer_info (heads per layer, bytes and calls over all layers). */
@@ -289,7 +292,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own), NEO__STREAM_SIDE runs the
    GPU half of a split layer, NEO__STREAM_COPY moves the host half. Events are small integers
    below NEO__EVENTS. */
-#define NEO_ATTN_CUDA_ABI_VERSION 1
+#define NEO_ATTN_CUDA_ABI_VERSION 2
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_SIDE 1
 #define NEO__STREAM_COPY 2
@@ -353,6 +356,8 @@ typedef struct neo__dev_ops {
     int  (*rope)(void *state, float *q, float *k, int dim, int kv_dim, int head_size, int pos, int stream); /* as run.c */
     int  (*swiglu)(void *state, float *h, const float *h2, int n, int stream);  /* h = silu(h) * h2 */
     int  (*add)(void *state, float *x, const float *y, int n, int stream);      /* x += y */
+    /* *out (device int) = the lowest index of the largest of x[n] (NaN never wins; 0 if none is > -inf) */
+    int  (*argmax)(void *state, int *out, const float *x, int n, int stream);
 } neo__dev_ops;
 
 /* Fills ops when the caller's ABI version matches; NEO_ERR_UNSUPPORTED otherwise. */
@@ -1555,6 +1560,16 @@ NEO_ATTN__PRIVATE int neo__host_add(void *state, float *x, const float *y, int n
     return NEO_OK;
 }
 
+NEO_ATTN__PRIVATE int neo__host_argmax(void *state, int *out, const float *x, int n, int stream) {
+    float best = -INFINITY;
+    int   idx = 0;
+    (void)state, (void)stream;
+    for (int i = 0; i < n; i++)
+        if (x[i] > best) best = x[i], idx = i;
+    *out = idx;
+    return NEO_OK;
+}
+
 NEO_ATTN__PRIVATE void neo__host_ops(neo__dev_ops *o) {
     o->init = neo__host_init;
     o->release = neo__host_release;
@@ -1575,6 +1590,7 @@ NEO_ATTN__PRIVATE void neo__host_ops(neo__dev_ops *o) {
     o->rope = neo__host_rope;
     o->swiglu = neo__host_swiglu;
     o->add = neo__host_add;
+    o->argmax = neo__host_argmax;
 }
 
 /* =============================================================================================
@@ -2293,6 +2309,7 @@ struct neo_session {
     float           *k, *v;     /* [kv_dim] */
     float           *hb, *hb2;  /* [hidden_dim] */
     float           *logits;    /* [vocab_size] */
+    int             *next;      /* [1] argmax of the logits, activation memory */
 };
 
 NEO_ATTN__PUBLIC void neo_session_destroy(neo_session *s) {
@@ -2301,6 +2318,7 @@ NEO_ATTN__PUBLIC void neo_session_destroy(neo_session *s) {
         for (int l = 0; l < s->m->info.n_layers; l++) neo_layer_destroy(s->layers[l]);
     neo__free(s->layers);
     s->rt->dev.dev_free(s->rt->dev_state, s->act);
+    s->rt->dev.dev_free(s->rt->dev_state, s->next);
     s->rt->dev.dev_free(s->rt->dev_state, s->w_dev);
     neo__free(s);
 }
@@ -2351,7 +2369,9 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
 #undef NEO__REBASE
     /* x, xb, xb2, q, k, v, hb, hb2, logits */
     floats = 4 * (size_t)mi->dim + 2 * kv + 2 * (size_t)mi->hidden_dim + (size_t)mi->vocab_size;
-    if ((st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->act, floats * sizeof(float))) != NEO_OK) goto fail;
+    if ((st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->act, floats * sizeof(float))) != NEO_OK ||
+        (st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->next, sizeof(int))) != NEO_OK)
+        goto fail;
     s->x = s->act;
     s->xb = s->x + mi->dim;
     s->xb2 = s->xb + mi->dim;
@@ -2418,22 +2438,37 @@ NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int
     return (neo_status)e;
 }
 
-NEO_ATTN__PUBLIC neo_status neo_session_step(neo_session *s, int token, float *logits) {
-    neo_status st;
-    int        pos;
-    if (!s || !logits) return NEO_ERR_INVALID_ARG;
-    if (token < 0 || token >= s->m->info.vocab_size) return NEO_ERR_INVALID_ARG;
+/* A step that hands back either the logits (logits set) or their argmax (next set). */
+NEO_ATTN__PRIVATE neo_status neo__session_step(neo_session *s, int token, float *logits, int *next) {
+    neo__dev_ops *D;
+    void         *S;
+    neo_status    st;
+    int           pos, V;
+    if (!s || (!logits && !next)) return NEO_ERR_INVALID_ARG;
+    V = s->m->info.vocab_size;
+    if (token < 0 || token >= V) return NEO_ERR_INVALID_ARG;
     pos = neo_layer_length(s->layers[0]);
     if (pos >= s->n_ctx) return NEO_ERR_FULL;
-    st = neo__session_forward(s, token, pos);
-    if (st == NEO_OK &&
-        (st = (neo_status)s->rt->dev.copy(s->rt->dev_state, logits, s->logits, sizeof(float) * (size_t)s->m->info.vocab_size,
-                                          NEO__STREAM_MAIN)) == NEO_OK)
-        st = (neo_status)s->rt->dev.stream_sync(s->rt->dev_state, NEO__STREAM_MAIN);
+    D = &s->rt->dev;
+    S = s->rt->dev_state;
+    if ((st = neo__session_forward(s, token, pos)) == NEO_OK) {
+        if (logits) st = (neo_status)D->copy(S, logits, s->logits, sizeof(float) * (size_t)V, NEO__STREAM_MAIN);
+        else if ((st = (neo_status)D->argmax(S, s->next, s->logits, V, NEO__STREAM_MAIN)) == NEO_OK)
+            st = (neo_status)D->copy(S, next, s->next, sizeof(int), NEO__STREAM_MAIN);
+        if (st == NEO_OK) st = (neo_status)D->stream_sync(S, NEO__STREAM_MAIN);
+    }
     if (st != NEO_OK) /* leave no layer a token ahead of the others */
         for (int l = 0; l < s->m->info.n_layers; l++)
             if (neo_layer_length(s->layers[l]) > pos) neo_layer_truncate(s->layers[l], pos);
     return st;
+}
+
+NEO_ATTN__PUBLIC neo_status neo_session_step(neo_session *s, int token, float *logits) {
+    return logits ? neo__session_step(s, token, logits, NULL) : NEO_ERR_INVALID_ARG;
+}
+
+NEO_ATTN__PUBLIC neo_status neo_session_step_argmax(neo_session *s, int token, int *next) {
+    return next ? neo__session_step(s, token, NULL, next) : NEO_ERR_INVALID_ARG;
 }
 
 NEO_ATTN__PUBLIC int neo_session_length(const neo_session *s) { return s ? neo_layer_length(s->layers[0]) : 0; }

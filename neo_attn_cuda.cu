@@ -53,6 +53,7 @@
    neo__gemv_kernel          8 warps a block, one warp per output row; float4 loads when aligned.
    neo__rmsnorm_kernel       one block of 1024 threads.
    neo__rope_kernel, neo__swiglu_kernel, neo__add_kernel: one thread per (pair of) element(s).
+   neo__argmax_kernel        one block of 1024 threads: strided scan, then a (value, index) reduction.
 
    DETERMINISM
    -----------
@@ -75,6 +76,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1319,6 +1321,34 @@ __global__ void neo__add_kernel(float *x, const float *y, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] += y[i];
 }
 
+/* llama2.c's argmax: the lowest index of the largest x[n]; NaN never wins, 0 when nothing beats
+   -inf. One block: each thread scans a stride keeping its first best (its indices rise), then
+   (value, index) pairs reduce, the larger value winning and the lower index breaking ties. */
+__device__ __forceinline__ void neo__argmax_pick(float &v, int &i, float ov, int oi) {
+    if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
+}
+__global__ void __launch_bounds__(1024) neo__argmax_kernel(int *out, const float *x, int n) {
+    __shared__ float s_v[32];
+    __shared__ int   s_i[32];
+    float best = -INFINITY;
+    int   idx = INT_MAX;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        if (x[i] > best) best = x[i], idx = i;
+    for (int o = 16; o > 0; o >>= 1)
+        neo__argmax_pick(best, idx, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, idx, o));
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) s_v[warp] = best, s_i[warp] = idx;
+    __syncthreads();
+    if (warp == 0) {
+        const int nw = (blockDim.x + 31) >> 5;
+        best = lane < nw ? s_v[lane] : -INFINITY;
+        idx = lane < nw ? s_i[lane] : INT_MAX;
+        for (int o = 16; o > 0; o >>= 1)
+            neo__argmax_pick(best, idx, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, idx, o));
+        if (lane == 0) *out = idx == INT_MAX ? 0 : idx;
+    }
+}
+
 /* =============================================================================================
    host side: state, status mapping, the ops
    ============================================================================================= */
@@ -1877,6 +1907,16 @@ static int neo__cu_add(void *state, float *x, const float *y, int n, int stream)
     return neo__cu_launched();
 }
 
+static int neo__cu_argmax(void *state, int *out, const float *x, int n, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !out || !x || n < 1) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__argmax_kernel<<<1, 1024, 0, s>>>(out, x, n);
+    return neo__cu_launched();
+}
+
 extern "C" int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops) {
     if (abi_version != NEO_ATTN_CUDA_ABI_VERSION) return (int)NEO_ERR_UNSUPPORTED;
     if (!ops) return (int)NEO_ERR_INVALID_ARG;
@@ -1899,5 +1939,6 @@ extern "C" int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops) {
     ops->rope = neo__cu_rope;
     ops->swiglu = neo__cu_swiglu;
     ops->add = neo__cu_add;
+    ops->argmax = neo__cu_argmax;
     return (int)NEO_OK;
 }

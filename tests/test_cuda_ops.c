@@ -699,6 +699,33 @@ static void test_swiglu_add(int n) {
     free(h), free(h2), free(o), free(ref);
 }
 
+/* argmax: the lowest index of the largest value, NaN never winning, 0 when nothing beats -inf;
+   err is 0 when the device index equals a host scan's */
+static void test_argmax(int n, int kind) {
+    float *x = (float *)xmalloc((size_t)n * 4);
+    int    want = 0, got = -1, *dout = (int *)dalloc(sizeof(int));
+    float *dx = (float *)dalloc((size_t)n * 4), best = -INFINITY;
+    fill_normal(x, (size_t)n);
+    if (kind == 1) /* ties: the largest value three times, the lowest index must win */
+        x[n / 3] = x[n / 2] = x[n - 1] = 1e6f;
+    if (kind == 2) { /* NaN before and after the maximum */
+        x[0] = NAN, x[n - 1] = NAN, x[n / 2] = 1e6f;
+    }
+    if (kind == 3)
+        for (int i = 0; i < n; i++) x[i] = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (x[i] > best) best = x[i], want = i;
+    up(dx, x, (size_t)n * 4);
+    int s = OPS.argmax(ST, dout, dx, n, NEO__STREAM_MAIN);
+    OPS.stream_sync(ST, NEO__STREAM_MAIN);
+    down(&got, dout, sizeof(int));
+    char shape[96];
+    snprintf(shape, sizeof shape, "n %d, %s", n, kind == 1 ? "ties" : kind == 2 ? "NaN" : kind == 3 ? "all -inf" : "random");
+    op_result("argmax", shape, s, got == want ? 0.0 : 1.0);
+    OPS.dev_free(ST, dx), OPS.dev_free(ST, dout);
+    free(x);
+}
+
 /* attend on MAIN and SIDE at once (each has its own partial buffer and arrival counters): every
    output bitwise equal to the same call run alone */
 static void test_two_streams(int ctx) {
@@ -1056,6 +1083,7 @@ int main(int argc, char **argv) {
     test_rope(288, 288, 48, 0);
     test_rope(64, 16, 8, 255);
     test_swiglu_add(11008);
+    test_argmax(32000, 0), test_argmax(512, 1), test_argmax(151936, 2), test_argmax(7, 3), test_argmax(1, 0);
 
     const acase *cases = quick ? cases_quick : cases_full;
     const size_t n_cases = quick ? sizeof cases_quick / sizeof *cases_quick : sizeof cases_full / sizeof *cases_full;

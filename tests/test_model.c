@@ -551,6 +551,41 @@ done:
     neo_runtime_destroy(rt1), neo_runtime_destroy(rt2);
 }
 
+/* neo_session_step_argmax: the ids of argmax over neo_session_step's logits, with the logits
+   left where they are, on a CPU runtime and on the stand-in GPU with a split */
+static void test_step_argmax(neo_model *m) {
+    static const int gpu[2] = {0, 1};
+    float logits[512];
+    for (int g = 0; g < 2; g++) {
+        neo_runtime     *rt = NULL;
+        neo_runtime_desc rd = {0};
+        neo_session     *a = NULL, *b = NULL;
+        neo_session_desc sd = {0};
+        int              tok_a = 1, tok_b = 1, next = -1, same = 1;
+        rd.n_threads = 2, rd.gpu = gpu[g], rd.gpu_standin = gpu[g];
+        sd.kv_type = NEO_TYPE_F16, sd.gpu_heads = gpu[g] ? 2 : 0, sd.pipeline = NEO_PIPELINE_ON;
+        check_context("step_argmax, %s", gpu[g] ? "stand-in GPU, split 2 of 4" : "CPU");
+        if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) continue;
+        if (CHECK_STATUS(neo_session_create(rt, m, &sd, &a), NEO_OK) && CHECK_STATUS(neo_session_create(rt, m, &sd, &b), NEO_OK)) {
+            CHECK_STATUS(neo_session_step_argmax(a, 1, NULL), NEO_ERR_INVALID_ARG);
+            CHECK_STATUS(neo_session_step_argmax(NULL, 1, &next), NEO_ERR_INVALID_ARG);
+            CHECK_STATUS(neo_session_step_argmax(a, 512, &next), NEO_ERR_INVALID_ARG);
+            CHECK(neo_session_length(a) == 0);
+            for (int i = 0; i < 60; i++) {
+                if (!CHECK_STATUS(neo_session_step(a, tok_a, logits), NEO_OK) ||
+                    !CHECK_STATUS(neo_session_step_argmax(b, tok_b, &next), NEO_OK))
+                    break;
+                tok_a = argmax(logits, 512);
+                tok_b = next;
+                same &= tok_a == tok_b;
+            }
+            CHECK(same && neo_session_length(a) == 60 && neo_session_length(b) == 60);
+        }
+        neo_session_destroy(a), neo_session_destroy(b);
+        neo_runtime_destroy(rt);
+    }
+}
+
 static void test_stories(neo_runtime *rt) {
     char path[4200];
     unsigned char *file;
@@ -573,6 +608,7 @@ static void test_stories(neo_runtime *rt) {
         CHECK(mi.vocab_size == 512 && mi.seq_len == 512 && mi.shared_classifier == 1);
         CHECK(mi.weight_bytes == 1040128);
         test_stories_decode(m, file);
+        test_step_argmax(m);
     }
     neo_model_destroy(m);
     test_stories_loader(rt, file, size);

@@ -532,10 +532,12 @@ static int build_transformer(Transformer *t, const char *checkpoint_path, const 
     return 0;
 }
 
-/* Runs token at the next position; the logits land in t->logits. */
-static neo_status forward(Transformer *t, int token) {
+/* Runs token at the next position; the logits land in t->logits, or, when greedy is set, only
+   their argmax in *greedy (found on the GPU when there is one, so the logits stay there). */
+static neo_status forward(Transformer *t, int token, int *greedy) {
     double t0 = now_seconds();
-    neo_status st = neo_session_step(t->session, token, t->logits);
+    neo_status st = greedy ? neo_session_step_argmax(t->session, token, greedy)
+                           : neo_session_step(t->session, token, t->logits);
     t->forward_seconds += now_seconds() - t0;
     if (st == NEO_OK) t->n_forward++;
     return st;
@@ -581,14 +583,17 @@ static int generate(Transformer *t, Tokenizer *tok, Sampler *sampler, const char
     int token = prompt_tokens[0];
     int pos = 0;
     while (pos < steps) {
-        neo_status st = forward(t, token);
+        /* the prompt is forced; after it, sample (greedy: argmax where the logits are) */
+        int forced = pos < num_prompt_tokens - 1, next = 0;
+        int greedy = !forced && sampler->temperature == 0.0f;
+        neo_status st = forward(t, token, greedy ? &next : NULL);
         if (st != NEO_OK) {
             fprintf(stderr, "mini-chat: neo_session_step at position %d: %s\n", pos, neo_status_string(st));
             free(prompt_tokens);
             return -1;
         }
-        /* the prompt is forced; after it, sample */
-        int next = pos < num_prompt_tokens - 1 ? prompt_tokens[pos + 1] : sample(sampler, t->logits);
+        if (forced) next = prompt_tokens[pos + 1];
+        else if (!greedy) next = sample(sampler, t->logits);
         pos++;
         if (next == 1) break;   /* BOS delimits sequences */
         safe_printf(decode(tok, token, next));
@@ -682,7 +687,7 @@ static int chat(Transformer *t, Tokenizer *tok, Sampler *sampler, int steps) {
             continue;
         }
         for (int i = 0; i < n_tokens && rc == 0; i++) {
-            neo_status st = forward(t, tokens[i]);
+            neo_status st = forward(t, tokens[i], NULL);
             if (st != NEO_OK) {
                 fprintf(stderr, "mini-chat: neo_session_step: %s\n", neo_status_string(st));
                 rc = -1;
@@ -702,7 +707,7 @@ static int chat(Transformer *t, Tokenizer *tok, Sampler *sampler, int steps) {
             if (next == 1 || next == 2) break;   /* BOS or EOS: the story is over */
             safe_printf(decode(tok, token, next));
             fflush(stdout);
-            neo_status st = forward(t, next);
+            neo_status st = forward(t, next, NULL);
             if (st != NEO_OK) {
                 fprintf(stderr, "\nmini-chat: neo_session_step: %s\n", neo_status_string(st));
                 rc = -1;
