@@ -13,6 +13,7 @@ set -u
 DIR=${NEO_MODEL_DIR:-.gpu-data}
 B=build
 OUT=${OUT:-/tmp}
+mkdir -p "$OUT"
 results=""
 failed=0
 row() { # row NAME RESULT DETAIL
