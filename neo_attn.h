@@ -444,9 +444,12 @@ int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
 #endif
 
 /* Internal limits. Cells per block bound the per-thread scratch; a decode splits each KV head
-   into at most NEO__MAX_CHUNKS chunks of at least NEO__MIN_CHUNK cells. */
+   into at most NEO__MAX_CHUNKS chunks of NEO__MIN_CHUNK to NEO__MAX_CHUNK cells (more past
+   NEO__MAX_CHUNK * NEO__MAX_CHUNKS cells). */
 #define NEO__BLOCK 32
 #define NEO__MIN_CHUNK 256
+#define NEO__MAX_CHUNK 1024
+#define NEO__MIN_TASKS 64 /* decode tasks (heads x chunks) to aim for: enough for 16+ threads */
 #define NEO__MAX_CHUNKS 256
 #define NEO__MAX_HEAD_DIM 16384
 #define NEO__MAX_HEADS 65536
@@ -987,10 +990,37 @@ NEO__AVX512 static inline __m128 neo__hsum4x16(__m512 a0, __m512 a1, __m512 a2, 
 NEO__AVX512 static inline void neo__scores_avx512_t(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
     size_t es = neo__type_size(t);
     int    dm = d & ~15; /* full 16-lane chunks take plain loads, which fold into the FMAs */
+    int    b4 = dm == d ? nk & ~3 : 0, r4 = nq & ~3;
+    /* 4 cells x 4 queries in 16 accumulators: every q and K load feeds four FMAs. Each dot
+       product still sums its lanes in the same order, so the result is the same to the bit. */
+    for (int r = 0; r < r4 && b4; r += 4) {
+        const float *q0 = q + (size_t)r * d, *q1 = q0 + d, *q2 = q1 + d, *q3 = q2 + d;
+        for (int b = 0; b < b4; b += 4) {
+            const char *k0 = (const char *)k + (size_t)b * d * es, *k1 = k0 + d * es, *k2 = k1 + d * es, *k3 = k2 + d * es;
+            __m512      a[4][4];
+            if (r == 0) neo__prefetch_row(k0, (size_t)4 * d * es);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++)
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) a[c][i] = _mm512_setzero_ps();
+            for (int j = 0; j < d; j += 16) {
+                __m512 x[4] = {_mm512_loadu_ps(q0 + j), _mm512_loadu_ps(q1 + j), _mm512_loadu_ps(q2 + j), _mm512_loadu_ps(q3 + j)};
+                __m512 kv[4] = {neo__ld16(k0, (size_t)j, 0xffff, t), neo__ld16(k1, (size_t)j, 0xffff, t),
+                                neo__ld16(k2, (size_t)j, 0xffff, t), neo__ld16(k3, (size_t)j, 0xffff, t)};
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++)
+#pragma GCC unroll 4
+                    for (int i = 0; i < 4; i++) a[c][i] = _mm512_fmadd_ps(x[i], kv[c], a[c][i]);
+            }
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) _mm_storeu_ps(s + (r + i) * NEO__BLOCK + b, neo__hsum4x16(a[0][i], a[1][i], a[2][i], a[3][i]));
+        }
+    }
+    /* the rest: cells past b4 for every query, and the queries past r4 for the cells before it */
     for (int b = 0; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        int r = 0;
-        neo__prefetch_row(kr, (size_t)d * es);
+        int r = b < b4 ? r4 : 0;
+        if (b >= b4) neo__prefetch_row(kr, (size_t)d * es);
         for (; r + 4 <= nq; r += 4) {
             const float *q0 = q + (size_t)r * d, *q1 = q0 + d, *q2 = q1 + d, *q3 = q2 + d;
             __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -1220,11 +1250,14 @@ NEO_ATTN__PRIVATE neo_status neo__rt_reserve(neo_runtime *rt, size_t per_thread,
     return NEO_OK;
 }
 
-/* Decode splits each head's cells into chunks whose size depends only on the range, so the
-   result does not depend on the thread count. */
-NEO_ATTN__PRIVATE int neo__chunk_size(int len) {
-    int c = NEO__MIN_CHUNK;
-    if (len > NEO__MIN_CHUNK * NEO__MAX_CHUNKS) {
+/* Decode splits each head's cells into chunks. Long chunks are cheaper (each one restarts the
+   prefetch streams and leaves a partial to merge), so they shrink from NEO__MAX_CHUNK only as far
+   as needed to leave NEO__MIN_TASKS tasks for the pool. The size depends on the range and the
+   head count, never on the thread count, so neither does the result. */
+NEO_ATTN__PRIVATE int neo__chunk_size(int len, int n_heads) {
+    int c = NEO__MAX_CHUNK;
+    while (c > NEO__MIN_CHUNK && (double)((len + c - 1) / c) * n_heads < NEO__MIN_TASKS) c /= 2;
+    if (len > c * NEO__MAX_CHUNKS) {
         c = (len + NEO__MAX_CHUNKS - 1) / NEO__MAX_CHUNKS;
         c = (c + NEO__BLOCK - 1) / NEO__BLOCK * NEO__BLOCK;
     }
@@ -1414,7 +1447,7 @@ NEO_ATTN__PRIVATE void neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a)
     J.rt = rt;
     J.group = a->n_head / a->n_head_kv;
     if (a->n_tokens == 1) {
-        J.chunk = neo__chunk_size(a->c1 - a->c0);
+        J.chunk = neo__chunk_size(a->c1 - a->c0, n_heads);
         J.n_chunks = (a->c1 - a->c0 + J.chunk - 1) / J.chunk;
         memset(rt->chunks_done, 0, sizeof(int) * (size_t)n_heads);
         neo__run(rt, n_heads * J.n_chunks, macs, neo__decode_task, &J);
