@@ -91,6 +91,14 @@
    matmuls on the runtime's pool. Tokenizers and samplers belong to the program
    (examples/mini-chat has run.c's).
 
+   FINDING YOUR WAY
+   ----------------
+   The implementation is in banners, each with a grep tag, in dependency order:
+       >>config  >>util  >>status  >>pool (thread pool)  >>cpu (SIMD kernels)  >>attn (CPU
+       flash-attention)  >>dev (host device-ops: CPU runtime and GPU stand-in)  >>runtime
+       >>layer (KV cache, append)  >>orchestration (no split / OFF / ON / AUTO)  >>model
+       (llama2.c decode loop). The GPU kernels are in neo_attn_cuda.cu, behind neo__dev_ops.
+
    neo_attn DOES NOT
    -----------------
    - own or load an engine's weights (the decode loop owns only what it loads itself)
