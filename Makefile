@@ -29,7 +29,7 @@ $(B):
 $(B)/mini-chat: examples/mini-chat/mini_chat.c $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) $(OPT) -I. $< -o $@ $(LDLIBS)
 
-$(B)/bench-cpu: examples/bench/bench_cpu.c $(HDR) | $(B)
+$(B)/bench-cpu: examples/bench/bench_cpu.c examples/bench/bench_util.h $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) -O3 -g -I. $< -o $@ $(LDLIBS)
 
 $(B)/test_%: tests/test_%.c tests/check.h $(HDR) | $(B)
@@ -143,7 +143,7 @@ gpu-check:
 # examples/bench/peers.py (torch SDPA) and plot.py (docs/bench.png) run beside it there.
 BENCH_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-$(B)/bench: examples/bench/bench.c $(HDR) $(B)/neo_attn_cuda.o
+$(B)/bench: examples/bench/bench.c examples/bench/bench_util.h $(HDR) $(B)/neo_attn_cuda.o
 	$(CC) $(CSTD) $(CWARN) -O3 -g -I. -isystem $(CUDA_HOME)/include -DNEO_ATTN_CUDA=1 \
 	  -DNEO_BENCH_COMMIT='"$(BENCH_COMMIT)"' $< $(B)/neo_attn_cuda.o -o $@ -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDA_LIBS) $(LDLIBS)
 

@@ -69,6 +69,7 @@
 
 #define NEO_ATTN_IMPLEMENTATION
 #include "neo_attn.h"
+#include "examples/bench/bench_util.h"
 
 #include <cuda_runtime_api.h>
 
@@ -112,15 +113,6 @@ static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) die("malloc", "out of memory");
     return p;
-}
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y ? 1 : 0;
 }
 static double median(double *v, int n) {
     if (n < 1) return NAN;
@@ -175,27 +167,6 @@ static uint32_t rnd_u32(void) {
 }
 
 /* --- machine description --- */
-
-static void cpu_model(char *buf, size_t cap) {
-    snprintf(buf, cap, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *c = strchr(line, ':');
-            if (!c) break;
-            c++;
-            while (*c == ' ' || *c == '\t') c++;
-            size_t n = strcspn(c, "\r\n");
-            if (n >= cap) n = cap - 1;
-            memcpy(buf, c, n);
-            buf[n] = 0;
-            break;
-        }
-    }
-    fclose(f);
-}
 
 static size_t parse_size(const char *s) {
     char              *end;
