@@ -2075,13 +2075,14 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     g.k = L->k_dev;
     g.v = L->v_dev;
     g.h1 = L->gpu_heads;
-    if ((s = D->record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK || (s = D->wait(S, NEO__STREAM_SIDE, NEO__EV_START)) != NEO_OK ||
-        (s = D->attend(S, &g, NEO__STREAM_SIDE)) != NEO_OK || (s = D->record(S, NEO__EV_GPU, NEO__STREAM_SIDE)) != NEO_OK)
-        return (neo_status)s;
-    /* after the queries, in MAIN's order, so the rows that append sent to the host are there too */
-    if ((s = D->copy2d(S, (char *)rt->h_q + qoff, qrow, (const char *)q + qoff, qrow, qrow - qoff, (size_t)n_tokens,
+    /* The CPU half's queries go down first (after the queries, in MAIN's order, so the rows that
+       append sent to the host are there too), and the device half is enqueued while they travel. */
+    if ((s = D->record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+        (s = D->copy2d(S, (char *)rt->h_q + qoff, qrow, (const char *)q + qoff, qrow, qrow - qoff, (size_t)n_tokens,
                        NEO__STREAM_MAIN)) != NEO_OK ||
-        (s = D->record(S, NEO__EV_QHOST, NEO__STREAM_MAIN)) != NEO_OK || (s = D->event_sync(S, NEO__EV_QHOST)) != NEO_OK)
+        (s = D->record(S, NEO__EV_QHOST, NEO__STREAM_MAIN)) != NEO_OK || (s = D->wait(S, NEO__STREAM_SIDE, NEO__EV_START)) != NEO_OK ||
+        (s = D->attend(S, &g, NEO__STREAM_SIDE)) != NEO_OK || (s = D->record(S, NEO__EV_GPU, NEO__STREAM_SIDE)) != NEO_OK ||
+        (s = D->event_sync(S, NEO__EV_QHOST)) != NEO_OK)
         return (neo_status)s;
     neo__layer_args(L, &c, (const float *)rt->h_q, n_tokens, (float *)rt->h_out, 0);
     c.k = L->k_host;

@@ -630,7 +630,9 @@ template <int D> struct neo__mma_cfg {
     static constexpr int NS = D == 64 ? NEO__CU_MMA_NS64 : NEO__CU_MMA_NS128; /* ring depth of each warp */
     static constexpr int CPR = D / 8;                     /* 16-byte chunks of a row */
     static constexpr int TCH = 16 * CPR;                  /* chunks of one K (or V) warp tile */
-    static constexpr int RS = D + 4;                      /* row stride of the warp-combine buffer */
+    /* row stride of the warp-combine buffer: the acc fragment stores hit 32 banks (bank 2c + the
+       row's dim on the bulk path, 8c + g on the ldmatrix path) */
+    static constexpr int RS = NEO__CU_MMA_TMA ? D + 1 : D + 4;
     static constexpr size_t SMEM = (size_t)W * NS * 2 * TCH * 16; /* 192 KB: one block an SM */
     static_assert(SMEM <= 200 * 1024, "the rings must fit one block an SM");
     static_assert((size_t)W * NEO__MMA_NQ * RS * 4 + NEO__MMA_NQ * D * 4 + NEO__MMA_NQ * NEO__CU_MAX_SPLITS * 4 <= SMEM,
@@ -726,10 +728,6 @@ __global__ void __launch_bounds__(neo__mma_cfg<D>::W * 32, 1) neo__attn_mma(cons
         __syncwarp();
     }
 
-    /* programmatic dependent launch: the previous kernel's writes (q, the cache, this stream's
-       work buffer and counters) are visible only after this */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-
     auto load = [&](int j, int stage) {
         const int    t = warp + j * W, rows = min(16, cb1 - (cb0 + t * 16));
         uint4       *ks = ring + stage * 2 * TCH, *vs = ks + TCH;
@@ -764,8 +762,23 @@ __global__ void __launch_bounds__(neo__mma_cfg<D>::W * 32, 1) neo__attn_mma(cons
             }
         }
     };
-#pragma unroll
-    for (int s = 0; s < NS - 1; s++) {
+    /* Every stage is filled at once, and refilled as soon as the warp is done with it. Under
+       programmatic dependent launch this block may start while the previous kernel on the stream
+       still runs; its writes (q, this stream's work buffer and counters, cells appended just
+       before) are visible only after griddepcontrol.wait. Cells before pos0 are not among them:
+       neo_attn_append wrote them before the append kernel of pos0, which is launched without the
+       programmatic attribute and so starts only after all earlier work is complete, and no kernel
+       after it starts before it completes. So the first tiles below pos0 are requested at once,
+       overlapping the previous kernel's tail, and the rest after the wait. */
+    int pre = 0;
+    for (; pre < NS && pre < nw; pre++) {
+        const int t0 = cb0 + (warp + pre * W) * 16;
+        if (min(t0 + 16, cb1) > p.pos0) break;
+        load(pre, pre);
+        if constexpr (!TMA) neo__cp_async_commit();
+    }
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    for (int s = pre; s < NS; s++) {
         if (s < nw) load(s, s);
         if constexpr (!TMA) neo__cp_async_commit();
     }
@@ -841,13 +854,10 @@ __global__ void __launch_bounds__(neo__mma_cfg<D>::W * 32, 1) neo__attn_mma(cons
                              : "=r"(done)
                              : "r"(b), "r"(par)
                              : "memory");
-            __syncwarp(); /* every lane is done with tile j - 1, whose stage is refilled next */
         } else {
-            neo__cp_async_wait<NS - 2>(); /* this lane's copies of tile j have landed */
-            __syncwarp();                 /* the warp's have, and every lane is done with tile j - 1 */
+            neo__cp_async_wait<NS - 1>(); /* this lane's copies of tile j have landed */
+            __syncwarp();                 /* and the warp's */
         }
-        if (j + NS - 1 < nw) load(j + NS - 1, (j + NS - 1) % NS);
-        if constexpr (!TMA) neo__cp_async_commit();
         const unsigned ks = ring_s + (unsigned)(stage * 2 * TB), vs = ks + TB;
         const int      tile0 = cb0 + (warp + j * W) * 16, nvalid = min(16, cb1 - tile0);
 
@@ -954,6 +964,9 @@ __global__ void __launch_bounds__(neo__mma_cfg<D>::W * 32, 1) neo__attn_mma(cons
                 MT::mma(acc[t], a, bl[0], bl[1]);
             }
         }
+        __syncwarp(); /* every lane is done with the stage: refill it */
+        if (j + NS < nw) load(j + NS, stage);
+        if constexpr (!TMA) neo__cp_async_commit();
     }
     if constexpr (!TMA) neo__cp_async_wait<0>();
 #pragma unroll
@@ -986,54 +999,64 @@ __global__ void __launch_bounds__(neo__mma_cfg<D>::W * 32, 1) neo__attn_mma(cons
         s_wl[warp][2 * c + 1] = l1;
     }
     __syncthreads();
-    if (tid < NEO__MMA_NQ) {
-        float M = -INFINITY, L = 0.0f;
+    if (tid < W * NEO__MMA_NQ) { /* the weight of warp w for query i */
+        const int w = tid / NEO__MMA_NQ, i = tid % NEO__MMA_NQ;
+        float     M = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < W; w++) M = fmaxf(M, s_wm[w][tid]);
-#pragma unroll
-        for (int w = 0; w < W; w++) {
-            const float wt = s_wm[w][tid] == -INFINITY ? 0.0f : expf(s_wm[w][tid] - M);
-            s_ww[w][tid] = wt;
-            L = fmaf(wt, s_wl[w][tid], L);
-        }
-        s_m[tid] = M;
-        s_l[tid] = L;
+        for (int u = 0; u < W; u++) M = fmaxf(M, s_wm[u][i]);
+        s_ww[w][i] = s_wm[w][i] == -INFINITY ? 0.0f : expf(s_wm[w][i] - M);
+        if (w == 0) s_m[i] = M;
     }
     __syncthreads();
-    const size_t part0 = (size_t)unit * S * NEO__MMA_NQ; /* (unit, split 0, query 0) */
-    for (int f = tid; f < nqb * NC; f += NT) {
-        const int i = f / NC, col = 4 * (f % NC);
-        float4    a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (tid < NEO__MMA_NQ) {
+        float L = 0.0f;
 #pragma unroll
-        for (int w = 0; w < W; w++) {
-            const float  wt = s_ww[w][i];
-            const float4 v = *reinterpret_cast<const float4 *>(red + (w * NEO__MMA_NQ + i) * RS + col);
-            a.x = fmaf(wt, v.x, a.x);
-            a.y = fmaf(wt, v.y, a.y);
-            a.z = fmaf(wt, v.z, a.z);
-            a.w = fmaf(wt, v.w, a.w);
-        }
-        if (S > 1) __stcg(reinterpret_cast<float4 *>(p.work + (part0 + (size_t)split * NEO__MMA_NQ + i) * D + col), a);
-        else *reinterpret_cast<float4 *>(pbuf + i * D + col) = a;
+        for (int w = 0; w < W; w++) L = fmaf(s_ww[w][tid], s_wl[w][tid], L);
+        s_l[tid] = L;
+    }
+    const size_t part0 = (size_t)unit * S * NEO__MMA_NQ; /* (unit, split 0, query 0) */
+    for (int f = tid; f < nqb * D; f += NT) {
+        const int i = f / D, col = f % D;
+        float     a = 0.0f;
+#pragma unroll
+        for (int w = 0; w < W; w++) a = fmaf(s_ww[w][i], red[(w * NEO__MMA_NQ + i) * RS + col], a);
+        if (S > 1) __stcg(p.work + (part0 + (size_t)split * NEO__MMA_NQ + i) * D + col, a);
+        else pbuf[i * D + col] = a;
     }
     if (S > 1) {
-        if (tid < nqb)
+        if (tid < nqb) /* s_l[tid] is this thread's */
             __stcg(reinterpret_cast<float2 *>(p.work_ml + (part0 + (size_t)split * NEO__MMA_NQ + tid) * 2), make_float2(s_m[tid], s_l[tid]));
-        __threadfence(); /* the partial is visible before this block is counted */
+        /* one release by one thread after the barrier publishes the whole block's partial (it is
+           cumulative), and its acquire makes the other blocks' partials visible to the last one */
         __syncthreads();
         if (tid == 0) {
-            const unsigned prev = atomicAdd(p.cnt + unit, 1u);
+            unsigned prev;
+            asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(p.cnt + unit) : "memory");
             s_last = prev == (unsigned)(S - 1);
-            if (s_last) atomicExch(p.cnt + unit, 0u); /* every block of this launch has counted */
+            if (s_last) p.cnt[unit] = 0u; /* every block of this launch has counted; the next launch is ordered after this one */
         }
         __syncthreads();
         if (!s_last) return;
-        __threadfence();
+    } else {
+        __syncthreads(); /* s_l and pbuf are read below */
     }
 
     /* merge (as neo__attn_merge): weights w_s = e^(m_s - M) over the previous state and the
-       splits, M their max (and the sink's logit when finishing with sinks), fixed order. The
-       first PF partials of the thread's first column are loaded before the weights are known. */
+       splits, M their max (and the sink's logit when finishing with sinks), fixed order. Every
+       read of the partials is issued before any is needed: the (m, l) of the warp's query into
+       registers (SPL a lane), and the first PF partials of the thread's first column. */
+    constexpr int SPL = NEO__CU_MAX_SPLITS / 32;
+    float2        ml[SPL];
+    auto load_ml = [&](int i) {
+#pragma unroll
+        for (int u = 0; u < SPL; u++) {
+            const int s = lane + 32 * u;
+            ml[u] = s >= S  ? make_float2(-INFINITY, 0.0f)
+                    : S > 1 ? __ldcg(reinterpret_cast<const float2 *>(p.work_ml + (part0 + (size_t)s * NEO__MMA_NQ + i) * 2))
+                            : make_float2(s_m[i], s_l[i]);
+        }
+    };
+    if (warp < nqb) load_ml(warp);
     constexpr int PF = 16;
     float4        pf[PF];
     {
@@ -1046,10 +1069,12 @@ __global__ void __launch_bounds__(neo__mma_cfg<D>::W * 32, 1) neo__attn_mma(cons
     }
     const bool fin = p.out != NULL, sink = fin && p.sinks;
     for (int i = warp; i < nqb; i += W) {
+        if (i != warp) load_ml(i);
         const int r = r0 + i, hq = gh * p.G + r % p.G;
         float    *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
         float     M = -INFINITY, mprev = -INFINITY, lprev = 0.0f;
-        for (int s = lane; s < S; s += 32) M = fmaxf(M, S > 1 ? __ldcg(p.work_ml + (part0 + (size_t)s * NEO__MMA_NQ + i) * 2) : s_m[i]);
+#pragma unroll
+        for (int u = 0; u < SPL; u++) M = fmaxf(M, ml[u].x);
         if (p.accumulate) {
             mprev = stp[0];
             lprev = stp[1];
@@ -1057,16 +1082,14 @@ __global__ void __launch_bounds__(neo__mma_cfg<D>::W * 32, 1) neo__attn_mma(cons
         M = neo__warp_max(fmaxf(M, mprev));
         const float sv = sink ? p.sinks[hq] : 0.0f, Mf = sink ? fmaxf(M, sv) : M;
         float       L = 0.0f;
-        for (int s = lane; s < S; s += 32) {
-            float m = s_m[i], l = s_l[i];
-            if (S > 1) {
-                const float2 ml = __ldcg(reinterpret_cast<const float2 *>(p.work_ml + (part0 + (size_t)s * NEO__MMA_NQ + i) * 2));
-                m = ml.x;
-                l = ml.y;
+#pragma unroll
+        for (int u = 0; u < SPL; u++) {
+            const int s = lane + 32 * u;
+            if (s < S) {
+                const float w = ml[u].x == -INFINITY ? 0.0f : expf(ml[u].x - Mf);
+                s_w[i * NEO__CU_MAX_SPLITS + s] = w;
+                L = fmaf(w, ml[u].y, L);
             }
-            const float w = m == -INFINITY ? 0.0f : expf(m - Mf);
-            s_w[i * NEO__CU_MAX_SPLITS + s] = w;
-            L = fmaf(w, l, L);
         }
         L = neo__warp_sum(L);
         const float wprev = mprev == -INFINITY ? 0.0f : expf(mprev - Mf);
@@ -1491,8 +1514,10 @@ static int neo__cu_copy2d(void *state, void *dst, size_t dst_pitch, const void *
     if (!width || !rows) return NEO_OK;
     if (!dst || !src || dst_pitch < width || src_pitch < width) return NEO_ERR_INVALID_ARG;
     if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    return cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, s) == cudaSuccess ? NEO_OK
-                                                                                                              : NEO_ERR_DEVICE;
+    /* one row (a decode step's queries or outputs): the plain copy costs the host less */
+    const cudaError_t e = rows == 1 ? cudaMemcpyAsync(dst, src, width, cudaMemcpyDefault, s)
+                                    : cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, s);
+    return e == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
 }
 static int neo__cu_record(void *state, int event, int stream) {
     int          ok;

@@ -7,6 +7,7 @@
        ./build/test_cuda_ops --quick    small shapes only (for compute-sanitizer)
        ./build/test_cuda_ops --time     decode attention timings (32 q / 8 kv heads, d 128, f16, and others)
        ./build/test_cuda_ops --time-short   32 q / 8 kv heads, f16, ctx 4k / 32k / 128k; 14/2 d64 4k; 64/8 32k
+       ./build/test_cuda_ops --time-ctx 64,4096,131072   32 q / 8 kv heads, d 128, f16 at those contexts
        NEO_CUDA_MMA=0 / NEO_CUDA_MAX_SPLITS=N (read by the CUDA runtime at init) compare kernels and splits
 
    Attention: ||out - ref|| / ||ref|| < 1e-4 against a float64 evaluation of the formula in
@@ -980,7 +981,8 @@ static void time_decode(cudaStream_t stream, int n_head, int n_head_kv, int d, i
     free(kv), free(h), free(q);
 }
 
-static void run_timing(cudaStream_t stream, int short_list) {
+/* ctx_list: "a,b,.." contexts for 32 q / 8 kv heads, d 128, f16 only (NULL: the fixed lists) */
+static void run_timing(cudaStream_t stream, int short_list, const char *ctx_list) {
     /* the copy ceiling: a device-to-device copy of 2 GB, bytes read + written */
     const size_t n = (size_t)2 << 30;
     void *a = dalloc(n), *b = dalloc(n);
@@ -1006,6 +1008,21 @@ static void run_timing(cudaStream_t stream, int short_list) {
            "GB/s and x HBM from b2b; host: us of the host per attend call (enqueue)\n");
     printf("| shape            |     ctx |  KV bytes | med (us) | mean(us) | b2b (us) |    GB/s | x HBM |  host | KV sets |\n");
     printf("|------------------|---------|-----------|----------|----------|----------|---------|-------|-------|---------|\n");
+    if (ctx_list) {
+        for (const char *c = ctx_list; *c;) {
+            char *end;
+            long  ctx = strtol(c, &end, 10);
+            if (end == c || ctx < 1 || ctx > (1L << 24)) {
+                fprintf(stderr, "test_cuda_ops: bad context list '%s'\n", ctx_list);
+                exit(2);
+            }
+            time_decode(stream, 32, 8, 128, (int)ctx, NEO_TYPE_F16, hbm);
+            c = *end == ',' ? end + 1 : end;
+        }
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        return;
+    }
     const int ctxs[] = {4096, 32768, 131072};
     for (int i = 0; i < 3; i++) time_decode(stream, 32, 8, 128, ctxs[i], NEO_TYPE_F16, hbm);
     time_decode(stream, 14, 2, 64, 4096, NEO_TYPE_F16, hbm);
@@ -1023,11 +1040,13 @@ static void run_timing(cudaStream_t stream, int short_list) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, timing = 0, short_list = 0;
+    int         quick = 0, timing = 0, short_list = 0;
+    const char *ctx_list = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--time")) timing = 1;
         else if (!strcmp(argv[i], "--time-short")) timing = short_list = 1;
+        else if (!strcmp(argv[i], "--time-ctx") && i + 1 < argc) timing = 1, ctx_list = argv[++i];
     }
     const char *seed = getenv("NEO_TEST_SEED");
     if (seed) rng_s = strtoull(seed, NULL, 10);
@@ -1058,7 +1077,7 @@ int main(int argc, char **argv) {
     CHECK(s == NEO_OK, "init gave %d", s);
     if (s != NEO_OK) return 1;
     if (timing) {
-        run_timing(stream, short_list);
+        run_timing(stream, short_list, ctx_list);
         OPS.release(ST);
         cudaStreamDestroy(stream);
         return 0;

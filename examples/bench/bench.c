@@ -40,9 +40,10 @@
            on        max(GPU half / HBM, host half / DRAM read)
            off       host half / pinned H2D + GPU half / HBM (the stream-back waits for the GPU half)
            auto      the smaller of the two
-         Notes: on rows give join = time - max(gpu row, cpu row x host share), the orchestration's
-         cost beyond the slower half (estimated from the rows of the same shape and context); off
-         rows give the rate the host bytes moved at once the GPU half's time is taken out.
+         Notes: on rows time each half alone on the same layers (the device heads' attention on
+         the engine stream; the host heads' CPU attention from host q, through library internals)
+         and give join = time - max(the two), the orchestration's cost beyond the slower half;
+         off rows give the rate the host bytes moved at once the GPU half's time is taken out.
    e2e   The decode loop: neo_model from a synthetic llama2.c checkpoint built in memory with
          random weights of Qwen2.5-0.5B shapes (dim 896, hidden 4864, 24 layers, 14 heads, 2 kv
          heads, vocab 32000, f32 weights as llama2.c stores them), a session with f16 KV, 4096
@@ -619,8 +620,53 @@ static neo_runtime *rt_gpu, *rt_cpu;
 static cudaStream_t stream;
 static size_t       llc;
 
-/* per (shape, ctx): the gpu and cpu rows' times, for the notes of the split rows */
-static double last_gpu_us, last_cpu_us;
+/* Each half of split layers alone, on the same layers as the ON row (library internals: the
+   public API runs only both): the device heads' attention on the engine stream (events around
+   batches), and the host heads' CPU attention from host q (wall clock). Medians, seconds per call. */
+static void time_halves(neo_layer **L, int n, double *gpu_s, double *cpu_s) {
+    neo_runtime   *rt = L[0]->rt;
+    neo__attn_args a;
+    cudaEvent_t    e0, e1;
+    double         tg[32], tc[32];
+    int            per = n < 8 ? 8 : n, reps = 0, next = 0;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    double t_end = now_s() + opt.seconds * 0.5;
+    while (reps < 32 && (reps < 5 || (now_s() < t_end && reps < 20))) {
+        float ms;
+        CU(cudaEventRecord(e0, stream));
+        for (int i = 0; i < per; i++) {
+            neo_layer *l = L[next++ % n];
+            neo__layer_args(l, &a, dq, 1, dout, 1);
+            a.k = l->k_dev;
+            a.v = l->v_dev;
+            a.h1 = l->gpu_heads;
+            check((neo_status)rt->dev.attend(rt->dev_state, &a, NEO__STREAM_MAIN), "device half");
+        }
+        CU(cudaEventRecord(e1, stream));
+        CU(cudaEventSynchronize(e1));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        tg[reps] = ms * 1e-3 / per;
+        double w0 = now_s();
+        for (int i = 0; i < per; i++) {
+            neo_layer *l = L[next++ % n];
+            neo__layer_args(l, &a, hq, 1, hout, 0);
+            a.k = l->k_host;
+            a.v = l->v_host;
+            a.kv_h0 = a.h0 = l->gpu_heads;
+            a.h1 = l->n_head_kv;
+            neo__cpu_attend(rt, &a);
+        }
+        tc[reps++] = (now_s() - w0) / per;
+    }
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    *gpu_s = median(tg, reps);
+    *cpu_s = median(tc, reps);
+}
+
+/* per (shape, ctx): the gpu row's time, for the notes of the OFF rows */
+static double last_gpu_us;
 
 static void attn_row(const shape *s, long ctx, const mode *m) {
     size_t kv = kv_layer_bytes(s, ctx);
@@ -685,16 +731,18 @@ static void attn_row(const shape *s, long ctx, const mode *m) {
     size_t cap = sizeof r.note;
     int   k = snprintf(nt, cap, "fill %.2fs", t_fill);
     if (split && m->pipe == NEO_PIPELINE_ON) {
-        double halves = last_gpu_us > last_cpu_us * hh / s->n_kv ? last_gpu_us : last_cpu_us * hh / s->n_kv;
-        k += snprintf(nt + k, cap - (size_t)k, "; join~%.1fus; overlapped %lld/%d", r.us - halves, ov, calls);
+        double gh, ch;
+        time_halves(L, n, &gh, &ch);
+        gh *= 1e6, ch *= 1e6;
+        k += snprintf(nt + k, cap - (size_t)k, "; halves alone: GPU %.1fus, CPU %.1fus; join %.1fus; overlapped %lld/%d", gh, ch,
+                      r.us - (gh > ch ? gh : ch), ov, calls);
     } else if (split && m->pipe == NEO_PIPELINE_OFF) {
         double t_host = r.us - last_gpu_us * g / s->n_kv;
         if (t_host > 0) k += snprintf(nt + k, cap - (size_t)k, "; host bytes at ~%.1f GB/s", hb / (t_host * 1e-6) * 1e-9);
     } else if (split) {
         k += snprintf(nt + k, cap - (size_t)k, "; ran ON in %lld of %d calls, OFF in the rest", ov, calls);
     }
-    if (m->cpu) last_cpu_us = r.us;
-    else if (!split) last_gpu_us = r.us;
+    if (!m->cpu && !split) last_gpu_us = r.us;
     emit(&r);
 
     if (!m->cpu && !split) { /* the same calls from a CUDA graph */
@@ -729,7 +777,7 @@ static void run_attn(void) {
             long ctx = ctxs[ci];
             mode m;
             memset(&m, 0, sizeof m);
-            last_gpu_us = last_cpu_us = NAN;
+            last_gpu_us = NAN;
             snprintf(m.name, sizeof m.name, "gpu");
             attn_row(s, ctx, &m);
             if (ctx > 131072) continue; /* 512k: GPU only */
