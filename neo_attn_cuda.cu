@@ -14,10 +14,13 @@
 
    KERNELS (launch geometry)
    -------------------------
-   neo__attn_mma<T, D>       f16 / bf16 K and V, head_dim == head_dim_v == D in {64, 128, 256},
+   neo__attn_mma<T, D, BPS>  f16 / bf16 K and V, head_dim == head_dim_v == D in {64, 128, 256},
                              16-byte aligned K, V and q: the attention path for those (see its
-                             comment). grid (H * ceil(nq / 8), S), 12 warps (4 for D = 256), one
-                             block an SM (192 KB of rings). Tensor cores (mma.m16n8k16, f32
+                             comment). grid (H * ceil(nq / 8), S). Two block shapes: wide, 12
+                             warps (4 for D = 256), one block an SM (192 KB of rings); narrow
+                             (D = 128 only), 5 warps, two blocks an SM (80 KB each), for 64k+
+                             cells a KV head; NEO_CUDA_MMA_BLOCKS=1 or 2 at init forces one for
+                             D = 128 (comparison). Tensor cores (mma.m16n8k16, f32
                              accumulators, q and the weights split into 16-bit parts so that the
                              result keeps float32 accuracy); each warp streams its own 16-cell K
                              and V tiles with bulk copies (cp.async.bulk + mbarrier); every K/V row
@@ -57,9 +60,9 @@
 
    DETERMINISM
    -----------
-   The split count depends only on the shape, the SM count and the kernel's occupancy, and every
-   sum (dot products, partial reductions, the merge) runs in a fixed order, so the same inputs on
-   the same GPU give bitwise the same outputs. In neo__attn_mma the block that merges is whichever
+   The split count and the block shape depend only on the shape, the SM count and the kernels'
+   occupancy, and every sum (dot products, partial reductions, the merge) runs in a fixed order,
+   so the same inputs on the same GPU give bitwise the same outputs. In neo__attn_mma the block that merges is whichever
    arrives last, but it reads every partial from memory in split order, so the result does not
    depend on which one it is. Each stream has its own partial buffer and counters, so attends on
    MAIN and SIDE may run at once.
@@ -606,35 +609,41 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
    every part goes through the tensor cores, so the products keep about float32 accuracy; q is first scaled by a power of two per query (undone
    exactly in the score scale) so that its high part uses the f16 range well. */
 #define NEO__MMA_NQ 8
-/* Measured on the H200 (32/8/128 f16 at 128k, b2b): 12 warps with 2-deep rings 139 us, 8 warps
-   with 3-deep rings 141-145 us, 4 warps with 6-deep rings 205 us, 2 blocks of 4 warps with
-   3-deep rings 170 us: the kernel is bound by how fast warps consume tiles, not by bytes in
-   flight (a bare read of the same tiles through the same rings runs at 4.3 TB/s). */
-#ifndef NEO__CU_MMA_W
-#define NEO__CU_MMA_W 12 /* warps a block (head_dim 64 and 128) */
-#endif
+/* Two shapes of block (H200, back-to-back calls): one block an SM of 12 warps with 2-deep rings
+   (192 KB), and for head_dim 128 also two blocks an SM of 5 warps (80 KB each). 32/8/128 f16:
+   wide 11.4 us at 4k, 42.1 at 32k, 138 at 128k, 523 at 512k; narrow 12.7, 41.8, 129 (0.98 of
+   the copy rate), 477 (1.07): every SM busy (264 blocks instead of 128) and one block's
+   epilogue under the other's loads. 64/8/128 at 32k: wide 43.5, narrow 45.7. 14/2/64 is faster
+   wide at every context (4k 8.7 / 10.8, 128k 32.3 / 37.3). 6 or 8 warps, and 4 warps with 2- or
+   3-deep rings, ran at 0.76-0.85 at 128k. So the narrow block is for head_dim 128 from 64k cells
+   a KV head. */
 #ifndef NEO__CU_MMA_NS64
 #define NEO__CU_MMA_NS64 4 /* ring depth of each warp, head_dim 64 */
 #endif
 #ifndef NEO__CU_MMA_NS128
-#define NEO__CU_MMA_NS128 2 /* head_dim 128 (head_dim 256: 3, with 4 warps) */
+#define NEO__CU_MMA_NS128 2 /* head_dim 128 (head_dim 256: 3, with 4 warps, one block an SM) */
 #endif
 #ifndef NEO__CU_MMA_MIN_TILES
 #define NEO__CU_MMA_MIN_TILES 1 /* 16-cell tiles a warp at least, per split */
 #endif
+#ifndef NEO__CU_MMA_NARROW_CELLS
+#define NEO__CU_MMA_NARROW_CELLS 65536 /* cells a KV head from which head_dim 128 takes the narrow block */
+#endif
 #ifndef NEO__CU_MMA_TMA
 #define NEO__CU_MMA_TMA 1 /* 0: cp.async into swizzled rows and ldmatrix instead of bulk copies into plain rows */
 #endif
-template <int D> struct neo__mma_cfg {
-    static constexpr int W = D == 256 ? 4 : NEO__CU_MMA_W;                   /* warps a block */
-    static constexpr int NS = D == 64 ? NEO__CU_MMA_NS64 : NEO__CU_MMA_NS128; /* ring depth of each warp */
+/* BPS: blocks an SM, 1 (wide) or 2 (narrow, head_dim 128 only) */
+template <int D, int BPS> struct neo__mma_cfg {
+    static_assert(BPS == 1 || (BPS == 2 && D == 128), "block shapes");
+    static constexpr int W = D == 256 ? 4 : BPS == 1 ? 12 : 5;                 /* warps a block */
+    static constexpr int NS = D == 64 ? NEO__CU_MMA_NS64 : D == 128 ? NEO__CU_MMA_NS128 : 3; /* ring depth of each warp */
     static constexpr int CPR = D / 8;                     /* 16-byte chunks of a row */
     static constexpr int TCH = 16 * CPR;                  /* chunks of one K (or V) warp tile */
     /* row stride of the warp-combine buffer: the acc fragment stores hit 32 banks (bank 2c + the
        row's dim on the bulk path, 8c + g on the ldmatrix path) */
     static constexpr int RS = NEO__CU_MMA_TMA ? D + 1 : D + 4;
-    static constexpr size_t SMEM = (size_t)W * NS * 2 * TCH * 16; /* 192 KB: one block an SM */
-    static_assert(SMEM <= 200 * 1024, "the rings must fit one block an SM");
+    static constexpr size_t SMEM = (size_t)W * NS * 2 * TCH * 16; /* the rings: 192 KB wide, 80 KB narrow */
+    static_assert(SMEM * BPS <= 200 * 1024, "the rings of BPS blocks must fit an SM");
     static_assert((size_t)W * NEO__MMA_NQ * RS * 4 + NEO__MMA_NQ * D * 4 + NEO__MMA_NQ * NEO__CU_MAX_SPLITS * 4 <= SMEM,
                   "epilogue buffers must fit in the rings");
 };
@@ -692,9 +701,9 @@ __device__ __forceinline__ uint32_t neo__movt(uint32_t x) {
    its partial, and the last of the S blocks of the query tile to arrive (a counter per tile,
    reset by that block) merges the S partials in split order and finishes: so the result does
    not depend on which block came last. */
-template <typename T, int D>
-__global__ void __launch_bounds__(neo__mma_cfg<D>::W * 32, 1) neo__attn_mma(const neo__cu_attn p) {
-    typedef neo__mma_cfg<D> C;
+template <typename T, int D, int BPS>
+__global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma(const neo__cu_attn p) {
+    typedef neo__mma_cfg<D, BPS> C;
     typedef neo__mmt<T>     MT;
     constexpr int W = C::W, NS = C::NS, CPR = C::CPR, TCH = C::TCH, KS = D / 16, RS = C::RS, NT = W * 32, NC = D / 4;
     constexpr int TB = TCH * 16; /* bytes of one K (or V) warp tile */
@@ -1383,11 +1392,12 @@ typedef struct neo__cuda {
     size_t       work_bytes[NEO__CU_STREAMS];
     int          occ_fast[3][3][4];      /* resident blocks per SM [type][64/128/256][NQ 1/2/4/8]; 0 = not asked */
     int          occ_gen[3][3];          /* [type][NQ 1/2/4] */
-    int          occ_mma[2][3];          /* the tensor-core kernel [f16/bf16][64/128/256] */
+    int          occ_mma[2][3][2];       /* the tensor-core kernel [f16/bf16][64/128/256][wide/narrow (128 only)] */
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
     int          no_mma;                 /* NEO_CUDA_MMA=0: the CUDA-core kernels and the merge kernel */
     int          max_splits;             /* NEO_CUDA_MAX_SPLITS=N (N >= 1): at most N splits a query tile */
+    int          block_shape;            /* NEO_CUDA_MMA_BLOCKS=1 or 2: always the wide or the narrow block (head_dim 128) */
 } neo__cuda;
 
 static int neo__cu_err(cudaError_t e) {
@@ -1456,6 +1466,8 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
         st->no_mma = e && e[0] == '0';
         e = getenv("NEO_CUDA_MAX_SPLITS");
         st->max_splits = e ? atoi(e) : 0;
+        e = getenv("NEO_CUDA_MMA_BLOCKS");
+        st->block_shape = e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
     }
     *state = st;
     return NEO_OK;
@@ -1603,13 +1615,13 @@ static const void *neo__gen_kernel(int type, int nqc) {
 }
 
 /* Resident blocks per SM of fn, asked once (raising the dynamic shared memory limit first). */
-static int neo__cu_occupancy(int *cache, const void *fn, size_t smem) {
+static int neo__cu_occupancy(int *cache, const void *fn, int threads, size_t smem) {
     if (*cache > 0) return NEO_OK;
     int n = 0;
     /* dynamic plus static shared memory past 48 KB needs the opt-in */
     if (smem && cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return NEO_ERR_DEVICE;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, NEO__CU_THREADS, smem) != cudaSuccess) return NEO_ERR_DEVICE;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, threads, smem) != cudaSuccess) return NEO_ERR_DEVICE;
     *cache = n > 0 ? n : 1;
     return NEO_OK;
 }
@@ -1656,28 +1668,29 @@ static int neo__cu_counters(neo__cuda *st, int stream, size_t n) {
     return NEO_OK;
 }
 
-template <int D> static const void *neo__mma_fn(int type) {
-    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D> : (const void *)neo__attn_mma<__nv_bfloat16, D>;
+template <int D, int BPS> static const void *neo__mma_fn(int type) {
+    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D, BPS> : (const void *)neo__attn_mma<__nv_bfloat16, D, BPS>;
 }
 
 /* The tensor-core path: one launch that also merges and finishes. */
 static int neo__cu_attend_mma(neo__cuda *st, const neo__attn_args *a, int stream, cudaStream_t s, int dc, int nq, int G,
                               int H, int c1, int ncells) {
-    const int    D = a->head_dim;
-    const int    W = dc == 0 ? neo__mma_cfg<64>::W : dc == 1 ? neo__mma_cfg<128>::W : neo__mma_cfg<256>::W;
-    const void  *fn = dc == 0 ? neo__mma_fn<64>(a->kv_type) : dc == 1 ? neo__mma_fn<128>(a->kv_type) : neo__mma_fn<256>(a->kv_type);
-    const size_t smem = dc == 0 ? neo__mma_cfg<64>::SMEM : dc == 1 ? neo__mma_cfg<128>::SMEM : neo__mma_cfg<256>::SMEM;
-    int         *occ = &st->occ_mma[a->kv_type == NEO_TYPE_F16 ? 0 : 1][dc];
-    int          rc;
-    if (*occ <= 0) {
-        int n = 0;
-        if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) return NEO_ERR_DEVICE;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, W * 32, smem) != cudaSuccess) return NEO_ERR_DEVICE;
-        *occ = n > 0 ? n : 1;
-    }
-    const int       QT = (nq + NEO__MMA_NQ - 1) / NEO__MMA_NQ;
+    const int    D = a->head_dim, ti = a->kv_type == NEO_TYPE_F16 ? 0 : 1;
+    const int    QT = (nq + NEO__MMA_NQ - 1) / NEO__MMA_NQ;
     const long long units = (long long)H * QT;
     if (units > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
+    const int    narrow = dc == 1 && (st->block_shape ? st->block_shape == 2 : ncells >= NEO__CU_MMA_NARROW_CELLS);
+    const int    W = dc == 0   ? neo__mma_cfg<64, 1>::W
+                     : dc == 2 ? neo__mma_cfg<256, 1>::W
+                               : (narrow ? neo__mma_cfg<128, 2>::W : neo__mma_cfg<128, 1>::W);
+    const void  *fn = dc == 0   ? neo__mma_fn<64, 1>(a->kv_type)
+                      : dc == 2 ? neo__mma_fn<256, 1>(a->kv_type)
+                                : (narrow ? neo__mma_fn<128, 2>(a->kv_type) : neo__mma_fn<128, 1>(a->kv_type));
+    const size_t smem = dc == 0   ? neo__mma_cfg<64, 1>::SMEM
+                        : dc == 2 ? neo__mma_cfg<256, 1>::SMEM
+                                  : (narrow ? neo__mma_cfg<128, 2>::SMEM : neo__mma_cfg<128, 1>::SMEM);
+    int         *occ = &st->occ_mma[ti][dc][narrow], rc;
+    if ((rc = neo__cu_occupancy(occ, fn, W * 32, smem)) != NEO_OK) return rc;
     /* Splits: one wave of blocks over every SM, at least NEO__CU_MMA_MIN_TILES 16-cell tiles a
        warp, a bounded partial buffer (and the merge's 256 weights). */
     long long    S = ((long long)st->n_sm * *occ) / units;
@@ -1792,7 +1805,7 @@ static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
         fn = neo__gen_kernel(a->kv_type, nqc);
         occ = &st->occ_gen[a->kv_type][nqc];
     }
-    int rc = neo__cu_occupancy(occ, fn, smem);
+    int rc = neo__cu_occupancy(occ, fn, NEO__CU_THREADS, smem);
     if (rc != NEO_OK) return rc;
     const int QT = (nq + NQ - 1) / NQ;
 

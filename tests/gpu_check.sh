@@ -32,6 +32,11 @@ fi
 # --- 2. kernels and the API suite ---
 if ./$B/test_cuda_ops >"$OUT/test_cuda_ops.log" 2>&1; then r=PASS; else r=FAIL; fi
 row "kernels vs float64 (test_cuda_ops)" $r "$(tail -n 1 "$OUT/test_cuda_ops.log")"
+# the tensor-core kernel's two block shapes, each forced for every case
+for b in 1 2; do
+    if NEO_CUDA_MMA_BLOCKS=$b ./$B/test_cuda_ops >"$OUT/test_cuda_ops_b$b.log" 2>&1; then r=PASS; else r=FAIL; fi
+    row "  the same, NEO_CUDA_MMA_BLOCKS=$b" $r "$(tail -n 1 "$OUT/test_cuda_ops_b$b.log")"
+done
 if NEO_MODEL_DIR=$DIR ./$B/cuda/test_ref >"$OUT/test_ref.log" 2>&1 &&
    NEO_TEST_CUDA_THREADS=1 NEO_TEST_ONLY_SPLIT=4 ./$B/cuda/test_ref >"$OUT/test_ref_split.log" 2>&1; then r=PASS; else r=FAIL; fi
 row "API suite on the GPU (test_ref)" $r "$(grep 'cuda ' "$OUT/test_ref.log" | sed 's/test_ref: *//')"

@@ -8,7 +8,8 @@
        ./build/test_cuda_ops --time     decode attention timings (32 q / 8 kv heads, d 128, f16, and others)
        ./build/test_cuda_ops --time-short   32 q / 8 kv heads, f16, ctx 4k / 32k / 128k; 14/2 d64 4k; 64/8 32k
        ./build/test_cuda_ops --time-ctx 64,4096,131072   32 q / 8 kv heads, d 128, f16 at those contexts
-       NEO_CUDA_MMA=0 / NEO_CUDA_MAX_SPLITS=N (read by the CUDA runtime at init) compare kernels and splits
+       NEO_CUDA_MMA=0 / NEO_CUDA_MAX_SPLITS=N / NEO_CUDA_MMA_BLOCKS=1 or 2 (read by the CUDA runtime at init)
+       compare kernels, splits and the tensor-core kernel's wide and narrow blocks
 
    Attention: ||out - ref|| / ||ref|| < 1e-4 against a float64 evaluation of the formula in
    API.md on the stored (rounded) K/V, with outputs poisoned (NaN) before every call, the heads
