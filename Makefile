@@ -141,7 +141,7 @@ gpu-check:
 # bench-gpu builds build/bench: ceilings, attention rows, the decode loop and the capacity row in
 # one program, for the lent GPU machine (build/bench --quick | --csv FILE; see examples/bench/bench.c).
 # examples/bench/peers.py (torch SDPA) and plot.py (docs/bench.png) run beside it there.
-BENCH_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+BENCH_COMMIT ?= $(shell git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
 
 $(B)/bench: examples/bench/bench.c examples/bench/bench_util.h $(HDR) $(B)/neo_attn_cuda.o
 	$(CC) $(CSTD) $(CWARN) -O3 -g -I. -isystem $(CUDA_HOME)/include -DNEO_ATTN_CUDA=1 \
