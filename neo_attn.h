@@ -830,7 +830,7 @@ NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v,
 #ifndef NEO__PREFETCH
 #define NEO__PREFETCH 4096
 #endif
-static inline void neo__prefetch_row(const char *row, size_t bytes) {
+static inline __attribute__((always_inline)) void neo__prefetch_row(const char *row, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + NEO__PREFETCH + o, _MM_HINT_T0);
 }
 
@@ -995,70 +995,67 @@ NEO__AVX512 static inline __m128 neo__hsum4x16(__m512 a0, __m512 a1, __m512 a2, 
 #undef NEO__HALF
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
-NEO__AVX512 static inline void neo__scores_avx512_t(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
-    size_t es = neo__type_size(t);
-    int    dm = d & ~15; /* full 16-lane chunks take plain loads, which fold into the FMAs */
-    int    b4 = dm == d ? nk & ~3 : 0, r4 = nq & ~3;
-    /* 4 cells x 4 queries in 16 accumulators: every q and K load feeds four FMAs. Each dot
-       product still sums its lanes in the same order, so the result is the same to the bit. */
-    for (int r = 0; r < r4 && b4; r += 4) {
-        const float *q0 = q + (size_t)r * d, *q1 = q0 + d, *q2 = q1 + d, *q3 = q2 + d;
-        for (int b = 0; b < b4; b += 4) {
-            const char *k0 = (const char *)k + (size_t)b * d * es, *k1 = k0 + d * es, *k2 = k1 + d * es, *k3 = k2 + d * es;
-            __m512      a[4][4];
-            if (r == 0) neo__prefetch_row(k0, (size_t)4 * d * es);
+/* Scores of one tile of NQT (1..4) queries: 4 cells at a time in up to 16 accumulators (every
+   q and K load feeds NQT or four FMAs), then single cells. Every dot product sums its 16-lane
+   chunks in order and its lanes with neo__hsum4x16, whatever the tile and the cell, so a score
+   does not depend on which tile or path computed it. */
+NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_avx512(float *s, const float *q, const void *k,
+                                                                                        neo_type t, int NQT, int nk, int d, int first) {
+    size_t       es = neo__type_size(t);
+    int          dm = d & ~15; /* full 16-lane chunks take plain loads, which fold into the FMAs */
+    int          b4 = dm == d ? nk & ~3 : 0;
+    const float *qr[4];
+    for (int i = 0; i < 4; i++) qr[i] = q + (size_t)(i < NQT ? i : 0) * d;
+    for (int b = 0; b < b4; b += 4) {
+        const char *k0 = (const char *)k + (size_t)b * d * es, *k1 = k0 + d * es, *k2 = k1 + d * es, *k3 = k2 + d * es;
+        __m512      a[4][4];
+        if (first) neo__prefetch_row(k0, (size_t)4 * d * es);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++)
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) a[c][i] = _mm512_setzero_ps();
+        for (int j = 0; j < d; j += 16) {
+            __m512 x[4];
+            /* each q vector feeds four FMAs: kept in a register (GCC would fold its load into each) */
+#pragma GCC unroll 4
+            for (int i = 0; i < NQT; i++) {
+                x[i] = _mm512_loadu_ps(qr[i] + j);
+                __asm__("" : "+v"(x[i]));
+            }
+            __m512 kv[4] = {neo__ld16(k0, (size_t)j, 0xffff, t), neo__ld16(k1, (size_t)j, 0xffff, t),
+                            neo__ld16(k2, (size_t)j, 0xffff, t), neo__ld16(k3, (size_t)j, 0xffff, t)};
 #pragma GCC unroll 4
             for (int c = 0; c < 4; c++)
 #pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) a[c][i] = _mm512_setzero_ps();
-            for (int j = 0; j < d; j += 16) {
-                __m512 x[4] = {_mm512_loadu_ps(q0 + j), _mm512_loadu_ps(q1 + j), _mm512_loadu_ps(q2 + j), _mm512_loadu_ps(q3 + j)};
-                __m512 kv[4] = {neo__ld16(k0, (size_t)j, 0xffff, t), neo__ld16(k1, (size_t)j, 0xffff, t),
-                                neo__ld16(k2, (size_t)j, 0xffff, t), neo__ld16(k3, (size_t)j, 0xffff, t)};
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++)
-#pragma GCC unroll 4
-                    for (int i = 0; i < 4; i++) a[c][i] = _mm512_fmadd_ps(x[i], kv[c], a[c][i]);
-            }
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) _mm_storeu_ps(s + (r + i) * NEO__BLOCK + b, neo__hsum4x16(a[0][i], a[1][i], a[2][i], a[3][i]));
+                for (int i = 0; i < NQT; i++) a[c][i] = _mm512_fmadd_ps(x[i], kv[c], a[c][i]);
         }
+#pragma GCC unroll 4
+        for (int i = 0; i < NQT; i++) _mm_storeu_ps(s + i * NEO__BLOCK + b, neo__hsum4x16(a[0][i], a[1][i], a[2][i], a[3][i]));
     }
-    /* the rest: cells past b4 for every query, and the queries past r4 for the cells before it */
-    for (int b = 0; b < nk; b++) {
+    for (int b = b4; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        int r = b < b4 ? r4 : 0;
-        if (b >= b4) neo__prefetch_row(kr, (size_t)d * es);
-        for (; r + 4 <= nq; r += 4) {
-            const float *q0 = q + (size_t)r * d, *q1 = q0 + d, *q2 = q1 + d, *q3 = q2 + d;
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int j = 0; j < dm; j += 16) {
-                __m512 kv = neo__ld16(kr, (size_t)j, 0xffff, t);
-                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + j), kv, a0);
-                a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q1 + j), kv, a1);
-                a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q2 + j), kv, a2);
-                a3 = _mm512_fmadd_ps(_mm512_loadu_ps(q3 + j), kv, a3);
-            }
-            if (dm < d) {
-                __mmask16 m = neo__mask16(d - dm);
-                __m512    kv = neo__ld16(kr, (size_t)dm, m, t);
-                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q0 + dm), kv, a0);
-                a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q1 + dm), kv, a1);
-                a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q2 + dm), kv, a2);
-                a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q3 + dm), kv, a3);
-            }
-            float o[4];
-            _mm_storeu_ps(o, neo__hsum4x16(a0, a1, a2, a3));
-            for (int i = 0; i < 4; i++) s[(r + i) * NEO__BLOCK + b] = o[i];
+        __m512      a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        if (first) neo__prefetch_row(kr, (size_t)d * es);
+        for (int j = 0; j < d; j += 16) {
+            __mmask16 m = neo__mask16(d - j);
+            __m512    kv = neo__ld16(kr, (size_t)j, m, t);
+#pragma GCC unroll 4
+            for (int i = 0; i < NQT; i++) a[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qr[i] + j), kv, a[i]);
         }
-        for (; r < nq; r++) {
-            const float *qr = q + (size_t)r * d;
-            __m512 a0 = _mm512_setzero_ps();
-            for (int j = 0; j < d; j += 16) {
-                __mmask16 m = neo__mask16(d - j);
-                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qr + j), neo__ld16(kr, (size_t)j, m, t), a0);
-            }
-            s[r * NEO__BLOCK + b] = _mm512_reduce_add_ps(a0);
+        float o[4];
+        _mm_storeu_ps(o, neo__hsum4x16(a[0], a[1], a[2], a[3]));
+        for (int i = 0; i < NQT; i++) s[i * NEO__BLOCK + b] = o[i];
+    }
+}
+NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_avx512_t(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+    for (int r = 0; r < nq; r += 4) {
+        float       *sr = s + r * NEO__BLOCK;
+        const float *q0 = q + (size_t)r * d;
+        switch (nq - r) { /* the tile size as a constant, so that its loops unroll */
+        case 1: neo__scores_tile_avx512(sr, q0, k, t, 1, nk, d, r == 0); break;
+        case 2: neo__scores_tile_avx512(sr, q0, k, t, 2, nk, d, r == 0); break;
+        case 3: neo__scores_tile_avx512(sr, q0, k, t, 3, nk, d, r == 0); break;
+        default: neo__scores_tile_avx512(sr, q0, k, t, 4, nk, d, r == 0); break;
         }
     }
 }
@@ -1091,53 +1088,50 @@ NEO__AVX512 NEO_ATTN__PRIVATE float neo__exp_sum_avx512(float *x, int n, float m
     }
     return _mm512_reduce_add_ps(sum);
 }
-NEO__AVX512 static inline void neo__pv_avx512_t(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv) {
+/* acc of one tile of NQT (1..4) queries x 64 columns in up to 16 accumulators, rows inner: each V
+   row is read front to back and every widened V vector feeds NQT FMAs. Each output sums its
+   rows in order, whatever the tile. */
+NEO__AVX512 static inline __attribute__((always_inline)) void neo__pv_tile_avx512(float *o, const float *p, const void *v, neo_type t,
+                                                                                    int NQT, int nk, int dv) {
     size_t es = neo__type_size(t);
-    int    r = 0;
-    /* Four queries x 64 columns in 16 accumulators, rows inner: each V row is read front to back
-       and every widened V vector feeds four FMAs. */
-    for (; r + 4 <= nq; r += 4) {
-        const float *p0 = p + r * NEO__BLOCK;
-        float       *o = acc + (size_t)r * dv;
-        for (int j = 0; j < dv; j += 64) {
-            __mmask16 m[4];
-            __m512    a[4][4];
+    for (int j = 0; j < dv; j += 64) {
+        __mmask16 m[4];
+        __m512    a[4][4];
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) {
-                m[c] = neo__mask16(dv - j - 16 * c);
+        for (int c = 0; c < 4; c++) {
+            m[c] = neo__mask16(dv - j - 16 * c);
 #pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) a[i][c] = _mm512_maskz_loadu_ps(m[c], o + (size_t)i * dv + j + 16 * c);
-            }
-            for (int b = 0; b < nk; b++) {
-                const char *vr = (const char *)v + (size_t)b * dv * es;
-                __m512      vv[4], pp[4];
-                if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
-#pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) vv[c] = neo__ld16(vr, (size_t)j + 16 * c, m[c], t);
-#pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) pp[i] = _mm512_set1_ps(p0[i * NEO__BLOCK + b]);
-#pragma GCC unroll 4
-                for (int i = 0; i < 4; i++)
-#pragma GCC unroll 4
-                    for (int c = 0; c < 4; c++) a[i][c] = _mm512_fmadd_ps(pp[i], vv[c], a[i][c]);
-            }
-#pragma GCC unroll 4
-            for (int c = 0; c < 4; c++)
-#pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) _mm512_mask_storeu_ps(o + (size_t)i * dv + j + 16 * c, m[c], a[i][c]);
+            for (int i = 0; i < NQT; i++) a[i][c] = _mm512_maskz_loadu_ps(m[c], o + (size_t)i * dv + j + 16 * c);
         }
+        for (int b = 0; b < nk; b++) {
+            const char *vr = (const char *)v + (size_t)b * dv * es;
+            __m512      vv[4];
+            if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) vv[c] = neo__ld16(vr, (size_t)j + 16 * c, m[c], t);
+            __m512 pp[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < NQT; i++) pp[i] = _mm512_set1_ps(p[i * NEO__BLOCK + b]);
+#pragma GCC unroll 4
+            for (int i = 0; i < NQT; i++)
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) a[i][c] = _mm512_fmadd_ps(pp[i], vv[c], a[i][c]);
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++)
+#pragma GCC unroll 4
+            for (int i = 0; i < NQT; i++) _mm512_mask_storeu_ps(o + (size_t)i * dv + j + 16 * c, m[c], a[i][c]);
     }
-    for (; r < nq; r++) {
-        const float *pr = p + r * NEO__BLOCK;
+}
+NEO__AVX512 static inline __attribute__((always_inline)) void neo__pv_avx512_t(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv) {
+    for (int r = 0; r < nq; r += 4) {
         float       *o = acc + (size_t)r * dv;
-        for (int j = 0; j < dv; j += 16) {
-            __mmask16 m = neo__mask16(dv - j);
-            __m512 a0 = _mm512_maskz_loadu_ps(m, o + j);
-            for (int b = 0; b < nk; b++) {
-                if (j == 0) neo__prefetch_row((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
-                a0 = _mm512_fmadd_ps(_mm512_set1_ps(pr[b]), neo__ld16((const char *)v + (size_t)b * dv * es, (size_t)j, m, t), a0);
-            }
-            _mm512_mask_storeu_ps(o + j, m, a0);
+        const float *pr = p + r * NEO__BLOCK;
+        switch (nq - r) {
+        case 1: neo__pv_tile_avx512(o, pr, v, t, 1, nk, dv); break;
+        case 2: neo__pv_tile_avx512(o, pr, v, t, 2, nk, dv); break;
+        case 3: neo__pv_tile_avx512(o, pr, v, t, 3, nk, dv); break;
+        default: neo__pv_tile_avx512(o, pr, v, t, 4, nk, dv); break;
         }
     }
 }
