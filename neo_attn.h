@@ -2334,8 +2334,12 @@ struct neo_session {
     const neo_model *m;
     neo_layer      **layers;    /* [n_layers] */
     int              n_ctx;
-    /* The weights the step reads: the model's own on a CPU runtime, a device copy on a GPU. */
-    float           *w_dev;     /* the device copy of m->data, or NULL */
+    /* The weights the step reads: the model's own on a CPU runtime, a device copy on a GPU. The
+       device copy has each layer's wq, wk, wv rows back to back ([n_layers][dim + 2 kv_dim][dim])
+       and its w1, w3 rows too ([n_layers][2 hidden][dim], then w2), so that q | k | v and
+       hb | hb2 are one launch each: the step is bound by launches there, not bytes. */
+    float           *w_dev;     /* the device copy of m->data (same size, that layout), or NULL */
+    int              fused;     /* wq points at the fused q | k | v rows and w1 at w1 | w3 */
     const float     *tok_emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
     /* activations, in activation memory: one allocation */
     float           *act;
@@ -2357,6 +2361,33 @@ NEO_ATTN__PUBLIC void neo_session_destroy(neo_session *s) {
     s->rt->dev.dev_free(s->rt->dev_state, s->next);
     s->rt->dev.dev_free(s->rt->dev_state, s->w_dev);
     neo__free(s);
+}
+
+/* The model's floats into w (device, n_floats) in the fused layout (see neo_session): the same
+   regions as m->data in the same order (emb and rms_att; wq, wk, wv; wo and rms_ffn; w1, w2, w3;
+   rms_final, the RoPE tables and wcls), the wq, wk, wv rows of each layer back to back, and w1 |
+   w3 of each layer back to back, then w2. */
+NEO_ATTN__PRIVATE neo_status neo__upload_fused(neo_runtime *rt, const neo_model *m, float *w) {
+    neo__dev_ops         *D = &rt->dev;
+    void                 *S = rt->dev_state;
+    const neo_model_info *mi = &m->info;
+    const int             M = NEO__STREAM_MAIN;
+    size_t                L = (size_t)mi->n_layers, dim = (size_t)mi->dim, hid = (size_t)mi->hidden_dim, f = sizeof(float);
+    size_t                kv = dim / (size_t)mi->n_heads * (size_t)mi->n_kv_heads, qkv = (dim + 2 * kv) * dim, h2 = 2 * hid * dim;
+    size_t                oq = (size_t)(m->wq - m->data), owo = (size_t)(m->wo - m->data), o1 = (size_t)(m->w1 - m->data);
+    size_t                orf = (size_t)(m->rms_final - m->data);
+    int                   e;
+    if ((e = D->copy(S, w, m->data, oq * f, M)) != NEO_OK ||
+        (e = D->copy2d(S, w + oq, qkv * f, m->wq, dim * dim * f, dim * dim * f, L, M)) != NEO_OK ||
+        (e = D->copy2d(S, w + oq + dim * dim, qkv * f, m->wk, kv * dim * f, kv * dim * f, L, M)) != NEO_OK ||
+        (e = D->copy2d(S, w + oq + (dim + kv) * dim, qkv * f, m->wv, kv * dim * f, kv * dim * f, L, M)) != NEO_OK ||
+        (e = D->copy(S, w + owo, m->wo, (o1 - owo) * f, M)) != NEO_OK ||
+        (e = D->copy2d(S, w + o1, h2 * f, m->w1, hid * dim * f, hid * dim * f, L, M)) != NEO_OK ||
+        (e = D->copy2d(S, w + o1 + hid * dim, h2 * f, m->w3, hid * dim * f, hid * dim * f, L, M)) != NEO_OK ||
+        (e = D->copy(S, w + o1 + L * h2, m->w2, L * dim * hid * f, M)) != NEO_OK ||
+        (e = D->copy(S, w + orf, m->rms_final, (m->n_floats - orf) * f, M)) != NEO_OK)
+        return (neo_status)e;
+    return (neo_status)D->stream_sync(S, M);
 }
 
 NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model *m, const neo_session_desc *desc,
@@ -2381,14 +2412,14 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
     s->n_ctx = d.n_ctx ? d.n_ctx : mi->seq_len;
     base = m->data;
     if (rt->gpu) {
-        size_t bytes = m->n_floats * sizeof(float);
-        if ((st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->w_dev, bytes)) != NEO_OK ||
-            (st = (neo_status)rt->dev.copy(rt->dev_state, s->w_dev, m->data, bytes, NEO__STREAM_MAIN)) != NEO_OK ||
-            (st = (neo_status)rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN)) != NEO_OK)
+        if ((st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->w_dev, m->n_floats * sizeof(float))) != NEO_OK ||
+            (st = neo__upload_fused(rt, m, s->w_dev)) != NEO_OK)
             goto fail;
         base = s->w_dev;
+        s->fused = 1;
     }
-    /* the same offsets into whichever copy the step reads */
+    /* the same offsets into whichever copy the step reads (wk, wv, w3 and w2 of the fused
+       layout are not these: the step takes them from wq and w1) */
 #define NEO__REBASE(f) s->f = base + (m->f - m->data)
     NEO__REBASE(tok_emb);
     NEO__REBASE(rms_att);
@@ -2403,6 +2434,7 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
     NEO__REBASE(rms_final);
     NEO__REBASE(wcls);
 #undef NEO__REBASE
+    if (s->fused) s->w2 = s->w1 + (size_t)mi->n_layers * 2 * (size_t)mi->hidden_dim * (size_t)mi->dim;
     /* x, xb, xb2, q, k, v, hb, hb2, logits */
     floats = 4 * (size_t)mi->dim + 2 * kv + 2 * (size_t)mi->hidden_dim + (size_t)mi->vocab_size;
     if ((st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->act, floats * sizeof(float))) != NEO_OK ||
@@ -2450,21 +2482,25 @@ NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int
     for (int l = 0; l < mi->n_layers && e == NEO_OK; l++) {
         size_t ld = (size_t)l * dim;
         /* attention rmsnorm, q k v projections, RoPE */
-        if ((e = D->rmsnorm(S, s->xb, s->x, s->rms_att + ld, dim, M)) != NEO_OK ||
-            (e = D->gemv(S, s->q, s->wq + ld * dim, s->xb, dim, dim, M)) != NEO_OK ||
-            (e = D->gemv(S, s->k, s->wk + ld * kv, s->xb, dim, kv, M)) != NEO_OK ||
-            (e = D->gemv(S, s->v, s->wv + ld * kv, s->xb, dim, kv, M)) != NEO_OK ||
-            (e = D->rope(S, s->q, s->k, dim, kv, hs, pos, M)) != NEO_OK)
-            break;
+        if ((e = D->rmsnorm(S, s->xb, s->x, s->rms_att + ld, dim, M)) != NEO_OK) break;
+        if (s->fused) /* q, k, v are adjacent in act */
+            e = D->gemv(S, s->q, s->wq + (size_t)l * (dim + 2 * kv) * dim, s->xb, dim, dim + 2 * kv, M);
+        else if ((e = D->gemv(S, s->q, s->wq + ld * dim, s->xb, dim, dim, M)) == NEO_OK &&
+                 (e = D->gemv(S, s->k, s->wk + ld * kv, s->xb, dim, kv, M)) == NEO_OK)
+            e = D->gemv(S, s->v, s->wv + ld * kv, s->xb, dim, kv, M);
+        if (e != NEO_OK || (e = D->rope(S, s->q, s->k, dim, kv, hs, pos, M)) != NEO_OK) break;
         /* this layer's KV cache and attention over it */
         if ((e = neo_attn_append(s->layers[l], s->k, s->v, 1)) != NEO_OK || (e = neo_attn_decode(s->layers[l], s->q, s->xb)) != NEO_OK)
             break;
         /* output projection and residual; FFN w2(silu(w1 x) * w3 x) and residual */
         if ((e = D->gemv(S, s->xb2, s->wo + ld * dim, s->xb, dim, dim, M)) != NEO_OK || (e = D->add(S, s->x, s->xb2, dim, M)) != NEO_OK ||
-            (e = D->rmsnorm(S, s->xb, s->x, s->rms_ffn + ld, dim, M)) != NEO_OK ||
-            (e = D->gemv(S, s->hb, s->w1 + (size_t)l * hid * dim, s->xb, dim, hid, M)) != NEO_OK ||
-            (e = D->gemv(S, s->hb2, s->w3 + (size_t)l * hid * dim, s->xb, dim, hid, M)) != NEO_OK ||
-            (e = D->swiglu(S, s->hb, s->hb2, hid, M)) != NEO_OK ||
+            (e = D->rmsnorm(S, s->xb, s->x, s->rms_ffn + ld, dim, M)) != NEO_OK)
+            break;
+        if (s->fused) /* hb, hb2 are adjacent in act */
+            e = D->gemv(S, s->hb, s->w1 + (size_t)l * 2 * hid * dim, s->xb, dim, 2 * hid, M);
+        else if ((e = D->gemv(S, s->hb, s->w1 + (size_t)l * hid * dim, s->xb, dim, hid, M)) == NEO_OK)
+            e = D->gemv(S, s->hb2, s->w3 + (size_t)l * hid * dim, s->xb, dim, hid, M);
+        if (e != NEO_OK || (e = D->swiglu(S, s->hb, s->hb2, hid, M)) != NEO_OK ||
             (e = D->gemv(S, s->xb, s->w2 + (size_t)l * dim * hid, s->hb, hid, dim, M)) != NEO_OK ||
             (e = D->add(S, s->x, s->xb, dim, M)) != NEO_OK)
             break;
