@@ -20,7 +20,8 @@
    ceil  HBM device-to-device copy (cudaMemcpyAsync, bytes read + written / time, 2 GiB buffers,
          median of 10, cudaEvents); pinned H2D and D2H (1 GiB, median of 5); pageable H2D (1 GiB,
          median of 3); host DRAM read with the CPU-attention thread count (each pthread sums its own
-         slice of a 4 GiB buffer, median of 7) and with one thread; DRAM read again at the end.
+         slice of a 4 GiB buffer, reading 4 KiB ahead as the attention kernels do; median of 7;
+         bench_util.h) and with one thread; DRAM read again at the end.
    attn  One layer's decode (neo_attn_decode, q and out in device memory, public API) for Llama-3-8B
          (32 q / 8 kv heads, d 128) and Qwen2.5-0.5B (14 q / 2 kv, d 64) shapes, f16 KV, contexts
          4k, 32k, 128k (and 512k for GPU-only). Modes:
@@ -115,12 +116,6 @@ static void *xmalloc(size_t n) {
     if (!p) die("malloc", "out of memory");
     return p;
 }
-static double median(double *v, int n) {
-    if (n < 1) return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* uniform floats in [-scale, scale), filled by several threads (each its own xorshift64*) */
 typedef struct fill_job {
     float   *p;
@@ -341,96 +336,7 @@ static double pcie_rate(void *host, void *dev, size_t bytes, int to_device, int 
     return (double)bytes / median(t, reps) * 1e-9;
 }
 
-/* DRAM read: n_threads - 1 persistent workers and the caller, each summing its own slice */
-typedef struct bw_state {
-    uint64_t         *buf;
-    size_t            n_words;
-    int               n_threads, quit;
-    pthread_barrier_t start, done;
-    pthread_t         th[256];
-    uint64_t          sums[256];
-} bw_state;
-typedef struct bw_arg {
-    bw_state *b;
-    int       id;
-} bw_arg;
-static bw_arg            bw_args[256];
-static bw_state          bw;
-volatile uint64_t        bench_sink;
-
-static uint64_t sum_words(const uint64_t *p, size_t n) {
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-    size_t   i = 0;
-    for (; i + 8 <= n; i += 8) {
-        a0 += p[i + 0];
-        a1 += p[i + 1];
-        a2 += p[i + 2];
-        a3 += p[i + 3];
-        a4 += p[i + 4];
-        a5 += p[i + 5];
-        a6 += p[i + 6];
-        a7 += p[i + 7];
-    }
-    for (; i < n; i++) a0 += p[i];
-    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-}
-static void bw_slice(bw_state *b, int id) {
-    size_t per = b->n_words / (size_t)b->n_threads;
-    size_t lo = per * (size_t)id, hi = id == b->n_threads - 1 ? b->n_words : lo + per;
-    b->sums[id] += sum_words(b->buf + lo, hi - lo);
-}
-static void *bw_worker(void *p) {
-    bw_arg   *a = (bw_arg *)p;
-    bw_state *b = a->b;
-    for (;;) {
-        pthread_barrier_wait(&b->start);
-        if (b->quit) break;
-        bw_slice(b, a->id);
-        pthread_barrier_wait(&b->done);
-    }
-    return NULL;
-}
-static void bw_init(bw_state *b, size_t bytes, int n_threads) {
-    memset(b, 0, sizeof *b);
-    b->n_words = bytes / sizeof(uint64_t);
-    b->buf = (uint64_t *)xmalloc(b->n_words * sizeof(uint64_t));
-    for (size_t i = 0; i < b->n_words; i++) b->buf[i] = i; /* every page present */
-    b->n_threads = n_threads;
-    if (pthread_barrier_init(&b->start, NULL, (unsigned)n_threads) || pthread_barrier_init(&b->done, NULL, (unsigned)n_threads))
-        die("pthread_barrier_init", "failed");
-    for (int t = 0; t < n_threads - 1; t++) {
-        bw_args[t].b = b;
-        bw_args[t].id = t;
-        if (pthread_create(&b->th[t], NULL, bw_worker, &bw_args[t])) die("pthread_create", "failed");
-    }
-}
-static void bw_destroy(bw_state *b) {
-    if (!b->buf) return;
-    b->quit = 1;
-    pthread_barrier_wait(&b->start);
-    for (int t = 0; t < b->n_threads - 1; t++) pthread_join(b->th[t], NULL);
-    pthread_barrier_destroy(&b->start);
-    pthread_barrier_destroy(&b->done);
-    for (int t = 0; t < b->n_threads; t++) bench_sink += b->sums[t];
-    free(b->buf);
-    b->buf = NULL;
-}
-static double bw_read(bw_state *b, int one) {
-    double t0 = now_s();
-    if (one || b->n_threads == 1) b->sums[0] += sum_words(b->buf, b->n_words);
-    else {
-        pthread_barrier_wait(&b->start);
-        bw_slice(b, b->n_threads - 1);
-        pthread_barrier_wait(&b->done);
-    }
-    return (double)(b->n_words * sizeof(uint64_t)) / (now_s() - t0) * 1e-9;
-}
-static double bw_median(bw_state *b, int one, int reps) {
-    double g[16];
-    if (reps > 16) reps = 16;
-    for (int r = 0; r < reps; r++) g[r] = bw_read(b, one);
-    return median(g, reps);
-}
+static bw_state bw; /* the DRAM read ceiling (bench_util.h), kept for the end-of-run sample */
 
 static void measure_ceilings(cudaStream_t st) {
     char   note[200];
@@ -464,7 +370,7 @@ static void measure_ceilings(cudaStream_t st) {
 
     size_t db = 4 * GiB;
     t0 = now_s();
-    bw_init(&bw, db, opt.threads);
+    if (bw_init(&bw, db, opt.threads)) exit(1);
     double t_touch = now_s() - t0;
     (void)bw_read(&bw, 0);
     C.dram = bw_median(&bw, 0, opt.quick ? 5 : 7);

@@ -11,7 +11,7 @@
    and with the same thread count, and prints every attention figure as a ratio to it:
 
    - read bandwidth: every thread sums the uint64 words of its own contiguous slice of a large
-     buffer (>= 1 GiB, >= 8x the largest KV cache, >= 4x the LLC; capped to a third of the
+     buffer, asking for the line 4 KiB ahead as the attention kernels do (bench_util.h) (>= 1 GiB, >= 8x the largest KV cache, >= 4x the LLC; capped to a third of the
      available memory), pages touched first, nothing pinned. At the start: median of 7 reads
      with the benchmark's thread count and of 7 with one thread (the header line). The
      bandwidth of a virtual or shared machine drifts by tens of percent within seconds, so every
@@ -95,11 +95,6 @@ static void *xmalloc(size_t n) {
         exit(1);
     }
     return p;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -207,124 +202,7 @@ static double other_cores(usage_snap a, usage_snap b) {
     return o < 0 ? 0.0 : o;
 }
 
-/* --- memory read bandwidth --- */
-
-/* Sum of the uint64 words of [p, p + n); 8 independent accumulators so -O3 vectorizes it and
-   the loads, not the adds, are the limit. */
-static uint64_t sum_words(const uint64_t *p, size_t n) {
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        a0 += p[i + 0];
-        a1 += p[i + 1];
-        a2 += p[i + 2];
-        a3 += p[i + 3];
-        a4 += p[i + 4];
-        a5 += p[i + 5];
-        a6 += p[i + 6];
-        a7 += p[i + 7];
-    }
-    for (; i < n; i++) a0 += p[i];
-    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-}
-
-/* The read-bandwidth state: a buffer touched once and kept for the whole run, and n_threads - 1
-   persistent workers (the caller is the last reader), so the ceiling can be sampled again
-   between the decode calls of every attention row without paying thread start-up. */
-typedef struct bw_state {
-    uint64_t         *buf;
-    size_t            n_words;
-    int               n_threads;
-    int               quit;
-    pthread_barrier_t start, done;
-    pthread_t         th[256];
-    uint64_t          sums[256];
-    double            lo, hi; /* range of every multi-thread sample */
-} bw_state;
-
-typedef struct bw_arg {
-    bw_state *b;
-    int       id;
-} bw_arg;
-static bw_arg bw_args[256];
-
-static void bw_slice(bw_state *b, int id) {
-    size_t per = b->n_words / (size_t)b->n_threads;
-    size_t lo = per * (size_t)id, hi = id == b->n_threads - 1 ? b->n_words : lo + per;
-    b->sums[id] += sum_words(b->buf + lo, hi - lo);
-}
-
-static void *bw_worker(void *p) {
-    bw_arg   *a = (bw_arg *)p;
-    bw_state *b = a->b;
-    for (;;) {
-        pthread_barrier_wait(&b->start);
-        if (b->quit) break;
-        bw_slice(b, a->id);
-        pthread_barrier_wait(&b->done);
-    }
-    return NULL;
-}
-
-volatile uint64_t bench_sink; /* the sums land here, so the reads cannot be optimized away */
-
-static void bw_init(bw_state *b, size_t bytes, int n_threads) {
-    memset(b, 0, sizeof *b);
-    b->n_words = bytes / sizeof(uint64_t);
-    b->buf = (uint64_t *)xmalloc(b->n_words * sizeof(uint64_t));
-    for (size_t i = 0; i < b->n_words; i++) b->buf[i] = i; /* touch: every page present */
-    b->n_threads = n_threads;
-    b->lo = 1e30;
-    if (pthread_barrier_init(&b->start, NULL, (unsigned)n_threads) ||
-        pthread_barrier_init(&b->done, NULL, (unsigned)n_threads)) {
-        fprintf(stderr, "bench-cpu: pthread_barrier_init failed\n");
-        exit(1);
-    }
-    for (int t = 0; t < n_threads - 1; t++) {
-        bw_args[t].b = b;
-        bw_args[t].id = t;
-        if (pthread_create(&b->th[t], NULL, bw_worker, &bw_args[t])) {
-            fprintf(stderr, "bench-cpu: pthread_create failed\n");
-            exit(1);
-        }
-    }
-}
-
-static void bw_destroy(bw_state *b) {
-    b->quit = 1;
-    pthread_barrier_wait(&b->start);
-    for (int t = 0; t < b->n_threads - 1; t++) pthread_join(b->th[t], NULL);
-    pthread_barrier_destroy(&b->start);
-    pthread_barrier_destroy(&b->done);
-    uint64_t s = 0;
-    for (int t = 0; t < b->n_threads; t++) s += b->sums[t];
-    bench_sink += s;
-    free(b->buf);
-}
-
-/* GB/s of one read of the whole buffer: by every thread, each its own slice, or (one = 1) by
-   the calling thread alone. */
-static double bw_read(bw_state *b, int one) {
-    double t0 = now_s();
-    if (one || b->n_threads == 1) {
-        b->sums[0] += sum_words(b->buf, b->n_words);
-    } else {
-        pthread_barrier_wait(&b->start);
-        bw_slice(b, b->n_threads - 1);
-        pthread_barrier_wait(&b->done);
-    }
-    return (double)(b->n_words * sizeof(uint64_t)) / (now_s() - t0) * 1e-9;
-}
-
-/* Median of reps reads. */
-static double bw_median(bw_state *b, int one, int reps) {
-    double g[16];
-    if (reps > 16) reps = 16;
-    for (int r = 0; r < reps; r++) g[r] = bw_read(b, one);
-    return median(g, reps);
-}
-
-/* One multi-thread sample, recorded in the run's range. */
+/* One multi-thread read sample (bench_util.h), kept in the run's range. */
 static double bw_sample(bw_state *b) {
     double g = bw_read(b, 0);
     if (g < b->lo) b->lo = g;
@@ -506,7 +384,7 @@ int main(int argc, char **argv) {
     bw_bytes &= ~(size_t)4095;
     avail = avail > bw_bytes ? avail - bw_bytes : 0; /* what the KV caches may use */
     static bw_state bw;
-    bw_init(&bw, bw_bytes, threads);
+    if (bw_init(&bw, bw_bytes, threads)) return 1;
     (void)bw_read(&bw, 0); /* warm-up */
     usage_snap u0 = usage_now();
     double     bw_mt = bw_median(&bw, 0, 7);

@@ -1,9 +1,14 @@
 /* bench_util.h - the helpers both benchmarks (bench_cpu.c, bench.c) use: a monotonic clock, a
-   qsort comparator and the CPU's name. Included once by each program. */
+   qsort comparator and median, the CPU's name, and the host memory read ceiling. Included once
+   by each program. */
 #ifndef NEO_BENCH_UTIL_H
 #define NEO_BENCH_UTIL_H
 
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -16,6 +21,13 @@ static double now_s(void) {
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* median of v[0..n) (sorts v); NAN for n < 1 */
+static double median(double *v, int n) {
+    if (n < 1) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* the "model name" line of /proc/cpuinfo, or "unknown" */
@@ -40,4 +52,117 @@ static void cpu_model(char *buf, size_t cap) {
     fclose(f);
 }
 
+/* --- host memory read ceiling ---
+   n_threads - 1 persistent workers and the caller each sum the uint64 words of their own slice
+   of a buffer touched once, so the ceiling can be sampled again between attention calls without
+   thread start-up. Each reader asks for the line 4 KiB ahead, as the attention kernels do
+   (NEO__PREFETCH): one core's hardware prefetcher alone leaves the read rate short of what
+   those kernels reach, and a ceiling below the measured kernel is no ceiling. */
+typedef struct bw_state {
+    uint64_t         *buf;
+    size_t            n_words;
+    int               n_threads, quit;
+    pthread_barrier_t start, done;
+    pthread_t         th[256];
+    uint64_t          sums[256];
+    double            lo, hi; /* range of the multi-thread samples bench_cpu.c takes during its rows */
+} bw_state;
+typedef struct bw_arg {
+    bw_state *b;
+    int       id;
+} bw_arg;
+static bw_arg     bw_args[256];
+volatile uint64_t bench_sink; /* the sums land here, so the reads cannot be optimized away */
+
+/* 8 independent accumulators, so the loads and not the adds are the limit */
+static uint64_t sum_words(const uint64_t *p, size_t n) {
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    size_t   i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __builtin_prefetch(p + i + 512);
+        a0 += p[i + 0];
+        a1 += p[i + 1];
+        a2 += p[i + 2];
+        a3 += p[i + 3];
+        a4 += p[i + 4];
+        a5 += p[i + 5];
+        a6 += p[i + 6];
+        a7 += p[i + 7];
+    }
+    for (; i < n; i++) a0 += p[i];
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+}
+static void bw_slice(bw_state *b, int id) {
+    size_t per = b->n_words / (size_t)b->n_threads;
+    size_t lo = per * (size_t)id, hi = id == b->n_threads - 1 ? b->n_words : lo + per;
+    b->sums[id] += sum_words(b->buf + lo, hi - lo);
+}
+static void *bw_worker(void *p) {
+    bw_arg   *a = (bw_arg *)p;
+    bw_state *b = a->b;
+    for (;;) {
+        pthread_barrier_wait(&b->start);
+        if (b->quit) break;
+        bw_slice(b, a->id);
+        pthread_barrier_wait(&b->done);
+    }
+    return NULL;
+}
+/* 0, or -1 with a message on stderr (no memory, no threads) */
+static int bw_init(bw_state *b, size_t bytes, int n_threads) {
+    memset(b, 0, sizeof *b);
+    if (n_threads < 1 || n_threads > 256) n_threads = n_threads < 1 ? 1 : 256;
+    b->n_words = bytes / sizeof(uint64_t);
+    b->buf = (uint64_t *)malloc(b->n_words * sizeof(uint64_t));
+    if (!b->buf) {
+        fprintf(stderr, "bench: no memory for the %zu MiB read buffer\n", bytes >> 20);
+        return -1;
+    }
+    for (size_t i = 0; i < b->n_words; i++) b->buf[i] = i; /* every page present */
+    b->n_threads = n_threads;
+    b->lo = 1e30;
+    if (pthread_barrier_init(&b->start, NULL, (unsigned)n_threads) || pthread_barrier_init(&b->done, NULL, (unsigned)n_threads)) {
+        fprintf(stderr, "bench: pthread_barrier_init failed\n");
+        return -1;
+    }
+    for (int t = 0; t < n_threads - 1; t++) {
+        bw_args[t].b = b;
+        bw_args[t].id = t;
+        if (pthread_create(&b->th[t], NULL, bw_worker, &bw_args[t])) {
+            fprintf(stderr, "bench: pthread_create failed\n");
+            return -1;
+        }
+    }
+    return 0;
+}
+static void bw_destroy(bw_state *b) {
+    if (!b->buf) return;
+    b->quit = 1;
+    pthread_barrier_wait(&b->start);
+    for (int t = 0; t < b->n_threads - 1; t++) pthread_join(b->th[t], NULL);
+    pthread_barrier_destroy(&b->start);
+    pthread_barrier_destroy(&b->done);
+    for (int t = 0; t < b->n_threads; t++) bench_sink += b->sums[t];
+    free(b->buf);
+    b->buf = NULL;
+}
+/* GB/s of one read of the whole buffer: by every thread, each its own slice, or (one = 1) by
+   the calling thread alone */
+static double bw_read(bw_state *b, int one) {
+    double t0 = now_s();
+    if (one || b->n_threads == 1) b->sums[0] += sum_words(b->buf, b->n_words);
+    else {
+        pthread_barrier_wait(&b->start);
+        bw_slice(b, b->n_threads - 1);
+        pthread_barrier_wait(&b->done);
+    }
+    return (double)(b->n_words * sizeof(uint64_t)) / (now_s() - t0) * 1e-9;
+}
+/* median of reps (<= 16) reads */
+static double bw_median(bw_state *b, int one, int reps) {
+    double g[16];
+    if (reps > 16) reps = 16;
+    for (int r = 0; r < reps; r++) g[r] = bw_read(b, one);
+    return median(g, reps);
+}
 #endif
