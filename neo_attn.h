@@ -859,34 +859,39 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__dot_avx2(const float *a, const float *b, 
     for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     return neo__dot_tail(neo__hsum8(_mm256_add_ps(s0, s1)), a, b, NEO_TYPE_F32, i, n);
 }
-NEO__AVX2 static inline void neo__scores_avx2_t(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+/* Scores of one cell for a tile of NQT (1..4) queries: the K row is widened once for all of
+   them, and the four sums are taken together (zeros for absent queries), so a score does not
+   depend on the tile that computed it. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx2(float *s, const float *q, const char *kr, neo_type t,
+                                                                                    int NQT, int d, int dm) {
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int j = 0; j < dm; j += 8) {
+        __m256 kv = neo__ld8(kr, (size_t)j, t);
+#pragma GCC unroll 4
+        for (int i = 0; i < NQT; i++) a[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)i * d + j), kv, a[i]);
+    }
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    float  o[4];
+    _mm_storeu_ps(o, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+#pragma GCC unroll 4
+    for (int i = 0; i < NQT; i++) s[i * NEO__BLOCK] = neo__dot_tail(o[i], q + (size_t)i * d, kr, t, dm, d);
+}
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(float *s, const float *q, const void *k, neo_type t,
+                                                                                 int nq, int nk, int d) {
     size_t es = neo__type_size(t);
     int    dm = d & ~7;
     for (int b = 0; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        int r = 0;
         neo__prefetch_row(kr, (size_t)d * es);
-        for (; r + 4 <= nq; r += 4) {
-            const float *q0 = q + (size_t)r * d, *q1 = q0 + d, *q2 = q1 + d, *q3 = q2 + d;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int j = 0; j < dm; j += 8) {
-                __m256 kv = neo__ld8(kr, (size_t)j, t);
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + j), kv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + j), kv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + j), kv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + j), kv, a3);
+        for (int r = 0; r < nq; r += 4) {
+            float       *sr = s + r * NEO__BLOCK + b;
+            const float *q0 = q + (size_t)r * d;
+            switch (nq - r) { /* the tile size as a constant, so that its loops unroll */
+            case 1: neo__scores_tile_avx2(sr, q0, kr, t, 1, d, dm); break;
+            case 2: neo__scores_tile_avx2(sr, q0, kr, t, 2, d, dm); break;
+            case 3: neo__scores_tile_avx2(sr, q0, kr, t, 3, d, dm); break;
+            default: neo__scores_tile_avx2(sr, q0, kr, t, 4, d, dm); break;
             }
-            /* four horizontal sums at once */
-            __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-            float  o[4];
-            _mm_storeu_ps(o, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-            for (int i = 0; i < 4; i++) s[(r + i) * NEO__BLOCK + b] = neo__dot_tail(o[i], q0 + (size_t)i * d, kr, t, dm, d);
-        }
-        for (; r < nq; r++) {
-            const float *qr = q + (size_t)r * d;
-            __m256 a0 = _mm256_setzero_ps();
-            for (int j = 0; j < dm; j += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + j), neo__ld8(kr, (size_t)j, t), a0);
-            s[r * NEO__BLOCK + b] = neo__dot_tail(neo__hsum8(a0), qr, kr, t, dm, d);
         }
     }
 }
@@ -922,39 +927,37 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__exp_sum_avx2(float *x, int n, float m) {
     }
     return neo__hsum8(sum) + neo__exp_sum_scalar(x + i, n - i, m);
 }
-NEO__AVX2 static inline void neo__pv_avx2_t(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv) {
+/* acc of one tile of NQT (1..4) queries over the dm full 8-column chunks: each V chunk is widened
+   once for all of them. Each output sums its rows in order, whatever the tile. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_tile_avx2(float *o, const float *p, const void *v, neo_type t,
+                                                                                int NQT, int nk, int dv, int dm) {
     size_t es = neo__type_size(t);
-    int    dm = dv & ~7, r = 0;
-    for (; r + 4 <= nq; r += 4) {
-        const float *p0 = p + r * NEO__BLOCK;
-        float       *o = acc + (size_t)r * dv;
-        for (int j = 0; j < dm; j += 8) {
-            __m256 a0 = _mm256_loadu_ps(o + j), a1 = _mm256_loadu_ps(o + dv + j);
-            __m256 a2 = _mm256_loadu_ps(o + 2 * dv + j), a3 = _mm256_loadu_ps(o + 3 * dv + j);
-            for (int b = 0; b < nk; b++) {
-                if (j == 0) neo__prefetch_row((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
-                __m256 vv = neo__ld8((const char *)v + (size_t)b * dv * es, (size_t)j, t);
-                a0 = _mm256_fmadd_ps(_mm256_set1_ps(p0[b]), vv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_set1_ps(p0[NEO__BLOCK + b]), vv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_set1_ps(p0[2 * NEO__BLOCK + b]), vv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_set1_ps(p0[3 * NEO__BLOCK + b]), vv, a3);
-            }
-            _mm256_storeu_ps(o + j, a0);
-            _mm256_storeu_ps(o + dv + j, a1);
-            _mm256_storeu_ps(o + 2 * dv + j, a2);
-            _mm256_storeu_ps(o + 3 * dv + j, a3);
+    for (int j = 0; j < dm; j += 8) {
+        __m256 a[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < NQT; i++) a[i] = _mm256_loadu_ps(o + (size_t)i * dv + j);
+        for (int b = 0; b < nk; b++) {
+            const char *vr = (const char *)v + (size_t)b * dv * es;
+            if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
+            __m256 vv = neo__ld8(vr, (size_t)j, t);
+#pragma GCC unroll 4
+            for (int i = 0; i < NQT; i++) a[i] = _mm256_fmadd_ps(_mm256_set1_ps(p[i * NEO__BLOCK + b]), vv, a[i]);
         }
+#pragma GCC unroll 4
+        for (int i = 0; i < NQT; i++) _mm256_storeu_ps(o + (size_t)i * dv + j, a[i]);
     }
-    for (; r < nq; r++) {
-        const float *pr = p + r * NEO__BLOCK;
+}
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_avx2_t(float *acc, const float *p, const void *v, neo_type t,
+                                                                             int nq, int nk, int dv) {
+    int dm = dv & ~7;
+    for (int r = 0; r < nq; r += 4) {
         float       *o = acc + (size_t)r * dv;
-        for (int j = 0; j < dm; j += 8) {
-            __m256 a0 = _mm256_loadu_ps(o + j);
-            for (int b = 0; b < nk; b++) {
-                if (j == 0) neo__prefetch_row((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
-                a0 = _mm256_fmadd_ps(_mm256_set1_ps(pr[b]), neo__ld8((const char *)v + (size_t)b * dv * es, (size_t)j, t), a0);
-            }
-            _mm256_storeu_ps(o + j, a0);
+        const float *pr = p + r * NEO__BLOCK;
+        switch (nq - r) {
+        case 1: neo__pv_tile_avx2(o, pr, v, t, 1, nk, dv, dm); break;
+        case 2: neo__pv_tile_avx2(o, pr, v, t, 2, nk, dv, dm); break;
+        case 3: neo__pv_tile_avx2(o, pr, v, t, 3, nk, dv, dm); break;
+        default: neo__pv_tile_avx2(o, pr, v, t, 4, nk, dv, dm); break;
         }
     }
     if (dm < dv) neo__pv_cols(acc, p, v, t, nq, nk, dv, dm);
@@ -1004,8 +1007,6 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
     size_t       es = neo__type_size(t);
     int          dm = d & ~15; /* full 16-lane chunks take plain loads, which fold into the FMAs */
     int          b4 = dm == d ? nk & ~3 : 0;
-    const float *qr[4];
-    for (int i = 0; i < 4; i++) qr[i] = q + (size_t)(i < NQT ? i : 0) * d;
     for (int b = 0; b < b4; b += 4) {
         const char *k0 = (const char *)k + (size_t)b * d * es, *k1 = k0 + d * es, *k2 = k1 + d * es, *k3 = k2 + d * es;
         __m512      a[4][4];
@@ -1019,7 +1020,7 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
             /* each q vector feeds four FMAs: kept in a register (GCC would fold its load into each) */
 #pragma GCC unroll 4
             for (int i = 0; i < NQT; i++) {
-                x[i] = _mm512_loadu_ps(qr[i] + j);
+                x[i] = _mm512_loadu_ps(q + (size_t)i * d + j);
                 __asm__("" : "+v"(x[i]));
             }
             __m512 kv[4] = {neo__ld16(k0, (size_t)j, 0xffff, t), neo__ld16(k1, (size_t)j, 0xffff, t),
@@ -1040,7 +1041,7 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
             __mmask16 m = neo__mask16(d - j);
             __m512    kv = neo__ld16(kr, (size_t)j, m, t);
 #pragma GCC unroll 4
-            for (int i = 0; i < NQT; i++) a[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qr[i] + j), kv, a[i]);
+            for (int i = 0; i < NQT; i++) a[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + (size_t)i * d + j), kv, a[i]);
         }
         float o[4];
         _mm_storeu_ps(o, neo__hsum4x16(a[0], a[1], a[2], a[3]));
