@@ -758,12 +758,15 @@ NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn,
    >>cpu: CPU kernels (scalar, AVX2 + F16C + FMA, AVX-512) behind one small table
    =============================================================================================
    Attention works on blocks of NEO__BLOCK cells, reading K and V in their storage type and
-   widening in registers. Four queries of a GQA group share every K and V load, so DRAM sees
-   each row once per call. Function pointers are called once per block, never per row. */
+   widening in registers. A tile of up to four queries of a GQA group shares every K and V load,
+   so DRAM sees each row once per call. Function pointers are called once per block (and query),
+   never per row. */
 typedef struct neo__kernels {
     neo_cpu_isa isa;
     /* s: [nq][NEO__BLOCK] <- q: [nq][d] . k: [nk][d] of type t (row dot products) */
     void (*scores)(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d);
+    /* the largest of x: [n], n >= 1 (exact, so every path finds the same one) */
+    float (*max)(const float *x, int n);
     /* x: [n] <- exp(x - m); returns the sum */
     float (*exp_sum)(float *x, int n, float m);
     /* acc: [nq][dv] += p: [nq][NEO__BLOCK] x v: [nk][dv] of type t */
@@ -793,6 +796,11 @@ NEO_ATTN__PRIVATE void neo__scores_scalar(float *s, const float *q, const void *
     for (int r = 0; r < nq; r++)
         for (int b = 0; b < nk; b++)
             s[r * NEO__BLOCK + b] = neo__dot_tail(0.0f, q + (size_t)r * d, (const char *)k + (size_t)b * d * es, t, 0, d);
+}
+NEO_ATTN__PRIVATE float neo__max_scalar(const float *x, int n) {
+    float m = x[0];
+    for (int i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
 }
 NEO_ATTN__PRIVATE float neo__exp_sum_scalar(float *x, int n, float m) {
     float sum = 0.0f;
@@ -916,6 +924,18 @@ NEO__AVX2 static inline __m256 neo__exp8(__m256 x) {
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+NEO__AVX2 NEO_ATTN__PRIVATE float neo__max_avx2(const float *x, int n) {
+    if (n < 8) return neo__max_scalar(x, n);
+    __m256 v = _mm256_loadu_ps(x);
+    int    i = 8;
+    for (; i + 8 <= n; i += 8) v = _mm256_max_ps(v, _mm256_loadu_ps(x + i));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float m = _mm_cvtss_f32(h);
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
 }
 NEO__AVX2 NEO_ATTN__PRIVATE float neo__exp_sum_avx2(float *x, int n, float m) {
     __m256 mv = _mm256_set1_ps(m), sum = _mm256_setzero_ps();
@@ -1079,6 +1099,14 @@ NEO__AVX512 static inline __m512 neo__exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_scalef_ps(p, n);
 }
+NEO__AVX512 NEO_ATTN__PRIVATE float neo__max_avx512(const float *x, int n) {
+    __m512 v = _mm512_set1_ps(x[0]);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 k = neo__mask16(n - i);
+        v = _mm512_mask_max_ps(v, k, v, _mm512_maskz_loadu_ps(k, x + i));
+    }
+    return _mm512_reduce_max_ps(v);
+}
 NEO__AVX512 NEO_ATTN__PRIVATE float neo__exp_sum_avx512(float *x, int n, float m) {
     __m512 mv = _mm512_set1_ps(m), sum = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
@@ -1167,19 +1195,22 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
     if (!neo__cpu_has(isa)) return 0;
     k->isa = NEO_CPU_SCALAR;
     k->scores = neo__scores_scalar;
+    k->max = neo__max_scalar;
     k->exp_sum = neo__exp_sum_scalar;
     k->pv = neo__pv_scalar;
     k->dot = neo__dot_scalar;
 #if NEO__X86
     if (isa == NEO_CPU_AVX2) {
         k->isa = isa;
-            k->scores = neo__scores_avx2;
+        k->scores = neo__scores_avx2;
+        k->max = neo__max_avx2;
         k->exp_sum = neo__exp_sum_avx2;
         k->pv = neo__pv_avx2;
         k->dot = neo__dot_avx2;
     } else if (isa == NEO_CPU_AVX512) {
         k->isa = isa;
-            k->scores = neo__scores_avx512;
+        k->scores = neo__scores_avx512;
+        k->max = neo__max_avx512;
         k->exp_sum = neo__exp_sum_avx512;
         k->pv = neo__pv_avx512;
         k->dot = neo__dot_avx512;
@@ -1334,8 +1365,7 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
                 float slope = a->slopes[st->g * G + r % G];
                 for (int b = 0; b < nv; b++) s[b] -= slope * (float)(pos - (c + b));
             }
-            float mx = s[0];
-            for (int b = 1; b < nv; b++) mx = s[b] > mx ? s[b] : mx;
+            float mx = kr->max(s, nv);
             for (int b = nv; b < nk; b++) s[b] = 0.0f;
             if (mx > st->m[r]) { /* a new max rescales what was accumulated */
                 float corr = expf(st->m[r] - mx), *acc = st->acc + (size_t)r * dv;
