@@ -68,6 +68,12 @@
                         output goes up through pinned staging, and events join the two.
      NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; the faster runs
                         from then on, and the timing is repeated when the context doubles.
+   Which wins (H200 host, docs/BENCHMARKS_GPU.md): ON's cost is the host half at DRAM speed
+   (about 90 GB/s with 16 threads) plus a fixed ~10-15 us a call of CUDA calls and handoff; OFF's
+   is the host half over PCIe (about 55 GB/s) after the GPU half. So ON wins for large host
+   halves (Llama-3-8B shapes from 32k cells a head at a 1/2 split: 0.63 vs 1.27 ms), OFF for
+   small ones and short contexts, and for shapes whose CPU half is compute-bound (GQA group 7,
+   head_dim 64). AUTO measures this on the machine at hand.
    neo_runtime_desc.gpu_standin = 1 runs the same orchestration on a host stand-in for the GPU
    (host memory, synchronous), which is how the split paths are tested where there is no GPU.
 
@@ -88,8 +94,9 @@
    fields, float32 weights, the skipped RoPE tables, and a classifier only when vocab_size is
    negative in the header). neo_session runs one token at a time through every layer the way
    llama2.c's run.c does, with attention through neo_attn_append / neo_attn_decode and the
-   matmuls on the runtime's pool. Tokenizers and samplers belong to the program
-   (examples/mini-chat has run.c's).
+   matmuls on the runtime's pool (on a GPU runtime: on the device, with each layer's wq | wk | wv
+   and w1 | w3 rows stored back to back so that each pair or triple is one launch). Tokenizers
+   and samplers belong to the program (examples/mini-chat has run.c's).
 
    FINDING YOUR WAY
    ----------------
