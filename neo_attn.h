@@ -774,6 +774,8 @@ typedef struct neo__kernels {
     void (*scores)(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d);
     /* the largest of x: [n], n >= 1 (exact, so every path finds the same one) */
     float (*max)(const float *x, int n);
+    /* x: [n] *= c (a new running max rescales an accumulator) */
+    void (*scale)(float *x, int n, float c);
     /* x: [n] <- exp(x - m); returns the sum */
     float (*exp_sum)(float *x, int n, float m);
     /* acc: [nq][dv] += p: [nq][NEO__BLOCK] x v: [nk][dv] of type t */
@@ -808,6 +810,9 @@ NEO_ATTN__PRIVATE float neo__max_scalar(const float *x, int n) {
     float m = x[0];
     for (int i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
     return m;
+}
+NEO_ATTN__PRIVATE void neo__scale_scalar(float *x, int n, float c) {
+    for (int i = 0; i < n; i++) x[i] *= c;
 }
 NEO_ATTN__PRIVATE float neo__exp_sum_scalar(float *x, int n, float m) {
     float sum = 0.0f;
@@ -943,6 +948,12 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__max_avx2(const float *x, int n) {
     float m = _mm_cvtss_f32(h);
     for (; i < n; i++) m = x[i] > m ? x[i] : m;
     return m;
+}
+NEO__AVX2 NEO_ATTN__PRIVATE void neo__scale_avx2(float *x, int n, float c) {
+    __m256 cv = _mm256_set1_ps(c);
+    int    i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), cv));
+    neo__scale_scalar(x + i, n - i, c);
 }
 NEO__AVX2 NEO_ATTN__PRIVATE float neo__exp_sum_avx2(float *x, int n, float m) {
     __m256 mv = _mm256_set1_ps(m), sum = _mm256_setzero_ps();
@@ -1114,6 +1125,13 @@ NEO__AVX512 NEO_ATTN__PRIVATE float neo__max_avx512(const float *x, int n) {
     }
     return _mm512_reduce_max_ps(v);
 }
+NEO__AVX512 NEO_ATTN__PRIVATE void neo__scale_avx512(float *x, int n, float c) {
+    __m512 cv = _mm512_set1_ps(c);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 k = neo__mask16(n - i);
+        _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), cv));
+    }
+}
 NEO__AVX512 NEO_ATTN__PRIVATE float neo__exp_sum_avx512(float *x, int n, float m) {
     __m512 mv = _mm512_set1_ps(m), sum = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
@@ -1203,6 +1221,7 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
     k->isa = NEO_CPU_SCALAR;
     k->scores = neo__scores_scalar;
     k->max = neo__max_scalar;
+    k->scale = neo__scale_scalar;
     k->exp_sum = neo__exp_sum_scalar;
     k->pv = neo__pv_scalar;
     k->dot = neo__dot_scalar;
@@ -1211,6 +1230,7 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
         k->isa = isa;
         k->scores = neo__scores_avx2;
         k->max = neo__max_avx2;
+        k->scale = neo__scale_avx2;
         k->exp_sum = neo__exp_sum_avx2;
         k->pv = neo__pv_avx2;
         k->dot = neo__dot_avx2;
@@ -1218,6 +1238,7 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
         k->isa = isa;
         k->scores = neo__scores_avx512;
         k->max = neo__max_avx512;
+        k->scale = neo__scale_avx512;
         k->exp_sum = neo__exp_sum_avx512;
         k->pv = neo__pv_avx512;
         k->dot = neo__dot_avx512;
@@ -1375,9 +1396,9 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
             float mx = kr->max(s, nv);
             for (int b = nv; b < nk; b++) s[b] = 0.0f;
             if (mx > st->m[r]) { /* a new max rescales what was accumulated */
-                float corr = expf(st->m[r] - mx), *acc = st->acc + (size_t)r * dv;
+                float corr = expf(st->m[r] - mx);
                 st->l[r] *= corr;
-                for (int j = 0; j < dv; j++) acc[j] *= corr;
+                kr->scale(st->acc + (size_t)r * dv, dv, corr);
                 st->m[r] = mx;
             }
             st->l[r] += kr->exp_sum(s, nv, st->m[r]);
