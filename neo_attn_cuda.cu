@@ -1668,6 +1668,34 @@ static int neo__cu_counters(neo__cuda *st, int stream, size_t n) {
     return NEO_OK;
 }
 
+/* The fields of a launch's parameters that every attention kernel reads. */
+static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G, int nq, int c1, long long S, int chunk, int QT) {
+    memset(p, 0, sizeof *p);
+    p->k = a->k;
+    p->v = a->v;
+    p->q = a->q;
+    p->slopes = a->slopes;
+    p->kstride = (long long)a->kv_cells * a->head_dim;
+    p->vstride = (long long)a->kv_cells * a->head_dim_v;
+    p->kv_h0 = a->kv_h0;
+    p->cell_base = a->cell_base;
+    p->h0 = a->h0;
+    p->c0 = a->c0;
+    p->c1 = c1;
+    p->n_tokens = a->n_tokens;
+    p->pos0 = a->pos0;
+    p->n_head = a->n_head;
+    p->G = G;
+    p->nq = nq;
+    p->d = a->head_dim;
+    p->dv = a->head_dim_v;
+    p->S = (int)S;
+    p->chunk = chunk;
+    p->QT = QT;
+    p->scale = a->scale;
+    p->softcap = a->softcap;
+}
+
 template <int D, int BPS> static const void *neo__mma_fn(int type) {
     return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D, BPS> : (const void *)neo__attn_mma<__nv_bfloat16, D, BPS>;
 }
@@ -1711,7 +1739,7 @@ static int neo__cu_attend_mma(neo__cuda *st, const neo__attn_args *a, int stream
     } else S = 1;
     if (units * S > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
     neo__cu_attn p;
-    memset(&p, 0, sizeof p);
+    neo__cu_attn_params(&p, a, G, nq, c1, S, chunk, QT);
     if (S > 1) {
         if ((rc = neo__cu_work(st, stream, per_split * (size_t)S)) != NEO_OK) return rc;
         if ((rc = neo__cu_counters(st, stream, (size_t)units)) != NEO_OK) return rc;
@@ -1719,29 +1747,6 @@ static int neo__cu_attend_mma(neo__cuda *st, const neo__attn_args *a, int stream
         p.work_ml = p.work + (size_t)units * (size_t)S * NEO__MMA_NQ * (size_t)D;
         p.cnt = st->cnt[stream];
     }
-    p.k = a->k;
-    p.v = a->v;
-    p.q = a->q;
-    p.slopes = a->slopes;
-    p.kstride = (long long)a->kv_cells * D;
-    p.vstride = (long long)a->kv_cells * D;
-    p.kv_h0 = a->kv_h0;
-    p.cell_base = a->cell_base;
-    p.h0 = a->h0;
-    p.c0 = a->c0;
-    p.c1 = c1;
-    p.n_tokens = a->n_tokens;
-    p.pos0 = a->pos0;
-    p.n_head = a->n_head;
-    p.G = G;
-    p.nq = nq;
-    p.d = D;
-    p.dv = D;
-    p.S = (int)S;
-    p.chunk = chunk;
-    p.QT = QT;
-    p.scale = a->scale;
-    p.softcap = a->softcap;
     p.state = a->state;
     p.out = a->out;
     p.sinks = a->sinks;
@@ -1830,30 +1835,8 @@ static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
     if ((rc = neo__cu_work(st, stream, per_split * (size_t)S)) != NEO_OK) return rc;
 
     neo__cu_attn p;
-    p.k = (const char *)a->k;
-    p.v = a->v;
-    p.q = a->q;
-    p.slopes = a->slopes;
+    neo__cu_attn_params(&p, a, G, nq, c1, S, chunk, QT);
     p.work = st->work[stream];
-    p.kstride = (long long)a->kv_cells * d;
-    p.vstride = (long long)a->kv_cells * dv;
-    p.kv_h0 = a->kv_h0;
-    p.cell_base = a->cell_base;
-    p.h0 = a->h0;
-    p.c0 = a->c0;
-    p.c1 = c1;
-    p.n_tokens = a->n_tokens;
-    p.pos0 = a->pos0;
-    p.n_head = a->n_head;
-    p.G = G;
-    p.nq = nq;
-    p.d = d;
-    p.dv = dv;
-    p.S = (int)S;
-    p.chunk = chunk;
-    p.QT = QT;
-    p.scale = a->scale;
-    p.softcap = a->softcap;
     void *args[] = {&p};
     if (cudaLaunchKernel(fn, dim3((unsigned)(H * QT), (unsigned)S, (unsigned)ZC), dim3(NEO__CU_THREADS), args, smem, s) !=
         cudaSuccess)
