@@ -164,42 +164,6 @@ static uint32_t rnd_u32(void) {
 
 /* --- machine description --- */
 
-static size_t parse_size(const char *s) {
-    char              *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end == 'K' || *end == 'k') v <<= 10;
-    else if (*end == 'M' || *end == 'm') v <<= 20;
-    else if (*end == 'G' || *end == 'g') v <<= 30;
-    return (size_t)v;
-}
-
-/* the larger of sysconf's and /sys's level-3 cache (a VM's CPUID can report the host's), else 64 MiB */
-static size_t llc_bytes(void) {
-    size_t best = 0;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (v > 0) best = (size_t)v;
-#endif
-    for (int idx = 0; idx < 8; idx++) {
-        char path[128], buf[64];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", idx);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        int level = 0;
-        if (fscanf(f, "%d", &level) != 1) level = 0;
-        fclose(f);
-        if (level != 3) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
-        if (!(f = fopen(path, "r"))) continue;
-        if (fgets(buf, sizeof buf, f)) {
-            size_t s = parse_size(buf);
-            if (s > best) best = s;
-        }
-        fclose(f);
-    }
-    return best ? best : 64 * MiB;
-}
-
 static size_t meminfo_kb(const char *key) {
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return 0;
@@ -1094,7 +1058,10 @@ int main(int argc, char **argv) {
     gmtime_r(&tnow, &tm_utc);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tm_utc);
     cpu_model(model, sizeof model);
-    llc = llc_bytes();
+    {
+        size_t sc, sys;
+        llc = llc_bytes(&sc, &sys);
+    }
     struct cudaDeviceProp prop;
     int                   drv = 0, rtv = 0;
     CU(cudaSetDevice(0));

@@ -113,46 +113,6 @@ static void fill_random(float *p, size_t n) {
 /* --- machine description --- */
 
 /* "32768K" / "32M" / "33554432" -> bytes */
-static size_t parse_size(const char *s) {
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end == 'K' || *end == 'k') v <<= 10;
-    else if (*end == 'M' || *end == 'm') v <<= 20;
-    else if (*end == 'G' || *end == 'g') v <<= 30;
-    return (size_t)v;
-}
-
-/* Largest level-3 cache size this program can find: sysconf and /sys may disagree in VMs
-   (CPUID can report the host's total); the larger is the safe choice for "won't fit". */
-static size_t llc_bytes(size_t *from_sysconf, size_t *from_sys) {
-    *from_sysconf = 0;
-    *from_sys = 0;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (v > 0) *from_sysconf = (size_t)v;
-#endif
-    for (int idx = 0; idx < 8; idx++) {
-        char path[128], buf[64];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", idx);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        int level = 0;
-        if (fscanf(f, "%d", &level) != 1) level = 0;
-        fclose(f);
-        if (level != 3) continue;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", idx);
-        f = fopen(path, "r");
-        if (!f) continue;
-        if (fgets(buf, sizeof buf, f)) {
-            size_t s = parse_size(buf);
-            if (s > *from_sys) *from_sys = s;
-        }
-        fclose(f);
-    }
-    size_t best = *from_sysconf > *from_sys ? *from_sysconf : *from_sys;
-    return best ? best : (size_t)64 << 20;
-}
-
 static size_t mem_available_bytes(void) {
     FILE *f = fopen("/proc/meminfo", "r");
     if (f) {
