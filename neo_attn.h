@@ -63,13 +63,16 @@
    does not fit in the GPU still runs. A split layer attends in one of two ways:
      NEO_PIPELINE_OFF   stream-back: the host heads' valid cells are copied to the GPU in
                         double-buffered chunks of NEO_ATTN_STAGE_BYTES and attended there.
-     NEO_PIPELINE_ON    both halves at once: the GPU heads on a side stream while the pool
-                        attends the host heads; q's host slice comes down and the CPU half's
-                        output goes up through pinned staging, and events join the two.
+     NEO_PIPELINE_ON    both halves at once: the pool takes the host heads and waits for their
+                        queries, which a kernel on the engine's stream writes into pinned
+                        memory and flags; the GPU heads follow on that stream, then a kernel
+                        that polls a flag the pool sets and pulls the CPU half's output up.
+                        No CUDA call sits between the halves (with CUDA_LAUNCH_BLOCKING=1 the
+                        last two are enqueued after the CPU half instead).
      NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; the faster runs
                         from then on, and the timing is repeated when the context doubles.
    Which wins (H200 host, docs/BENCHMARKS_GPU.md): ON's cost is the host half at DRAM speed
-   (about 90 GB/s with 16 threads) plus a fixed ~10-15 us a call of CUDA calls and handoff; OFF's
+   (about 90 GB/s with 16 threads) plus a fixed ~7-11 us a call of handoff; OFF's
    is the host half over PCIe (about 55 GB/s) after the GPU half. So ON wins for large host
    halves (Llama-3-8B shapes from 32k cells a head at a 1/2 split: 0.63 vs 1.27 ms), OFF for
    small ones and short contexts, and for shapes whose CPU half is compute-bound (GQA group 7,
@@ -304,13 +307,11 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    NEO_ATTN_CUDA=1) or by the header's own host stand-in (neo_runtime_desc.gpu_standin = 1),
    which runs the same orchestration in CI with no GPU. Only plain C crosses: pointers, ints,
    size_t and the POD structs below. Every entry returns a neo_status (as int).
-   Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own), NEO__STREAM_SIDE runs the
-   GPU half of a split layer, NEO__STREAM_COPY moves the host half. Events are small integers
-   below NEO__EVENTS. */
-#define NEO_ATTN_CUDA_ABI_VERSION 2
+   Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
+   host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
+#define NEO_ATTN_CUDA_ABI_VERSION 3
 #define NEO__STREAM_MAIN 0
-#define NEO__STREAM_SIDE 1
-#define NEO__STREAM_COPY 2
+#define NEO__STREAM_COPY 1
 #define NEO__EVENTS 8
 
 /* Attention of query heads [h0 * group, h1 * group) over cells [c0, c1), as an online-softmax
@@ -334,6 +335,8 @@ typedef struct neo__attn_args {
     int          n_head, n_head_kv, head_dim, head_dim_v;
     int          kv_type;    /* neo_type */
     float        scale, softcap;
+    const unsigned *gate;    /* CPU only, or NULL: tasks read q only once *gate == gate_seq (the device wrote it) */
+    unsigned     gate_seq;
 } neo__attn_args;
 
 /* Rows of heads [h0, h1) of new tokens written into a cache in its storage type. */
@@ -359,10 +362,22 @@ typedef struct neo__dev_ops {
     int  (*copy)(void *state, void *dst, const void *src, size_t bytes, int stream);
     int  (*copy2d)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
                    size_t rows, int stream);
+    /* The both-halves handoff, with no host call on its critical path: rows of floats (widths and
+       pitches in bytes, multiples of 4) between device and pinned host memory, copied by the device
+       itself. copy_signal copies, then sets *flag = seq once the rows are visible to the host;
+       await_copy waits in stream order until the host has set *flag = seq, then copies. flag:
+       pinned host memory. */
+    int  (*copy_signal)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                        size_t rows, unsigned *flag, unsigned seq, int stream);
+    int  (*await_copy)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                       size_t rows, const unsigned *flag, unsigned seq, int stream);
     int  (*record)(void *state, int event, int stream);
     int  (*wait)(void *state, int stream, int event);         /* stream waits for event */
     int  (*event_sync)(void *state, int event);               /* the host waits for event */
     int  (*stream_sync)(void *state, int stream);
+    /* 1 = a kernel launch returns only once the kernel is done (CUDA_LAUNCH_BLOCKING=1), so an
+       await_copy must not be enqueued before its flag is set */
+    int  (*launch_blocking)(void *state);
     int  (*append)(void *state, const neo__append_args *a, int stream);
     int  (*attend)(void *state, const neo__attn_args *a, int stream);
     /* the decode loop; all pointers device memory */
@@ -470,6 +485,7 @@ int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
 #define NEO__MAX_HEADS 65536
 #define NEO__PREFILL_QUERIES 64 /* queries (tokens x group heads) one prefill task carries */
 #define NEO__AUTO_PROBES 3 /* timed decode calls of each pipeline before AUTO decides (a median of 3) */
+#define NEO__FLAG_OUT 32   /* unsigneds from the handoff's first flag to its second: 128 bytes */
 #define NEO__APPEND_CHUNK 256 /* tokens the host heads' new rows are staged in */
 
 /* =============================================================================================
@@ -577,8 +593,11 @@ NEO_ATTN__PUBLIC const char *neo_cpu_isa_name(neo_cpu_isa isa) {
    which task varies, and callers must make results independent of that. Every worker checks in
    after each job, and the caller waits for all of them, so job fields are never read while the
    next job writes them. Idle workers spin for NEO_ATTN_SPIN_US, then sleep on a condition
-   variable; the caller signals only when someone sleeps. */
+   variable; the caller signals only when someone sleeps. A job may carry a first step that the
+   caller runs once the workers have it, before taking tasks (the both-halves call enqueues the
+   device's work there, so the workers are already spinning when their input lands). */
 typedef void (*neo__task_fn)(void *user, int task, int thread);
+typedef int (*neo__first_fn)(void *ctx); /* a neo_status */
 
 #if !NEO_ATTN_NO_THREADS
 typedef struct neo__worker {
@@ -608,12 +627,13 @@ typedef struct neo__pool {
 #endif
 } neo__pool;
 
-#if !NEO_ATTN_NO_THREADS
 NEO_ATTN__PRIVATE void neo__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
 }
+
+#if !NEO_ATTN_NO_THREADS
 
 NEO_ATTN__PRIVATE void *neo__worker_main(void *arg) {
     neo__worker *w = (neo__worker *)arg;
@@ -720,9 +740,10 @@ no_threads:
     return NEO_OK;
 }
 
-/* Runs fn(user, task, thread) for task in [0, n_tasks) with thread in [0, n_threads), and
-   returns when all are done. */
-NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn, void *user) {
+/* Runs first(ctx) if given, and fn(user, task, thread) for task in [0, n_tasks) with thread in
+   [0, n_threads); returns first's status when all are done. */
+NEO_ATTN__PRIVATE int neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn, void *user, neo__first_fn first, void *ctx) {
+    int s = NEO_OK;
 #if !NEO_ATTN_NO_THREADS
     if (p->n_workers > 0 && n_tasks > 1) {
         p->fn = fn;
@@ -736,6 +757,7 @@ NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn,
             pthread_cond_broadcast(&p->cv);
             pthread_mutex_unlock(&p->mu);
         }
+        if (first) s = first(ctx);
         for (;;) {
             int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
             if (i >= n_tasks) break;
@@ -754,11 +776,13 @@ NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn,
             __atomic_store_n(&p->waiting, 0, __ATOMIC_SEQ_CST);
             pthread_mutex_unlock(&p->mu);
         }
-        return;
+        return s;
     }
 #endif
     (void)p;
+    if (first) s = first(ctx);
     for (int i = 0; i < n_tasks; i++) fn(user, i, 0);
+    return s;
 }
 
 /* =============================================================================================
@@ -1257,6 +1281,8 @@ struct neo_runtime {
     neo__dev_ops dev;            /* device operations: CUDA, or the host ones (CPU runtime, stand-in) */
     void        *dev_state;
     int          dev_async;      /* 1 = device work runs concurrently with the host (real CUDA) */
+    int          hand_early;     /* 1 = the both-halves call enqueues all its device work before the CPU
+                                    half (a device that runs concurrently and whose launches return at once) */
     float      **scratch;        /* [pool.n_threads] per-thread attention scratch */
     size_t       scratch_floats; /* floats in each */
     float       *partial;        /* decode chunk partials: [kv heads][n_chunks][group][head_dim_v + 2] */
@@ -1272,6 +1298,11 @@ struct neo_runtime {
     size_t       d_append_bytes;
     void        *h_q, *h_out;    /* pinned: the CPU half's queries and output */
     size_t       h_q_bytes, h_out_bytes;
+    /* pinned, read and written by both sides: [0] = the device has put the queries in h_q,
+       [NEO__FLAG_OUT] = the host has put the output in h_out; each holds the number of the
+       both-halves call (hand_seq) it was last set for. Apart, so the two writers never share a line. */
+    unsigned    *hand;
+    unsigned     hand_seq;
 };
 
 /* Queries one task carries: the GQA group for decode, a block of tokens x group for prefill. */
@@ -1345,9 +1376,21 @@ typedef struct neo__qstate {
     float *acc; /* [nq][head_dim_v] running numerator */
 } neo__qstate;
 
+/* Spins until the device has written the queries (a gated call): it is on its way, a few us at most. */
+NEO_ATTN__PRIVATE void neo__await_gate(const neo__attn_args *a) {
+    if (!a->gate) return;
+    for (int spins = 1; __atomic_load_n(a->gate, __ATOMIC_ACQUIRE) != a->gate_seq; spins++) {
+        neo__cpu_relax();
+#if !NEO_ATTN_NO_THREADS
+        if ((spins & 4095) == 0) sched_yield(); /* more threads than cores: let the device's feeder run */
+#endif
+    }
+}
+
 NEO_ATTN__PRIVATE void neo__qstate_init(neo__qstate *st, const neo__attn_job *J, float *scratch, int g, int t0, int nt) {
     const neo__attn_args *a = J->a;
     int G = J->group, d = a->head_dim, dv = a->head_dim_v;
+    neo__await_gate(a);
     st->nq = nt * G;
     st->t0 = t0;
     st->g = g;
@@ -1488,17 +1531,20 @@ NEO_ATTN__PRIVATE void neo__prefill_task(void *user, int task, int thread) {
 /* The pool runs a task list serially below this many multiply-adds: waking it costs more. */
 #define NEO__SERIAL_MACS 65536.0
 
-/* Runs the tasks on the pool, or on the calling thread when the job is small. Which thread runs
-   a task never changes its result. */
-NEO_ATTN__PRIVATE void neo__run(neo_runtime *rt, int n_tasks, double macs, neo__task_fn fn, void *user) {
-    if (macs < NEO__SERIAL_MACS)
-        for (int i = 0; i < n_tasks; i++) fn(user, i, 0);
-    else
-        neo__pool_run(&rt->pool, n_tasks, fn, user);
+/* Runs first (if given) and the tasks on the pool, or on the calling thread when the job is
+   small; returns first's status. Which thread runs a task never changes its result. */
+NEO_ATTN__PRIVATE int neo__run(neo_runtime *rt, int n_tasks, double macs, neo__task_fn fn, void *user, neo__first_fn first,
+                               void *ctx) {
+    int s = NEO_OK;
+    if (macs >= NEO__SERIAL_MACS) return neo__pool_run(&rt->pool, n_tasks, fn, user, first, ctx);
+    if (first) s = first(ctx);
+    for (int i = 0; i < n_tasks; i++) fn(user, i, 0);
+    return s;
 }
 
-/* CPU attention of a range, on the runtime's pool (activations in host memory). */
-NEO_ATTN__PRIVATE void neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a) {
+/* CPU attention of a range, on the runtime's pool (activations in host memory); first as for
+   neo__run. */
+NEO_ATTN__PRIVATE int neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a, neo__first_fn first, void *ctx) {
     neo__attn_job J;
     int           n_heads = a->h1 - a->h0;
     double        macs = (double)(a->c1 - a->c0) * (a->n_head / a->n_head_kv) * n_heads * a->n_tokens *
@@ -1511,11 +1557,11 @@ NEO_ATTN__PRIVATE void neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a)
         J.chunk = neo__chunk_size(a->c1 - a->c0, n_heads);
         J.n_chunks = (a->c1 - a->c0 + J.chunk - 1) / J.chunk;
         memset(rt->chunks_done, 0, sizeof(int) * (size_t)n_heads);
-        neo__run(rt, n_heads * J.n_chunks, macs, neo__decode_task, &J);
+        return neo__run(rt, n_heads * J.n_chunks, macs, neo__decode_task, &J, first, ctx);
     } else {
         J.tok_per_task = neo__prefill_tokens(J.group);
         J.n_tok_blocks = (a->n_tokens + J.tok_per_task - 1) / J.tok_per_task;
-        neo__run(rt, n_heads * J.n_tok_blocks, macs, neo__prefill_task, &J);
+        return neo__run(rt, n_heads * J.n_tok_blocks, macs, neo__prefill_task, &J, first, ctx);
     }
 }
 
@@ -1562,6 +1608,22 @@ NEO_ATTN__PRIVATE int neo__host_copy2d(void *state, void *dst, size_t dst_pitch,
     for (size_t r = 0; r < rows; r++) memcpy((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, width);
     return NEO_OK;
 }
+NEO_ATTN__PRIVATE int neo__host_launch_blocking(void *state) {
+    (void)state;
+    return 1;
+}
+NEO_ATTN__PRIVATE int neo__host_copy_signal(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                            size_t width, size_t rows, unsigned *flag, unsigned seq, int stream) {
+    neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
+    __atomic_store_n(flag, seq, __ATOMIC_RELEASE);
+    return NEO_OK;
+}
+/* The stand-in runs every op at once, so the host must have set the flag before asking. */
+NEO_ATTN__PRIVATE int neo__host_await_copy(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                           size_t width, size_t rows, const unsigned *flag, unsigned seq, int stream) {
+    if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != seq) return NEO_ERR_DEVICE;
+    return neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
+}
 NEO_ATTN__PRIVATE int neo__host_record(void *state, int event, int stream) {
     (void)state, (void)event, (void)stream;
     return NEO_OK;
@@ -1585,8 +1647,7 @@ NEO_ATTN__PRIVATE int neo__host_append(void *state, const neo__append_args *a, i
 }
 NEO_ATTN__PRIVATE int neo__host_attend(void *state, const neo__attn_args *a, int stream) {
     (void)stream;
-    neo__cpu_attend((neo_runtime *)state, a);
-    return NEO_OK;
+    return neo__cpu_attend((neo_runtime *)state, a, NULL, NULL);
 }
 
 /* out: [d] = w: [d][n] . x: [n], rows spread over the pool (each row is one dot product, so
@@ -1615,7 +1676,7 @@ NEO_ATTN__PRIVATE int neo__host_gemv(void *state, float *y, const float *w, cons
     J.d = d;
     J.kern = &rt->kern;
     J.rows_per_task = (d + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
-    neo__run(rt, (d + J.rows_per_task - 1) / J.rows_per_task, (double)n * d, neo__matmul_task, &J);
+    neo__run(rt, (d + J.rows_per_task - 1) / J.rows_per_task, (double)n * d, neo__matmul_task, &J, NULL, NULL);
     return NEO_OK;
 }
 /* o = w * x / rms(x), as run.c computes it */
@@ -1673,10 +1734,13 @@ NEO_ATTN__PRIVATE void neo__host_ops(neo__dev_ops *o) {
     o->host_free = neo__host_free;
     o->copy = neo__host_copy;
     o->copy2d = neo__host_copy2d;
+    o->copy_signal = neo__host_copy_signal;
+    o->await_copy = neo__host_await_copy;
     o->record = neo__host_record;
     o->wait = neo__host_record;
     o->event_sync = neo__host_sync;
     o->stream_sync = neo__host_sync;
+    o->launch_blocking = neo__host_launch_blocking;
     o->append = neo__host_append;
     o->attend = neo__host_attend;
     o->gemv = neo__host_gemv;
@@ -1736,6 +1800,7 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
         }
         rt->dev_state = st;
         rt->dev_async = 1;
+        rt->hand_early = !rt->dev.launch_blocking(st);
     }
 #endif
     rt->scratch = (float **)neo__calloc(sizeof(float *) * (size_t)rt->pool.n_threads);
@@ -1756,6 +1821,7 @@ NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     rt->dev.dev_free(rt->dev_state, rt->d_append);
     rt->dev.host_free(rt->dev_state, rt->h_q);
     rt->dev.host_free(rt->dev_state, rt->h_out);
+    rt->dev.host_free(rt->dev_state, rt->hand);
     rt->dev.release(rt->dev_state);
     if (rt->scratch)
         for (int t = 0; t < rt->pool.n_threads; t++) neo__free(rt->scratch[t]);
@@ -2044,9 +2110,8 @@ NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_inf
    >>orchestration: one attention call over both halves
    =============================================================================================
    Events: START (the queries are ready on MAIN), READY0/1 (a stream-back chunk is on the
-   device), USED0/1 (its attention is done, the buffer may be refilled), GPU (the device half
-   finished on SIDE), QHOST (the CPU half's queries are in pinned memory). */
-enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1, NEO__EV_GPU, NEO__EV_QHOST };
+   device), USED0/1 (its attention is done, the buffer may be refilled). */
+enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1 };
 
 NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, const float *q, int n_tokens, float *out, int dev) {
     memset(a, 0, sizeof *a);
@@ -2110,45 +2175,94 @@ NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, 
     return NEO_OK;
 }
 
-/* Both halves at once: the device heads on SIDE while the pool attends the host heads from
-   pinned memory; the CPU half's queries come down and its output goes up through pinned
-   staging, and MAIN waits for SIDE before anything after this call runs. */
+/* Both halves at once, with no host call between the device and the CPU half. The pool gets
+   the CPU half first and its tasks spin on a flag; the caller then enqueues on MAIN: a kernel that
+   writes the host heads' queries into pinned memory and sets the flag, the device half, and a
+   kernel that waits for the CPU half's output flag and pulls the output up. The caller then takes
+   part in the CPU half and sets the output flag. Everything is in MAIN's order, so the staging
+   buffers and flags are never reused while a previous call still reads them. */
+typedef struct neo__both {
+    neo_layer     *L;
+    neo__attn_args g;               /* the device half */
+    const float   *q;               /* [n_tokens][n_head][head_dim], device */
+    float         *out;             /* [n_tokens][n_head][head_dim_v], device */
+    int            n_tokens;
+    unsigned       seq;
+} neo__both;
+
+NEO_ATTN__PRIVATE void neo__both_rows(const neo__both *B, size_t *qrow, size_t *qoff, size_t *orow, size_t *ooff) {
+    const neo_layer *L = B->L;
+    size_t           qh0 = (size_t)L->gpu_heads * L->group; /* first query head of the CPU half */
+    *qrow = (size_t)L->n_head * L->head_dim * sizeof(float);
+    *orow = (size_t)L->n_head * L->head_dim_v * sizeof(float);
+    *qoff = qh0 * L->head_dim * sizeof(float);
+    *ooff = qh0 * L->head_dim_v * sizeof(float);
+}
+
+/* The device's part, run by the caller once the pool has the CPU half. A real device gets all
+   three ops now; the stand-in, which runs ops at once (and on this pool), and a device whose
+   launches block (which would wait for a flag not yet set) only the queries. */
+NEO_ATTN__PRIVATE int neo__both_first(void *ctx) {
+    neo__both    *B = (neo__both *)ctx;
+    neo_runtime  *rt = B->L->rt;
+    neo__dev_ops *D = &rt->dev;
+    void         *S = rt->dev_state;
+    size_t        qrow, qoff, orow, ooff;
+    int           s;
+    neo__both_rows(B, &qrow, &qoff, &orow, &ooff);
+    s = D->copy_signal(S, (char *)rt->h_q + qoff, qrow, (const char *)B->q + qoff, qrow, qrow - qoff, (size_t)B->n_tokens,
+                       rt->hand, B->seq, NEO__STREAM_MAIN);
+    if (s == NEO_OK && rt->hand_early) s = D->attend(S, &B->g, NEO__STREAM_MAIN);
+    if (s == NEO_OK && rt->hand_early)
+        s = D->await_copy(S, (char *)B->out + ooff, orow, (const char *)rt->h_out + ooff, orow, orow - ooff,
+                          (size_t)B->n_tokens, rt->hand + NEO__FLAG_OUT, B->seq, NEO__STREAM_MAIN);
+    /* on failure the CPU half's tasks still wait for their queries: let them run on stale ones
+       (their output is never pulled up) */
+    if (s != NEO_OK) __atomic_store_n(rt->hand, B->seq, __ATOMIC_RELEASE);
+    return s;
+}
+
 NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int n_tokens, float *out) {
     neo_runtime   *rt = L->rt;
-    neo__dev_ops  *D = &rt->dev;
-    void          *S = rt->dev_state;
-    neo__attn_args g, c;
-    int            s, qh0 = L->gpu_heads * L->group; /* first query head of the CPU half */
-    size_t         qrow = (size_t)L->n_head * L->head_dim * sizeof(float), orow = (size_t)L->n_head * L->head_dim_v * sizeof(float);
-    size_t         qoff = (size_t)qh0 * L->head_dim * sizeof(float), ooff = (size_t)qh0 * L->head_dim_v * sizeof(float);
+    neo__both      B;
+    neo__attn_args c;
+    size_t         qrow, qoff, orow, ooff;
+    int            s;
+    memset(&B, 0, sizeof B);
+    B.L = L;
+    B.q = q;
+    B.out = out;
+    B.n_tokens = n_tokens;
+    neo__both_rows(&B, &qrow, &qoff, &orow, &ooff);
     if ((s = neo__rt_buffer(rt, &rt->h_q, &rt->h_q_bytes, qrow * n_tokens, 1)) != NEO_OK ||
         (s = neo__rt_buffer(rt, &rt->h_out, &rt->h_out_bytes, orow * n_tokens, 1)) != NEO_OK)
         return (neo_status)s;
-    neo__layer_args(L, &g, q, n_tokens, out, 1);
-    g.k = L->k_dev;
-    g.v = L->v_dev;
-    g.h1 = L->gpu_heads;
-    /* The CPU half's queries go down first (after the queries, in MAIN's order, so the rows that
-       append sent to the host are there too), and the device half is enqueued while they travel. */
-    if ((s = D->record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
-        (s = D->copy2d(S, (char *)rt->h_q + qoff, qrow, (const char *)q + qoff, qrow, qrow - qoff, (size_t)n_tokens,
-                       NEO__STREAM_MAIN)) != NEO_OK ||
-        (s = D->record(S, NEO__EV_QHOST, NEO__STREAM_MAIN)) != NEO_OK || (s = D->wait(S, NEO__STREAM_SIDE, NEO__EV_START)) != NEO_OK ||
-        (s = D->attend(S, &g, NEO__STREAM_SIDE)) != NEO_OK || (s = D->record(S, NEO__EV_GPU, NEO__STREAM_SIDE)) != NEO_OK ||
-        (s = D->event_sync(S, NEO__EV_QHOST)) != NEO_OK)
-        return (neo_status)s;
+    if (!rt->hand) {
+        if ((s = rt->dev.host_alloc(rt->dev_state, (void **)&rt->hand, sizeof(unsigned) * 2 * NEO__FLAG_OUT)) != NEO_OK)
+            return (neo_status)s;
+        memset(rt->hand, 0, sizeof(unsigned) * 2 * NEO__FLAG_OUT);
+    }
+    B.seq = ++rt->hand_seq;
+    if (B.seq == 0) B.seq = ++rt->hand_seq; /* 0 is the flags' value before any call */
+    neo__layer_args(L, &B.g, q, n_tokens, out, 1);
+    B.g.k = L->k_dev;
+    B.g.v = L->v_dev;
+    B.g.h1 = L->gpu_heads;
     neo__layer_args(L, &c, (const float *)rt->h_q, n_tokens, (float *)rt->h_out, 0);
     c.k = L->k_host;
     c.v = L->v_host;
     c.kv_h0 = c.h0 = L->gpu_heads;
     c.h1 = L->n_head_kv;
-    neo__cpu_attend(rt, &c);
-    if ((s = D->copy2d(S, (char *)out + ooff, orow, (const char *)rt->h_out + ooff, orow, orow - ooff, (size_t)n_tokens,
-                       NEO__STREAM_MAIN)) != NEO_OK ||
-        (s = D->wait(S, NEO__STREAM_MAIN, NEO__EV_GPU)) != NEO_OK)
-        return (neo_status)s;
-    if (rt->dev_async && n_tokens == 1) L->n_overlapped++;
-    return NEO_OK;
+    c.gate = rt->hand;
+    c.gate_seq = B.seq;
+    s = neo__cpu_attend(rt, &c, neo__both_first, &B);
+    if (s == NEO_OK && !rt->hand_early) s = rt->dev.attend(rt->dev_state, &B.g, NEO__STREAM_MAIN);
+    __atomic_store_n(rt->hand + NEO__FLAG_OUT, B.seq, __ATOMIC_RELEASE);
+    if (s == NEO_OK && !rt->hand_early)
+        s = rt->dev.await_copy(rt->dev_state, (char *)out + ooff, orow, (const char *)rt->h_out + ooff, orow, orow - ooff,
+                               (size_t)n_tokens, rt->hand + NEO__FLAG_OUT, B.seq, NEO__STREAM_MAIN);
+    if (s == NEO_OK && rt->dev_async && n_tokens == 1) L->n_overlapped++;
+    return (neo_status)s;
 }
 
 /* Attention of every head of layer L for the last n_tokens cells (q, out: activation memory). */

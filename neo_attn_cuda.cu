@@ -57,6 +57,11 @@
    neo__rmsnorm_kernel       one block of 1024 threads.
    neo__rope_kernel, neo__swiglu_kernel, neo__add_kernel: one thread per (pair of) element(s).
    neo__argmax_kernel        one block of 1024 threads: strided scan, then a (value, index) reduction.
+   neo__handoff_kernel<A>    one block of 1024 threads, four loads in flight each: the both-halves
+                             handoff (copy_signal / await_copy), rows of floats to or from pinned
+                             host memory with a flag in host memory (ld.acquire / st.release at
+                             system scope). A decode step's row of up to 4096 floats is one PCIe
+                             round trip; prefill moves more, but next to its CPU half that is small.
 
    DETERMINISM
    -----------
@@ -65,7 +70,7 @@
    so the same inputs on the same GPU give bitwise the same outputs. In neo__attn_mma the block that merges is whichever
    arrives last, but it reads every partial from memory in split order, so the result does not
    depend on which one it is. Each stream has its own partial buffer and counters, so attends on
-   MAIN and SIDE may run at once.
+   MAIN and COPY may run at once.
 
    NUMERICS
    --------
@@ -85,7 +90,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NEO__CU_STREAMS 3
+#define NEO__CU_STREAMS 2
 #define NEO__CU_THREADS 128             /* attention kernels */
 #ifndef NEO__CU_WSTAGES
 #define NEO__CU_WSTAGES 3               /* cp.async ring depth of each warp */
@@ -1381,12 +1386,55 @@ __global__ void __launch_bounds__(1024) neo__argmax_kernel(int *out, const float
     }
 }
 
+/* The both-halves handoff: the host half's queries go down to pinned memory and a flag follows
+   them (!AWAIT), or the kernel waits for the host's flag and pulls the host half's output up
+   (AWAIT). The flag is polled over PCIe, so no host call is needed once both are enqueued. */
+static __device__ unsigned neo__ld_acquire_sys(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+static __device__ void neo__st_release_sys(unsigned *p, unsigned v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+template <bool AWAIT>
+__global__ void __launch_bounds__(1024) neo__handoff_kernel(float *__restrict__ dst, size_t dp, const float *__restrict__ src,
+                                                            size_t sp, size_t w, size_t rows, unsigned *flag, unsigned seq) {
+    if (AWAIT) {
+        if (threadIdx.x == 0)
+            while (neo__ld_acquire_sys(flag) != seq) {}
+        __syncthreads();
+    }
+    for (size_t r = 0; r < rows; r++) {
+        const float *s = src + r * sp;
+        float       *d = dst + r * dp;
+        for (size_t c0 = threadIdx.x; c0 < w; c0 += 4 * (size_t)blockDim.x) {
+            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int k = 0; k < 4; k++) { /* all four loads issued before any store: one round trip */
+                const size_t c = c0 + (size_t)k * blockDim.x;
+                if (c < w) v[k] = AWAIT ? __ldcv(s + c) : s[c]; /* .cv: the host rewrote it since the last call */
+            }
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const size_t c = c0 + (size_t)k * blockDim.x;
+                if (c < w) d[c] = v[k];
+            }
+        }
+    }
+    if (!AWAIT) {
+        __threadfence_system(); /* each thread's rows reach host memory before the flag */
+        __syncthreads();
+        if (threadIdx.x == 0) neo__st_release_sys(flag, seq);
+    }
+}
+
 /* =============================================================================================
    host side: state, status mapping, the ops
    ============================================================================================= */
 typedef struct neo__cuda {
     int          device, n_sm, own_main;
-    cudaStream_t stream[NEO__CU_STREAMS]; /* MAIN (engine's or own), SIDE, COPY */
+    cudaStream_t stream[NEO__CU_STREAMS]; /* MAIN (engine's or own), COPY */
     cudaEvent_t  event[NEO__EVENTS];
     float       *work[NEO__CU_STREAMS]; /* split partials; one per stream so that concurrent attends never share */
     size_t       work_bytes[NEO__CU_STREAMS];
@@ -1398,6 +1446,7 @@ typedef struct neo__cuda {
     int          no_mma;                 /* NEO_CUDA_MMA=0: the CUDA-core kernels and the merge kernel */
     int          max_splits;             /* NEO_CUDA_MAX_SPLITS=N (N >= 1): at most N splits a query tile */
     int          block_shape;            /* NEO_CUDA_MMA_BLOCKS=1 or 2: always the wide or the narrow block (head_dim 128) */
+    int          launch_blocking;        /* CUDA_LAUNCH_BLOCKING=1: a launch returns when its kernel is done */
 } neo__cuda;
 
 static int neo__cu_err(cudaError_t e) {
@@ -1446,7 +1495,7 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
     neo__cuda *st = (neo__cuda *)calloc(1, sizeof(neo__cuda));
     if (!st) return NEO_ERR_NO_MEMORY;
     st->device = device;
-    int lo = 0, hi = 0, rc = NEO_ERR_DEVICE;
+    int rc = NEO_ERR_DEVICE;
     if (engine_stream) st->stream[NEO__STREAM_MAIN] = (cudaStream_t)engine_stream;
     else {
         /* blocking: ordered with the legacy default stream, so an engine that passes no stream
@@ -1454,9 +1503,6 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
         if (cudaStreamCreateWithFlags(&st->stream[NEO__STREAM_MAIN], cudaStreamDefault) != cudaSuccess) goto fail;
         st->own_main = 1;
     }
-    /* the GPU half of a split layer is on the critical path: let it jump the queue */
-    if (cudaDeviceGetStreamPriorityRange(&lo, &hi) != cudaSuccess) goto fail;
-    if (cudaStreamCreateWithPriority(&st->stream[NEO__STREAM_SIDE], cudaStreamNonBlocking, hi) != cudaSuccess) goto fail;
     if (cudaStreamCreateWithFlags(&st->stream[NEO__STREAM_COPY], cudaStreamNonBlocking) != cudaSuccess) goto fail;
     for (int e = 0; e < NEO__EVENTS; e++)
         if (cudaEventCreateWithFlags(&st->event[e], cudaEventDisableTiming) != cudaSuccess) goto fail;
@@ -1468,6 +1514,8 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
         st->max_splits = e ? atoi(e) : 0;
         e = getenv("NEO_CUDA_MMA_BLOCKS");
         st->block_shape = e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
+        e = getenv("CUDA_LAUNCH_BLOCKING");
+        st->launch_blocking = e && e[0] == '1';
     }
     *state = st;
     return NEO_OK;
@@ -1499,7 +1547,8 @@ static int neo__cu_host_alloc(void *state, void **ptr, size_t bytes) {
     *ptr = NULL;
     if (!bytes) return NEO_OK;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    cudaError_t e = cudaHostAlloc(ptr, bytes, cudaHostAllocPortable);
+    /* with unified addressing (every sm_90 system) kernels use the same pointer: the handoff does */
+    cudaError_t e = cudaHostAlloc(ptr, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
     if (e == cudaSuccess) return NEO_OK;
     *ptr = NULL;
     (void)cudaGetLastError();
@@ -1531,6 +1580,32 @@ static int neo__cu_copy2d(void *state, void *dst, size_t dst_pitch, const void *
                                     : cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, s);
     return e == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
 }
+static int neo__cu_handoff(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                           size_t rows, unsigned *flag, unsigned seq, int stream, bool await) {
+    int          ok;
+    cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
+    if (!ok || !flag || (uintptr_t)flag % 4) return NEO_ERR_INVALID_ARG;
+    if (width && rows && (!dst || !src || dst_pitch < width || src_pitch < width)) return NEO_ERR_INVALID_ARG;
+    if ((width | dst_pitch | src_pitch) % 4 || (uintptr_t)dst % 4 || (uintptr_t)src % 4) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    if (!width) rows = 0; /* the flag still travels */
+    if (await)
+        neo__handoff_kernel<true><<<1, 1024, 0, s>>>((float *)dst, dst_pitch / 4, (const float *)src, src_pitch / 4, width / 4,
+                                                     rows, flag, seq);
+    else
+        neo__handoff_kernel<false><<<1, 1024, 0, s>>>((float *)dst, dst_pitch / 4, (const float *)src, src_pitch / 4, width / 4,
+                                                      rows, flag, seq);
+    return neo__cu_launched();
+}
+static int neo__cu_copy_signal(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                               size_t rows, unsigned *flag, unsigned seq, int stream) {
+    return neo__cu_handoff(state, dst, dst_pitch, src, src_pitch, width, rows, flag, seq, stream, false);
+}
+static int neo__cu_await_copy(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                              size_t rows, const unsigned *flag, unsigned seq, int stream) {
+    return neo__cu_handoff(state, dst, dst_pitch, src, src_pitch, width, rows, (unsigned *)flag, seq, stream, true);
+}
+static int neo__cu_launch_blocking(void *state) { return state && ((neo__cuda *)state)->launch_blocking; }
 static int neo__cu_record(void *state, int event, int stream) {
     int          ok;
     neo__cuda   *st = (neo__cuda *)state;
@@ -1949,10 +2024,13 @@ extern "C" int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops) {
     ops->host_free = neo__cu_host_free;
     ops->copy = neo__cu_copy;
     ops->copy2d = neo__cu_copy2d;
+    ops->copy_signal = neo__cu_copy_signal;
+    ops->await_copy = neo__cu_await_copy;
     ops->record = neo__cu_record;
     ops->wait = neo__cu_wait;
     ops->event_sync = neo__cu_event_sync;
     ops->stream_sync = neo__cu_stream_sync;
+    ops->launch_blocking = neo__cu_launch_blocking;
     ops->append = neo__cu_append;
     ops->attend = neo__cu_attend;
     ops->gemv = neo__cu_gemv;

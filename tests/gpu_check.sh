@@ -30,21 +30,23 @@ if ! make -s cuda-build >"$OUT/build.log" 2>&1 || [ ! -x $B/cuda/mini-chat ]; th
 fi
 
 # --- 2. kernels and the API suite ---
-if ./$B/test_cuda_ops >"$OUT/test_cuda_ops.log" 2>&1; then r=PASS; else r=FAIL; fi
+if timeout 300 ./$B/test_cuda_ops >"$OUT/test_cuda_ops.log" 2>&1; then r=PASS; else r=FAIL; fi
 row "kernels vs float64 (test_cuda_ops)" $r "$(tail -n 1 "$OUT/test_cuda_ops.log")"
 # the tensor-core kernel's two block shapes, each forced for every case
 for b in 1 2; do
-    if NEO_CUDA_MMA_BLOCKS=$b ./$B/test_cuda_ops >"$OUT/test_cuda_ops_b$b.log" 2>&1; then r=PASS; else r=FAIL; fi
+    if NEO_CUDA_MMA_BLOCKS=$b timeout 300 ./$B/test_cuda_ops >"$OUT/test_cuda_ops_b$b.log" 2>&1; then r=PASS; else r=FAIL; fi
     row "  the same, NEO_CUDA_MMA_BLOCKS=$b" $r "$(tail -n 1 "$OUT/test_cuda_ops_b$b.log")"
 done
-if NEO_MODEL_DIR=$DIR ./$B/cuda/test_ref >"$OUT/test_ref.log" 2>&1 &&
-   NEO_TEST_CUDA_THREADS=1 NEO_TEST_ONLY_SPLIT=4 ./$B/cuda/test_ref >"$OUT/test_ref_split.log" 2>&1; then r=PASS; else r=FAIL; fi
+if NEO_MODEL_DIR=$DIR timeout 300 ./$B/cuda/test_ref >"$OUT/test_ref.log" 2>&1 &&
+   NEO_TEST_CUDA_THREADS=1 NEO_TEST_ONLY_SPLIT=4 timeout 300 ./$B/cuda/test_ref >"$OUT/test_ref_split.log" 2>&1; then r=PASS; else r=FAIL; fi
 row "API suite on the GPU (test_ref)" $r "$(grep 'cuda ' "$OUT/test_ref.log" | sed 's/test_ref: *//')"
 row "  CPU paths in the same run" $r "$(grep -c 'max relative' "$OUT/test_ref.log") paths, $(tail -n 1 "$OUT/test_ref.log" | sed 's/test_ref: //')"
 row "  split cases x4, 1 CPU thread (timing)" $r "$(grep 'cuda ' "$OUT/test_ref_split.log" | sed 's/test_ref: *//'); $(tail -n 1 "$OUT/test_ref_split.log" | sed 's/test_ref: //')"
 
 # --- 3. the seeds' checks ---
-MC="./$B/cuda/mini-chat $DIR/stories260K.bin -z $DIR/tok512.bin -t 0 -n 256 -i"
+# a hang (the both-halves handoff waits on flags) is a failure, not a lost device call
+MCB="./$B/cuda/mini-chat $DIR/stories260K.bin -z $DIR/tok512.bin -t 0 -n 256 -i"
+MC="timeout 120 $MCB"
 P="Once upon a time"
 REF=$DIR/reference/greedy-once-upon-a-time.txt
 $MC "$P" --gpu >"$OUT/B.txt" 2>"$OUT/B.err"
@@ -63,6 +65,10 @@ row "C4 --neo-pipeline off, no split = no split" $r ""
 ov=$(sed -n 's/.*(\([0-9]*\) with both halves overlapped).*/\1/p' "$OUT/N.err" | head -n 1)
 if [ "${ov:-0}" -gt 0 ]; then r=PASS; else r=FAIL; fi
 row "ON: overlapped decode calls" $r "$(sed -n 's/.* \([0-9]* decode calls ([0-9]* with both halves overlapped)\).*/\1/p' "$OUT/N.err")"
+# with blocking launches the handoff's waiting kernel goes after the CPU half (else it would wait forever)
+CUDA_LAUNCH_BLOCKING=1 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on >"$OUT/NB.txt" 2>"$OUT/NB.err"
+if cmp -s "$OUT/NB.txt" "$REF"; then r=PASS; else r=FAIL; fi
+row "ON with CUDA_LAUNCH_BLOCKING=1 = run.c" $r "$(wc -c <"$OUT/NB.txt") bytes"
 for x in B M N A; do
     printf '%s: %s %s\n' "$x" "$(grep 'achieved tok/s' "$OUT/$x.err")" "$(grep -o 'pipeline [a-z]*' "$OUT/$x.err")"
 done >"$OUT/tok_s.txt"
@@ -71,9 +77,9 @@ done >"$OUT/tok_s.txt"
 if command -v compute-sanitizer >/dev/null 2>&1; then
     for tool in memcheck racecheck; do
         # test_cuda_ops asks for 1 PiB on purpose (the out-of-memory statuses): not an error here
-        if compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 ./$B/test_cuda_ops --quick \
+        if timeout 400 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 ./$B/test_cuda_ops --quick \
                >"$OUT/san_$tool.log" 2>&1 &&
-           compute-sanitizer --tool $tool --error-exitcode 9 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on -n 40 \
+           timeout 400 compute-sanitizer --tool $tool --error-exitcode 9 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on -n 40 \
                >"$OUT/san_${tool}_mc.log" 2>&1; then r=PASS; else r=FAIL; fi
         row "compute-sanitizer $tool" $r "$(grep -h 'ERROR SUMMARY' "$OUT/san_$tool.log" "$OUT/san_${tool}_mc.log" | tr '\n' ' ')"
     done

@@ -116,6 +116,12 @@ static void poison_t(void *raw, size_t i, int t) {
 }
 static const char *tname(int t) { return t == NEO_TYPE_F16 ? "f16" : t == NEO_TYPE_BF16 ? "bf16" : "f32"; }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* --- device helpers through the ops table --- */
 static void *dalloc(size_t bytes) {
     void *p = NULL;
@@ -769,9 +775,9 @@ static void test_two_streams(int ctx) {
         a.out = dout[2 * i];
         ok &= OPS.attend(ST, &a, NEO__STREAM_MAIN) == NEO_OK;
         a.out = dout[2 * i + 1];
-        ok &= OPS.attend(ST, &a, NEO__STREAM_SIDE) == NEO_OK;
+        ok &= OPS.attend(ST, &a, NEO__STREAM_COPY) == NEO_OK;
     }
-    ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK && OPS.stream_sync(ST, NEO__STREAM_SIDE) == NEO_OK;
+    ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK && OPS.stream_sync(ST, NEO__STREAM_COPY) == NEO_OK;
     int same = 1;
     for (int i = 0; i < 2 * REPS; i++) {
         down(got, dout[i], qe * 4);
@@ -779,12 +785,56 @@ static void test_two_streams(int ctx) {
     }
     CHECK(ok && same, "two streams: status %d, outputs equal %d", ok, same);
     char shape[96];
-    snprintf(shape, sizeof shape, "f16 d128 g4 kv8 ctx %d, MAIN + SIDE x %d", ctx, REPS);
+    snprintf(shape, sizeof shape, "f16 d128 g4 kv8 ctx %d, MAIN + COPY x %d", ctx, REPS);
     add_result("two streams at once", shape, -1, same, ok && same);
     printf("%-28s %-58s %s\n", "two streams at once", shape, ok && same ? "ok" : "FAIL");
     for (int i = 0; i < 2 * REPS; i++) OPS.dev_free(ST, dout[i]);
     OPS.dev_free(ST, dk), OPS.dev_free(ST, dv), OPS.dev_free(ST, dq);
     free(kh), free(q), free(ref), free(got);
+}
+
+/* The both-halves handoff. copy_signal: rows of floats (3 rows of 1000 floats, pitches 1200 and
+   1100) to pinned memory, then the flag, which the host polls. await_copy: enqueued before the
+   host writes its rows, so the output equals those rows only if the kernel waited for the flag. */
+static int test_handoff(unsigned char *pin, unsigned char *d1, unsigned char *d2) {
+    unsigned *fl = NULL;
+    int       ok = OPS.host_alloc(ST, (void **)&fl, 256) == NEO_OK && fl;
+    if (!ok) return 0;
+    memset(fl, 0, 256);
+    float *src = (float *)xmalloc(3 * 1200 * 4), *h = (float *)pin, *got = (float *)xmalloc(3 * 1200 * 4);
+    for (int i = 0; i < 3 * 1200; i++) src[i] = (float)rng_normal();
+    memset(pin, 0x5a, 3 * 1200 * 4);
+    ok &= OPS.copy(ST, d1, src, 3 * 1200 * 4, NEO__STREAM_MAIN) == NEO_OK;
+    ok &= OPS.copy_signal(ST, h, 1100 * 4, d1, 1200 * 4, 1000 * 4, 3, fl, 5u, NEO__STREAM_MAIN) == NEO_OK;
+    double t0 = now_s();
+    while (__atomic_load_n(fl, __ATOMIC_ACQUIRE) != 5u && now_s() - t0 < 10.0) {}
+    int signalled = __atomic_load_n(fl, __ATOMIC_ACQUIRE) == 5u, rows = 1;
+    for (int r = 0; r < 3; r++) {
+        rows &= !memcmp(h + r * 1100, src + r * 1200, 1000 * 4);
+        rows &= r == 2 || ((unsigned char *)(h + r * 1100 + 1000))[0] == 0x5a; /* the gap is untouched */
+    }
+    CHECK(signalled && rows, "copy_signal: flag set %d, rows equal %d", signalled, rows);
+    ok &= signalled && rows;
+    ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK;
+    ok &= OPS.await_copy(ST, d2, 1200 * 4, h, 1100 * 4, 1000 * 4, 3, fl + 32, 9u, NEO__STREAM_MAIN) == NEO_OK;
+    t0 = now_s();
+    while (now_s() - t0 < 0.02) {}
+    for (int i = 0; i < 3 * 1100; i++) h[i] = (float)i;
+    __atomic_store_n(fl + 32, 9u, __ATOMIC_RELEASE);
+    ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK;
+    down(got, d2, 3 * 1200 * 4);
+    rows = 1;
+    for (int r = 0; r < 3; r++) rows &= !memcmp(got + r * 1200, h + r * 1100, 1000 * 4);
+    CHECK(rows, "await_copy: the rows written after it was enqueued");
+    ok &= rows;
+    /* widths and pitches that are not whole floats */
+    CHECK(OPS.copy_signal(ST, h, 1100 * 4, d1, 1200 * 4, 1002, 3, fl, 6u, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG, "copy_signal width 1002");
+    CHECK(OPS.await_copy(ST, d2, 1201, h, 1100 * 4, 1000 * 4, 3, fl + 32, 10u, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG, "await_copy pitch 1201");
+    CHECK(OPS.copy_signal(ST, h, 4, d1, 4, 4, 1, NULL, 6u, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG, "copy_signal no flag");
+    printf("%-28s %-58s %s\n", "handoff", "copy_signal + await_copy, 3 rows of 1000 floats", ok ? "ok" : "FAIL");
+    free(src), free(got);
+    OPS.host_free(ST, fl);
+    return ok;
 }
 
 /* copies on every stream, 2-D copies, events between streams, bad arguments, allocation failure */
@@ -799,15 +849,15 @@ static void test_plumbing(void) {
     if (pin) {
         unsigned char *d1 = (unsigned char *)dalloc(n), *d2 = (unsigned char *)dalloc(n);
         memcpy(pin, a, n);
-        /* pinned -> device on COPY, event, MAIN waits and copies device -> device, SIDE waits for MAIN, device -> pinned */
+        /* pinned -> device on COPY, event, MAIN waits and copies device -> device, COPY waits for MAIN, device -> pinned */
         ok &= OPS.copy(ST, d1, pin, n, NEO__STREAM_COPY) == NEO_OK;
         ok &= OPS.record(ST, 3, NEO__STREAM_COPY) == NEO_OK;
         ok &= OPS.wait(ST, NEO__STREAM_MAIN, 3) == NEO_OK;
         ok &= OPS.copy(ST, d2, d1, n, NEO__STREAM_MAIN) == NEO_OK;
         ok &= OPS.record(ST, 7, NEO__STREAM_MAIN) == NEO_OK;
-        ok &= OPS.wait(ST, NEO__STREAM_SIDE, 7) == NEO_OK;
-        ok &= OPS.copy(ST, pin, d2, n / 2, NEO__STREAM_SIDE) == NEO_OK;
-        ok &= OPS.record(ST, 0, NEO__STREAM_SIDE) == NEO_OK;
+        ok &= OPS.wait(ST, NEO__STREAM_COPY, 7) == NEO_OK;
+        ok &= OPS.copy(ST, pin, d2, n / 2, NEO__STREAM_COPY) == NEO_OK;
+        ok &= OPS.record(ST, 0, NEO__STREAM_COPY) == NEO_OK;
         ok &= OPS.event_sync(ST, 0) == NEO_OK;
         ok &= memcmp(pin, a, n / 2) == 0;
         CHECK(ok, "copies and events across streams");
@@ -823,6 +873,7 @@ static void test_plumbing(void) {
             for (int x = 0; x < 128; x++) good2d &= b[r * 128 + x] == (x < 100 ? a[r * 256 + x] : 0x5a);
         CHECK(good2d, "copy2d");
         ok &= good2d;
+        ok &= test_handoff(pin, d1, d2);
         OPS.dev_free(ST, d1);
         OPS.dev_free(ST, d2);
         OPS.host_free(ST, pin);

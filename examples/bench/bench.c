@@ -525,7 +525,7 @@ static void time_halves(neo_layer **L, int n, double *gpu_s, double *cpu_s) {
             a.v = l->v_host;
             a.kv_h0 = a.h0 = l->gpu_heads;
             a.h1 = l->n_head_kv;
-            neo__cpu_attend(rt, &a);
+            neo__cpu_attend(rt, &a, NULL, NULL);
         }
         tc[reps++] = (now_s() - w0) / per;
     }
