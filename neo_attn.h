@@ -57,10 +57,13 @@
    -------------------------------------------
    With neo_runtime_desc.gpu = 1 (a build with NEO_ATTN_CUDA=1 and neo_attn_cuda.cu linked), q, k,
    v and out are device pointers, and every call is ordered on the engine's stream
-   (gpu_stream, or the runtime's own): a call returns once its work is queued, except for the
-   CPU half of a split layer, which runs on the calling thread. Each layer keeps KV heads
-   [0, gpu_heads) in device memory and the rest in pinned host memory, so a context whose cache
-   does not fit in the GPU still runs. A split layer attends in one of two ways:
+   (gpu_stream, or the runtime's own): a call returns once its work is queued. The CPU half of a
+   split layer's decode is handed to the pool's workers, who may still be at it when the call
+   returns (the stream waits for their output; the next call that needs the pool waits for
+   them); in prefill, or with one thread, the calling thread does it before returning. Each
+   layer keeps KV heads [0, gpu_heads) in device memory and the rest in pinned host memory, so
+   a context whose cache does not fit in the GPU still runs. A split layer attends in one of
+   two ways:
      NEO_PIPELINE_OFF   stream-back: the host heads' valid cells are copied to the GPU in
                         double-buffered chunks of NEO_ATTN_STAGE_BYTES and attended there.
      NEO_PIPELINE_ON    both halves at once: the pool takes the host heads and waits for their
@@ -83,7 +86,7 @@
    THREADS AND DETERMINISM
    -----------------------
    A runtime owns a persistent pool of n_threads - 1 workers; the calling thread is the last
-   one. Workers spin for NEO_ATTN_SPIN_US microseconds after a job before they sleep, because
+   one (except in a split decode on a GPU, whose CPU half the workers take alone). Workers spin for NEO_ATTN_SPIN_US microseconds after a job before they sleep, because
    the wake-up is paid once per layer per token. CPU attention splits every KV head's cells
    into chunks whose size depends only on the context length, and merges the chunks in a fixed
    order, so the output is bitwise identical for any thread count on a given CPU path
@@ -595,7 +598,10 @@ NEO_ATTN__PUBLIC const char *neo_cpu_isa_name(neo_cpu_isa isa) {
    next job writes them. Idle workers spin for NEO_ATTN_SPIN_US, then sleep on a condition
    variable; the caller signals only when someone sleeps. A job may carry a first step that the
    caller runs once the workers have it, before taking tasks (the both-halves call enqueues the
-   device's work there, so the workers are already spinning when their input lands). */
+   device's work there, so the workers are already spinning when their input lands). A detached
+   job (neo__pool_post) is the workers' alone: the caller returns at once, the thread that
+   finishes its last task runs its done step, and the next job (or neo__pool_wait) first waits
+   for every worker to check in. */
 typedef void (*neo__task_fn)(void *user, int task, int thread);
 typedef int (*neo__first_fn)(void *ctx); /* a neo_status */
 
@@ -621,6 +627,10 @@ typedef struct neo__pool {
     int             n_tasks;
     unsigned        gen;      /* atomic: bumped to publish a job */
     int             next;     /* atomic: next task index */
+    int             detached; /* the caller's: the current job was posted, not run (its workers may still be in it) */
+    void          (*done)(void *ctx); /* a detached job's last step, run after its last task */
+    void           *done_ctx;
+    int             tasks_done; /* atomic: tasks of a detached job finished */
     int             finished; /* atomic: workers done with the current job */
     int             sleeping; /* atomic: workers waiting on cv */
     int             stop;     /* atomic */
@@ -664,6 +674,8 @@ NEO_ATTN__PRIVATE void *neo__worker_main(void *arg) {
             int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
             if (i >= p->n_tasks) break;
             p->fn(p->user, i, w->id);
+            /* before this worker checks in, so the job fields are still this job's */
+            if (p->done && __atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_ACQ_REL) == p->n_tasks) p->done(p->done_ctx);
         }
         if (__atomic_add_fetch(&p->finished, 1, __ATOMIC_SEQ_CST) == p->n_workers &&
             __atomic_load_n(&p->waiting, __ATOMIC_SEQ_CST)) {
@@ -676,9 +688,12 @@ NEO_ATTN__PRIVATE void *neo__worker_main(void *arg) {
 }
 #endif
 
+NEO_ATTN__PRIVATE void neo__pool_wait(neo__pool *p);
+
 NEO_ATTN__PRIVATE void neo__pool_destroy(neo__pool *p) {
 #if !NEO_ATTN_NO_THREADS
     if (p->threads) {
+        neo__pool_wait(p);
         pthread_mutex_lock(&p->mu);
         __atomic_store_n(&p->stop, 1, __ATOMIC_SEQ_CST);
         pthread_cond_broadcast(&p->cv);
@@ -740,49 +755,89 @@ no_threads:
     return NEO_OK;
 }
 
+#if !NEO_ATTN_NO_THREADS
+/* Publishes a job to the workers; the caller has waited for the last one. */
+NEO_ATTN__PRIVATE void neo__pool_publish(neo__pool *p, int n_tasks, neo__task_fn fn, void *user) {
+    p->fn = fn;
+    p->user = user;
+    p->n_tasks = n_tasks;
+    __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->finished, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->tasks_done, 0, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&p->gen, 1u, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* Waits until every worker has checked in from the current job. Spins briefly, then sleeps: a
+   worker that shares this CPU (an oversubscribed or busy machine) can only finish once the
+   caller stops spinning. */
+NEO_ATTN__PRIVATE void neo__pool_join(neo__pool *p) {
+    for (int spins = 0; __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE) < p->n_workers; spins++) {
+        if (spins < 2048) {
+            neo__cpu_relax();
+            continue;
+        }
+        pthread_mutex_lock(&p->mu);
+        __atomic_store_n(&p->waiting, 1, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&p->finished, __ATOMIC_SEQ_CST) < p->n_workers) pthread_cond_wait(&p->cv_done, &p->mu);
+        __atomic_store_n(&p->waiting, 0, __ATOMIC_SEQ_CST);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+#endif
+
+/* Waits for a detached job to be over (no-op if none): before anything the job reads or writes
+   is reused. */
+NEO_ATTN__PRIVATE void neo__pool_wait(neo__pool *p) {
+#if !NEO_ATTN_NO_THREADS
+    if (!p->detached) return;
+    neo__pool_join(p);
+    p->detached = 0;
+    p->done = NULL;
+#else
+    (void)p;
+#endif
+}
+
 /* Runs first(ctx) if given, and fn(user, task, thread) for task in [0, n_tasks) with thread in
    [0, n_threads); returns first's status when all are done. */
 NEO_ATTN__PRIVATE int neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn, void *user, neo__first_fn first, void *ctx) {
     int s = NEO_OK;
+    neo__pool_wait(p);
 #if !NEO_ATTN_NO_THREADS
     if (p->n_workers > 0 && n_tasks > 1) {
-        p->fn = fn;
-        p->user = user;
-        p->n_tasks = n_tasks;
-        __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&p->finished, 0, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&p->gen, 1u, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_broadcast(&p->cv);
-            pthread_mutex_unlock(&p->mu);
-        }
+        neo__pool_publish(p, n_tasks, fn, user);
         if (first) s = first(ctx);
         for (;;) {
             int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
             if (i >= n_tasks) break;
             fn(user, i, 0);
         }
-        /* Spin briefly, then sleep: a worker that shares this CPU (an oversubscribed or busy
-           machine) can only finish once the caller stops spinning. */
-        for (int spins = 0; __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE) < p->n_workers; spins++) {
-            if (spins < 2048) {
-                neo__cpu_relax();
-                continue;
-            }
-            pthread_mutex_lock(&p->mu);
-            __atomic_store_n(&p->waiting, 1, __ATOMIC_SEQ_CST);
-            while (__atomic_load_n(&p->finished, __ATOMIC_SEQ_CST) < p->n_workers) pthread_cond_wait(&p->cv_done, &p->mu);
-            __atomic_store_n(&p->waiting, 0, __ATOMIC_SEQ_CST);
-            pthread_mutex_unlock(&p->mu);
-        }
+        neo__pool_join(p);
         return s;
     }
 #endif
-    (void)p;
     if (first) s = first(ctx);
     for (int i = 0; i < n_tasks; i++) fn(user, i, 0);
     return s;
+}
+
+/* Hands the tasks to the workers alone and returns; done(done_ctx) runs after the last task.
+   Only with workers (n_threads > 1): the caller checks. user must outlive the job. */
+NEO_ATTN__PRIVATE void neo__pool_post(neo__pool *p, int n_tasks, neo__task_fn fn, void *user, void (*done)(void *), void *done_ctx) {
+    neo__pool_wait(p);
+#if !NEO_ATTN_NO_THREADS
+    p->done = done;
+    p->done_ctx = done_ctx;
+    p->detached = 1;
+    neo__pool_publish(p, n_tasks, fn, user);
+#else
+    (void)n_tasks, (void)fn, (void)user, (void)done, (void)done_ctx;
+#endif
 }
 
 /* =============================================================================================
@@ -1274,6 +1329,14 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
 /* =============================================================================================
    >>attn: CPU flash-attention over a neo__attn_args range (the host half, and the stand-in GPU)
    ============================================================================================= */
+typedef struct neo__attn_job {
+    const neo__attn_args *a;
+    neo_runtime          *rt;
+    int                   group;
+    int                   chunk, n_chunks;           /* decode: cells per task, tasks per KV head */
+    int                   tok_per_task, n_tok_blocks; /* prefill: tokens per task, tasks per KV head */
+} neo__attn_job;
+
 struct neo_runtime {
     neo__pool    pool;
     neo__kernels kern;
@@ -1303,6 +1366,8 @@ struct neo_runtime {
        both-halves call (hand_seq) it was last set for. Apart, so the two writers never share a line. */
     unsigned    *hand;
     unsigned     hand_seq;
+    neo__attn_args hand_args;    /* a decode's CPU half, posted to the workers: outlives the call */
+    neo__attn_job  hand_job;
 };
 
 /* Queries one task carries: the GQA group for decode, a block of tokens x group for prefill. */
@@ -1317,6 +1382,7 @@ NEO_ATTN__PRIVATE size_t neo__scratch_floats(int d, int dv, int nq) {
 
 /* Grows the runtime's CPU scratch to fit a layer. Layers of one runtime run one at a time. */
 NEO_ATTN__PRIVATE neo_status neo__rt_reserve(neo_runtime *rt, size_t per_thread, size_t partial, size_t n_done) {
+    neo__pool_wait(&rt->pool); /* a posted CPU half may still use them */
     if (per_thread > rt->scratch_floats) {
         for (int t = 0; t < rt->pool.n_threads; t++) {
             float *p = (float *)neo__alloc(per_thread * sizeof(float));
@@ -1357,14 +1423,6 @@ NEO_ATTN__PRIVATE int neo__chunk_size(int len, int n_heads) {
     return c;
 }
 
-typedef struct neo__attn_job {
-    const neo__attn_args *a;
-    neo_runtime          *rt;
-    int                   group;
-    int                   chunk, n_chunks;           /* decode: cells per task, tasks per KV head */
-    int                   tok_per_task, n_tok_blocks; /* prefill: tokens per task, tasks per KV head */
-} neo__attn_job;
-
 /* Online-softmax state of nq queries for one task. Query r is head g * group + r % group of
    token t0 + r / group. */
 typedef struct neo__qstate {
@@ -1376,13 +1434,14 @@ typedef struct neo__qstate {
     float *acc; /* [nq][head_dim_v] running numerator */
 } neo__qstate;
 
-/* Spins until the device has written the queries (a gated call): it is on its way, a few us at most. */
+/* Spins until the device has written the queries (a gated call): they are on their way, behind
+   whatever the engine queued before the call. */
 NEO_ATTN__PRIVATE void neo__await_gate(const neo__attn_args *a) {
     if (!a->gate) return;
     for (int spins = 1; __atomic_load_n(a->gate, __ATOMIC_ACQUIRE) != a->gate_seq; spins++) {
         neo__cpu_relax();
 #if !NEO_ATTN_NO_THREADS
-        if ((spins & 4095) == 0) sched_yield(); /* more threads than cores: let the device's feeder run */
+        if ((spins & 4095) == 0) sched_yield(); /* more threads than cores: let the thread that feeds the device run */
 #endif
     }
 }
@@ -1542,27 +1601,39 @@ NEO_ATTN__PRIVATE int neo__run(neo_runtime *rt, int n_tasks, double macs, neo__t
     return s;
 }
 
+NEO_ATTN__PRIVATE double neo__cpu_macs(const neo__attn_args *a) {
+    return (double)(a->c1 - a->c0) * (a->n_head / a->n_head_kv) * (a->h1 - a->h0) * a->n_tokens * (a->head_dim + a->head_dim_v);
+}
+
+/* Sets up the job of CPU attention over a (J keeps a pointer to it): *fn and the task count. */
+NEO_ATTN__PRIVATE int neo__cpu_job(neo_runtime *rt, const neo__attn_args *a, neo__attn_job *J, neo__task_fn *fn) {
+    int n_heads = a->h1 - a->h0;
+    memset(J, 0, sizeof *J);
+    J->a = a;
+    J->rt = rt;
+    J->group = a->n_head / a->n_head_kv;
+    if (a->n_tokens == 1) {
+        J->chunk = neo__chunk_size(a->c1 - a->c0, n_heads);
+        J->n_chunks = (a->c1 - a->c0 + J->chunk - 1) / J->chunk;
+        memset(rt->chunks_done, 0, sizeof(int) * (size_t)n_heads);
+        *fn = neo__decode_task;
+        return n_heads * J->n_chunks;
+    }
+    J->tok_per_task = neo__prefill_tokens(J->group);
+    J->n_tok_blocks = (a->n_tokens + J->tok_per_task - 1) / J->tok_per_task;
+    *fn = neo__prefill_task;
+    return n_heads * J->n_tok_blocks;
+}
+
 /* CPU attention of a range, on the runtime's pool (activations in host memory); first as for
    neo__run. */
 NEO_ATTN__PRIVATE int neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a, neo__first_fn first, void *ctx) {
     neo__attn_job J;
-    int           n_heads = a->h1 - a->h0;
-    double        macs = (double)(a->c1 - a->c0) * (a->n_head / a->n_head_kv) * n_heads * a->n_tokens *
-                  (a->head_dim + a->head_dim_v);
-    memset(&J, 0, sizeof J);
-    J.a = a;
-    J.rt = rt;
-    J.group = a->n_head / a->n_head_kv;
-    if (a->n_tokens == 1) {
-        J.chunk = neo__chunk_size(a->c1 - a->c0, n_heads);
-        J.n_chunks = (a->c1 - a->c0 + J.chunk - 1) / J.chunk;
-        memset(rt->chunks_done, 0, sizeof(int) * (size_t)n_heads);
-        return neo__run(rt, n_heads * J.n_chunks, macs, neo__decode_task, &J, first, ctx);
-    } else {
-        J.tok_per_task = neo__prefill_tokens(J.group);
-        J.n_tok_blocks = (a->n_tokens + J.tok_per_task - 1) / J.tok_per_task;
-        return neo__run(rt, n_heads * J.n_tok_blocks, macs, neo__prefill_task, &J, first, ctx);
-    }
+    neo__task_fn  fn;
+    int           n;
+    neo__pool_wait(&rt->pool); /* a posted CPU half may still use the chunk counters */
+    n = neo__cpu_job(rt, a, &J, &fn);
+    return neo__run(rt, n, neo__cpu_macs(a), fn, &J, first, ctx);
 }
 
 /* =============================================================================================
@@ -1618,10 +1689,16 @@ NEO_ATTN__PRIVATE int neo__host_copy_signal(void *state, void *dst, size_t dst_p
     __atomic_store_n(flag, seq, __ATOMIC_RELEASE);
     return NEO_OK;
 }
-/* The stand-in runs every op at once, so the host must have set the flag before asking. */
+/* The stand-in runs every op at once: the flag is set already, or by a CPU half the workers are
+   finishing. */
 NEO_ATTN__PRIVATE int neo__host_await_copy(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                                            size_t width, size_t rows, const unsigned *flag, unsigned seq, int stream) {
-    if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != seq) return NEO_ERR_DEVICE;
+    for (int spins = 1; __atomic_load_n(flag, __ATOMIC_ACQUIRE) != seq; spins++) {
+        neo__cpu_relax();
+#if !NEO_ATTN_NO_THREADS
+        if ((spins & 4095) == 0) sched_yield();
+#endif
+    }
     return neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
 }
 NEO_ATTN__PRIVATE int neo__host_record(void *state, int event, int stream) {
@@ -1815,6 +1892,7 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
 NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     if (!rt) return;
     if (rt->dev_async) rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
+    neo__pool_wait(&rt->pool); /* a posted CPU half writes the buffers freed below */
     rt->dev.dev_free(rt->dev_state, rt->d_stage[0]);
     rt->dev.dev_free(rt->dev_state, rt->d_stage[1]);
     rt->dev.dev_free(rt->dev_state, rt->d_state);
@@ -2004,6 +2082,7 @@ NEO_ATTN__PUBLIC void neo_layer_destroy(neo_layer *L) {
     if (!L) return;
     rt = L->rt;
     if (rt->dev_async) rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN); /* queued work may read the cache */
+    neo__pool_wait(&rt->pool);                                                  /* and a posted CPU half */
     rt->dev.dev_free(rt->dev_state, L->k_dev);
     rt->dev.dev_free(rt->dev_state, L->v_dev);
     rt->dev.dev_free(rt->dev_state, L->sinks_dev);
@@ -2178,9 +2257,12 @@ NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, 
 /* Both halves at once, with no host call between the device and the CPU half. The pool gets
    the CPU half first and its tasks spin on a flag; the caller then enqueues on MAIN: a kernel that
    writes the host heads' queries into pinned memory and sets the flag, the device half, and a
-   kernel that waits for the CPU half's output flag and pulls the output up. The caller then takes
-   part in the CPU half and sets the output flag. Everything is in MAIN's order, so the staging
-   buffers and flags are never reused while a previous call still reads them. */
+   kernel that waits for the CPU half's output flag and pulls the output up. A decode step's CPU
+   half is posted to the workers, the last of which sets the output flag, and the call returns at
+   once: the caller queues the rest of the engine's step meanwhile, and the next call waits for the
+   workers. Otherwise (prefill, one thread, a small job) the caller takes part and sets the flag.
+   Everything is in MAIN's order, so the staging buffers and flags are never reused while a
+   previous call still reads them. */
 typedef struct neo__both {
     neo_layer     *L;
     neo__attn_args g;               /* the device half */
@@ -2222,12 +2304,19 @@ NEO_ATTN__PRIVATE int neo__both_first(void *ctx) {
     return s;
 }
 
+/* A posted CPU half's last step: its output is in h_out. */
+NEO_ATTN__PRIVATE void neo__both_done(void *ctx) {
+    neo_runtime *rt = (neo_runtime *)ctx;
+    __atomic_store_n(rt->hand + NEO__FLAG_OUT, rt->hand_seq, __ATOMIC_RELEASE);
+}
+
 NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int n_tokens, float *out) {
     neo_runtime   *rt = L->rt;
     neo__both      B;
     neo__attn_args c;
     size_t         qrow, qoff, orow, ooff;
-    int            s;
+    int            s, post;
+    neo__pool_wait(&rt->pool); /* the last call's CPU half may still be on the workers */
     memset(&B, 0, sizeof B);
     B.L = L;
     B.q = q;
@@ -2255,9 +2344,19 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     c.h1 = L->n_head_kv;
     c.gate = rt->hand;
     c.gate_seq = B.seq;
-    s = neo__cpu_attend(rt, &c, neo__both_first, &B);
+    post = n_tokens == 1 && rt->pool.n_threads > 1 && neo__cpu_macs(&c) >= NEO__SERIAL_MACS;
+    if (post) {
+        neo__task_fn fn;
+        int          n;
+        rt->hand_args = c;
+        n = neo__cpu_job(rt, &rt->hand_args, &rt->hand_job, &fn);
+        neo__pool_post(&rt->pool, n, fn, &rt->hand_job, neo__both_done, rt);
+        s = neo__both_first(&B);
+    } else {
+        s = neo__cpu_attend(rt, &c, neo__both_first, &B);
+    }
     if (s == NEO_OK && !rt->hand_early) s = rt->dev.attend(rt->dev_state, &B.g, NEO__STREAM_MAIN);
-    __atomic_store_n(rt->hand + NEO__FLAG_OUT, B.seq, __ATOMIC_RELEASE);
+    if (!post) __atomic_store_n(rt->hand + NEO__FLAG_OUT, B.seq, __ATOMIC_RELEASE);
     if (s == NEO_OK && !rt->hand_early)
         s = rt->dev.await_copy(rt->dev_state, (char *)out + ooff, orow, (const char *)rt->h_out + ooff, orow, orow - ooff,
                                (size_t)n_tokens, rt->hand + NEO__FLAG_OUT, B.seq, NEO__STREAM_MAIN);
