@@ -489,7 +489,6 @@ int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
 #define NEO__PREFILL_QUERIES 64 /* queries (tokens x group heads) one prefill task carries */
 #define NEO__AUTO_PROBES 3 /* timed decode calls of each pipeline before AUTO decides (a median of 3) */
 #define NEO__FLAG_OUT 32   /* unsigneds from the handoff's first flag to its second: 128 bytes */
-#define NEO__APPEND_CHUNK 256 /* tokens the host heads' new rows are staged in */
 
 /* =============================================================================================
    >>util: allocation, checked size math, f16 / bf16, clocks
@@ -1357,8 +1356,6 @@ struct neo_runtime {
     size_t       d_stage_bytes;
     void        *d_state;        /* device: stream-back online-softmax state */
     size_t       d_state_bytes;
-    void        *d_append;       /* device: new rows of the host heads on their way to host memory */
-    size_t       d_append_bytes;
     void        *h_q, *h_out;    /* pinned: the CPU half's queries and output */
     size_t       h_q_bytes, h_out_bytes;
     /* pinned, read and written by both sides: [0] = the device has put the queries in h_q,
@@ -1896,7 +1893,6 @@ NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     rt->dev.dev_free(rt->dev_state, rt->d_stage[0]);
     rt->dev.dev_free(rt->dev_state, rt->d_stage[1]);
     rt->dev.dev_free(rt->dev_state, rt->d_state);
-    rt->dev.dev_free(rt->dev_state, rt->d_append);
     rt->dev.host_free(rt->dev_state, rt->h_q);
     rt->dev.host_free(rt->dev_state, rt->h_out);
     rt->dev.host_free(rt->dev_state, rt->hand);
@@ -2116,12 +2112,10 @@ NEO_ATTN__PUBLIC neo_status neo_attn_append(neo_layer *L, const float *k, const 
     neo_runtime     *rt;
     neo__append_args a;
     int              s = NEO_OK, hh;
-    size_t           es;
     if (!L || !k || !v || n_tokens < 1) return NEO_ERR_INVALID_ARG;
     if (n_tokens > L->n_ctx - L->len) return NEO_ERR_FULL;
     rt = L->rt;
     hh = L->n_head_kv - L->gpu_heads;
-    es = neo__type_size(L->kv_type);
     neo__append_args_init(L, &a, k, v, n_tokens);
     if (!rt->gpu) { /* the activations are in host memory: narrow straight into the cache */
         a.k = L->k_host;
@@ -2137,28 +2131,12 @@ NEO_ATTN__PUBLIC neo_status neo_attn_append(neo_layer *L, const float *k, const 
         a.h1 = L->gpu_heads;
         if ((s = rt->dev.append(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
     }
-    /* the host heads' rows: narrowed on the device into staging, then one DMA per K and V for
-       every NEO__APPEND_CHUNK tokens (rows of a head are adjacent in both places) */
-    for (int t0 = 0; t0 < n_tokens && hh > 0; t0 += NEO__APPEND_CHUNK) {
-        int    nt = n_tokens - t0 < NEO__APPEND_CHUNK ? n_tokens - t0 : NEO__APPEND_CHUNK;
-        size_t kb = (size_t)nt * L->head_dim * es, vb = (size_t)nt * L->head_dim_v * es;
-        size_t need = (size_t)hh * (kb + vb), row = (size_t)(L->len + t0);
-        char  *stage;
-        if ((s = neo__rt_buffer(rt, &rt->d_append, &rt->d_append_bytes, need, 0)) != NEO_OK) return (neo_status)s;
-        stage = (char *)rt->d_append;
-        neo__append_args_init(L, &a, k + (size_t)t0 * L->n_head_kv * L->head_dim, v + (size_t)t0 * L->n_head_kv * L->head_dim_v, nt);
-        a.k = stage;
-        a.v = stage + (size_t)hh * kb;
-        a.kv_cells = nt;
+    if (hh > 0) { /* the host heads' rows: the same kernel writes them straight into pinned memory */
+        a.k = L->k_host;
+        a.v = L->v_host;
         a.kv_h0 = a.h0 = L->gpu_heads;
         a.h1 = L->n_head_kv;
-        a.row0 = 0;
-        if ((s = rt->dev.append(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK ||
-            (s = rt->dev.copy2d(rt->dev_state, (char *)L->k_host + row * L->head_dim * es, (size_t)L->n_ctx * L->head_dim * es,
-                                a.k, kb, kb, (size_t)hh, NEO__STREAM_MAIN)) != NEO_OK ||
-            (s = rt->dev.copy2d(rt->dev_state, (char *)L->v_host + row * L->head_dim_v * es,
-                                (size_t)L->n_ctx * L->head_dim_v * es, a.v, vb, vb, (size_t)hh, NEO__STREAM_MAIN)) != NEO_OK)
-            return (neo_status)s;
+        if ((s = rt->dev.append(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
     }
     L->len += n_tokens;
     return NEO_OK;
