@@ -346,6 +346,8 @@ typedef struct neo__attn_args {
 typedef struct neo__append_args {
     void        *k;          /* [..][kv_cells][head_dim] of kv_type: KV head h at (h - kv_h0) */
     void        *v;          /* [..][kv_cells][head_dim_v] */
+    void        *k2, *v2;    /* or NULL: heads [h2, h1) go here instead, head h at (h - h2) (a split layer's host half) */
+    int          h2;
     int          kv_cells, kv_h0, h0, h1;
     int          row0;       /* row of the first new token */
     const float *src_k;      /* [n_tokens][n_head_kv][head_dim] */
@@ -1711,10 +1713,11 @@ NEO_ATTN__PRIVATE int neo__host_append(void *state, const neo__append_args *a, i
     (void)state, (void)stream;
     for (int t = 0; t < a->n_tokens; t++)
         for (int h = a->h0; h < a->h1; h++) {
-            size_t row = (size_t)(h - a->kv_h0) * (size_t)a->kv_cells + (size_t)a->row0 + (size_t)t;
-            neo__narrow((char *)a->k + row * a->head_dim * es, a->src_k + ((size_t)t * a->n_head_kv + h) * a->head_dim,
-                        a->head_dim, (neo_type)a->kv_type);
-            neo__narrow((char *)a->v + row * a->head_dim_v * es,
+            int    second = a->k2 && h >= a->h2;
+            size_t row = (size_t)(h - (second ? a->h2 : a->kv_h0)) * (size_t)a->kv_cells + (size_t)a->row0 + (size_t)t;
+            neo__narrow((char *)(second ? a->k2 : a->k) + row * a->head_dim * es,
+                        a->src_k + ((size_t)t * a->n_head_kv + h) * a->head_dim, a->head_dim, (neo_type)a->kv_type);
+            neo__narrow((char *)(second ? a->v2 : a->v) + row * a->head_dim_v * es,
                         a->src_v + ((size_t)t * a->n_head_kv + h) * a->head_dim_v, a->head_dim_v, (neo_type)a->kv_type);
         }
     return NEO_OK;
@@ -2125,19 +2128,18 @@ NEO_ATTN__PUBLIC neo_status neo_attn_append(neo_layer *L, const float *k, const 
         L->len += n_tokens;
         return NEO_OK;
     }
+    /* one launch: the device heads' rows, and the host heads' straight into pinned memory */
+    a.h1 = L->n_head_kv;
     if (L->gpu_heads) {
         a.k = L->k_dev;
         a.v = L->v_dev;
-        a.h1 = L->gpu_heads;
-        if ((s = rt->dev.append(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
     }
-    if (hh > 0) { /* the host heads' rows: the same kernel writes them straight into pinned memory */
-        a.k = L->k_host;
-        a.v = L->v_host;
-        a.kv_h0 = a.h0 = L->gpu_heads;
-        a.h1 = L->n_head_kv;
-        if ((s = rt->dev.append(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
+    if (hh > 0) {
+        a.k2 = L->k_host;
+        a.v2 = L->v_host;
+        a.h2 = L->gpu_heads;
     }
+    if ((s = rt->dev.append(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
     L->len += n_tokens;
     return NEO_OK;
 }

@@ -1263,6 +1263,8 @@ __global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
    ============================================================================================= */
 struct neo__cu_app {
     void        *k, *v;     /* [stored heads][kv_cells][d or dv] of T */
+    void        *k2, *v2;   /* or NULL: heads from h2 on go here (pinned host memory, a split layer's host half) */
+    int          h2;
     const float *src_k;     /* [n_tokens][n_head_kv][d] */
     const float *src_v;     /* [n_tokens][n_head_kv][dv] */
     int          kv_cells, kv_h0, h0, nh, row0, n_head_kv, d, dv;
@@ -1270,8 +1272,10 @@ struct neo__cu_app {
 
 template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(const neo__cu_app a) {
     const int    t = blockIdx.x / a.nh, h = a.h0 + blockIdx.x % a.nh, isv = blockIdx.y, dim = isv ? a.dv : a.d;
+    const bool   second = a.k2 && h >= a.h2;
     const float *src = (isv ? a.src_v : a.src_k) + ((size_t)t * a.n_head_kv + h) * dim;
-    T *dst = static_cast<T *>(isv ? a.v : a.k) + ((size_t)(h - a.kv_h0) * a.kv_cells + (size_t)a.row0 + t) * dim;
+    T *base = static_cast<T *>(second ? (isv ? a.v2 : a.k2) : (isv ? a.v : a.k));
+    T *dst = base + ((size_t)(h - (second ? a.h2 : a.kv_h0)) * a.kv_cells + (size_t)a.row0 + t) * dim;
     for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[j] = neo__kvt<T>::st(src[j]);
 }
 
@@ -1636,7 +1640,12 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
     int          ok;
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
-    if (!ok || !a || !a->k || !a->v || !a->src_k || !a->src_v || a->n_tokens < 1 || a->kv_h0 < 0 || a->h0 < a->kv_h0 ||
+    if (!ok || !a) return NEO_ERR_INVALID_ARG;
+    const bool second = a->k2 && a->v2;
+    if ((a->k2 || a->v2) && (!second || a->h2 < a->h0 || a->h2 > a->h1)) return NEO_ERR_INVALID_ARG;
+    /* the first destination is needed unless the second takes every head */
+    if (!(second && a->h2 == a->h0) && (!a->k || !a->v || a->kv_h0 < 0 || a->h0 < a->kv_h0)) return NEO_ERR_INVALID_ARG;
+    if (!a->src_k || !a->src_v || a->n_tokens < 1 ||
         a->h1 <= a->h0 || a->h1 > a->n_head_kv || a->head_dim < 1 || a->head_dim > NEO__CU_MAX_DIM || a->head_dim_v < 1 ||
         a->head_dim_v > NEO__CU_MAX_DIM || a->row0 < 0 || a->row0 + a->n_tokens > a->kv_cells || a->kv_type < NEO_TYPE_F16 ||
         a->kv_type > NEO_TYPE_F32)
@@ -1645,6 +1654,9 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
     neo__cu_app p;
     p.k = a->k;
     p.v = a->v;
+    p.k2 = second ? a->k2 : NULL;
+    p.v2 = second ? a->v2 : NULL;
+    p.h2 = a->h2;
     p.src_k = a->src_k;
     p.src_v = a->src_v;
     p.kv_cells = a->kv_cells;

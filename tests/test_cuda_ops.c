@@ -509,9 +509,34 @@ static const acase cases_quick[] = {
 /* =============================================================================================
    append
    ============================================================================================= */
-static void test_append(int type, int d, int dv, int n_head_kv, int kv_h0, int h0, int h1, int kv_cells, int row0, int T) {
-    const int    nst = n_head_kv - kv_h0;
+/* Wrong elements of a cache holding heads [first, first + n_stored) x kv_cells rows: heads
+   [lo, hi), rows row0 .. row0 + T - 1 must hold src rounded to type, the rest the 0xff fill. */
+static long append_wrong(const unsigned char *cache, int type, int dim, int first, int n_stored, int kv_cells, int lo, int hi,
+                         int row0, int T, const float *src, int n_head_kv) {
+    const size_t  es = tsize(type);
+    unsigned char want[4];
+    long          bad = 0;
+    for (int h = 0; h < n_stored; h++)
+        for (int row = 0; row < kv_cells; row++)
+            for (int j = 0; j < dim; j++) {
+                const int    head = first + h, t = row - row0;
+                const size_t at = (((size_t)h * kv_cells + row) * dim + j) * es;
+                if (head >= lo && head < hi && t >= 0 && t < T) {
+                    store_t(want, 0, type, src[((size_t)t * n_head_kv + head) * dim + j]);
+                    bad += memcmp(cache + at, want, es) != 0;
+                } else
+                    for (size_t b = 0; b < es; b++) bad += cache[at + b] != 0xff;
+            }
+    return bad;
+}
+
+/* Heads [h0, h1) of T new tokens into rows row0.. of a device cache holding heads from kv_h0 on;
+   with h2 >= 0, heads from h2 on go to a second cache in pinned host memory instead (a split
+   layer's host half), so the first holds only [kv_h0, h2). */
+static void test_append(int type, int d, int dv, int n_head_kv, int kv_h0, int h0, int h1, int kv_cells, int row0, int T, int h2) {
+    const int    nst = (h2 >= 0 ? h2 : n_head_kv) - kv_h0, nst2 = h2 >= 0 ? n_head_kv - h2 : 0;
     const size_t es = tsize(type), ke = (size_t)nst * kv_cells * d, ve = (size_t)nst * kv_cells * dv;
+    const size_t ke2 = (size_t)nst2 * kv_cells * d, ve2 = (size_t)nst2 * kv_cells * dv;
     float *sk = (float *)xmalloc((size_t)T * n_head_kv * d * 4), *sv = (float *)xmalloc((size_t)T * n_head_kv * dv * 4);
     /* normals, with some tiny (half subnormal) and huge (half overflow) values for the rounding */
     for (size_t i = 0; i < (size_t)T * n_head_kv * d; i++) {
@@ -522,19 +547,33 @@ static void test_append(int type, int d, int dv, int n_head_kv, int kv_h0, int h
         double u = rng_uni();
         sv[i] = rng_normal() * (u < 0.1 ? 3e-7f : u < 0.15 ? 7e4f : 1.0f);
     }
-    unsigned char *hk = (unsigned char *)xmalloc(ke * es), *hv = (unsigned char *)xmalloc(ve * es);
-    void *dk = dalloc(ke * es), *dvv = dalloc(ve * es), *dsk = dalloc((size_t)T * n_head_kv * d * 4),
+    unsigned char *hk = (unsigned char *)xmalloc(ke * es + 1), *hv = (unsigned char *)xmalloc(ve * es + 1);
+    unsigned char *pk = NULL, *pv = NULL; /* pinned: the second cache */
+    void *dk = nst ? dalloc(ke * es) : NULL, *dvv = nst ? dalloc(ve * es) : NULL, *dsk = dalloc((size_t)T * n_head_kv * d * 4),
          *dsv = dalloc((size_t)T * n_head_kv * dv * 4);
     memset(hk, 0xff, ke * es);
     memset(hv, 0xff, ve * es);
-    up(dk, hk, ke * es);
-    up(dvv, hv, ve * es);
+    if (nst) {
+        up(dk, hk, ke * es);
+        up(dvv, hv, ve * es);
+    }
+    if (nst2 && (OPS.host_alloc(ST, (void **)&pk, ke2 * es) != NEO_OK || OPS.host_alloc(ST, (void **)&pv, ve2 * es) != NEO_OK)) {
+        fprintf(stderr, "host_alloc failed\n");
+        exit(2);
+    }
+    if (nst2) {
+        memset(pk, 0xff, ke2 * es);
+        memset(pv, 0xff, ve2 * es);
+    }
     up(dsk, sk, (size_t)T * n_head_kv * d * 4);
     up(dsv, sv, (size_t)T * n_head_kv * dv * 4);
     neo__append_args a;
     memset(&a, 0, sizeof a);
     a.k = dk;
     a.v = dvv;
+    a.k2 = pk;
+    a.v2 = pv;
+    a.h2 = h2;
     a.kv_cells = kv_cells;
     a.kv_h0 = kv_h0;
     a.h0 = h0;
@@ -550,33 +589,28 @@ static void test_append(int type, int d, int dv, int n_head_kv, int kv_h0, int h
     int s = OPS.append(ST, &a, NEO__STREAM_MAIN);
     CHECK(s == NEO_OK, "append returned %d", s);
     OPS.stream_sync(ST, NEO__STREAM_MAIN);
-    down(hk, dk, ke * es);
-    down(hv, dvv, ve * es);
-    long bad = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        const int            dim = pass ? dv : d;
-        const unsigned char *cache = pass ? hv : hk;
-        const float         *src = pass ? sv : sk;
-        unsigned char        want[4];
-        for (int h = 0; h < nst; h++)
-            for (int row = 0; row < kv_cells; row++)
-                for (int j = 0; j < dim; j++) {
-                    const int    head = kv_h0 + h, t = row - row0;
-                    const size_t at = (((size_t)h * kv_cells + row) * dim + j) * es;
-                    if (head >= h0 && head < h1 && t >= 0 && t < T) {
-                        store_t(want, 0, type, src[((size_t)t * n_head_kv + head) * dim + j]);
-                        bad += memcmp(cache + at, want, es) != 0;
-                    } else
-                        for (size_t b = 0; b < es; b++) bad += cache[at + b] != 0xff;
-                }
+    if (nst) {
+        down(hk, dk, ke * es);
+        down(hv, dvv, ve * es);
     }
+    const int hi1 = h2 >= 0 && h2 < h1 ? h2 : h1;
+    long      bad = append_wrong(hk, type, d, kv_h0, nst, kv_cells, h0, hi1, row0, T, sk, n_head_kv) +
+               append_wrong(hv, type, dv, kv_h0, nst, kv_cells, h0, hi1, row0, T, sv, n_head_kv);
+    if (nst2)
+        bad += append_wrong(pk, type, d, h2, nst2, kv_cells, h0 > h2 ? h0 : h2, h1, row0, T, sk, n_head_kv) +
+               append_wrong(pv, type, dv, h2, nst2, kv_cells, h0 > h2 ? h0 : h2, h1, row0, T, sv, n_head_kv);
     char shape[96];
-    snprintf(shape, sizeof shape, "%-4s d%d/%d heads [%d,%d) of %d from %d, rows %d+%d of %d", tname(type), d, dv, h0, h1,
-             n_head_kv, kv_h0, row0, T, kv_cells);
+    if (h2 >= 0)
+        snprintf(shape, sizeof shape, "%-4s d%d/%d heads [%d,%d) of %d, from %d to pinned, rows %d+%d of %d", tname(type), d, dv,
+                 h0, h1, n_head_kv, h2, row0, T, kv_cells);
+    else
+        snprintf(shape, sizeof shape, "%-4s d%d/%d heads [%d,%d) of %d from %d, rows %d+%d of %d", tname(type), d, dv, h0, h1,
+                 n_head_kv, kv_h0, row0, T, kv_cells);
     CHECK(bad == 0, "append %s: %ld wrong elements", shape, bad);
     add_result("append", shape, -1, -1, s == NEO_OK && bad == 0);
     printf("%-28s %-58s %ld wrong %s\n", "append", shape, bad, bad ? "FAIL" : "ok");
     OPS.dev_free(ST, dk), OPS.dev_free(ST, dvv), OPS.dev_free(ST, dsk), OPS.dev_free(ST, dsv);
+    OPS.host_free(ST, pk), OPS.host_free(ST, pv);
     free(sk), free(sv), free(hk), free(hv);
 }
 
@@ -1112,8 +1146,9 @@ int main(int argc, char **argv) {
     s = neo__cuda_get_ops(NEO_ATTN_CUDA_ABI_VERSION, &OPS);
     CHECK(s == NEO_OK, "get_ops gave %d", s);
     const int all = OPS.init && OPS.release && OPS.dev_alloc && OPS.dev_free && OPS.host_alloc && OPS.host_free && OPS.copy &&
-                    OPS.copy2d && OPS.record && OPS.wait && OPS.event_sync && OPS.stream_sync && OPS.append && OPS.attend &&
-                    OPS.gemv && OPS.rmsnorm && OPS.rope && OPS.swiglu && OPS.add;
+                    OPS.copy2d && OPS.copy_signal && OPS.await_copy && OPS.record && OPS.wait && OPS.event_sync &&
+                    OPS.stream_sync && OPS.launch_blocking && OPS.append && OPS.attend && OPS.gemv && OPS.rmsnorm && OPS.rope &&
+                    OPS.swiglu && OPS.add && OPS.argmax;
     CHECK(all, "an ops entry is NULL");
     add_result("abi", "wrong version -> UNSUPPORTED, every entry set", -1, -1, s == NEO_OK && all);
     if (s != NEO_OK) return 1;
@@ -1141,10 +1176,14 @@ int main(int argc, char **argv) {
     OPS.release(own);
 
     test_plumbing();
-    test_append(NEO_TYPE_F16, 100, 64, 8, 2, 3, 7, 50, 5, 3);
-    test_append(NEO_TYPE_BF16, 128, 128, 4, 0, 0, 4, 20, 0, 20);
-    test_append(NEO_TYPE_F32, 7, 9, 3, 1, 1, 2, 10, 9, 1);
-    test_append(NEO_TYPE_F16, 64, 64, 2, 0, 1, 2, 300, 17, 257);
+    test_append(NEO_TYPE_F16, 100, 64, 8, 2, 3, 7, 50, 5, 3, -1);
+    test_append(NEO_TYPE_BF16, 128, 128, 4, 0, 0, 4, 20, 0, 20, -1);
+    test_append(NEO_TYPE_F32, 7, 9, 3, 1, 1, 2, 10, 9, 1, -1);
+    test_append(NEO_TYPE_F16, 64, 64, 2, 0, 1, 2, 300, 17, 257, -1);
+    /* a split layer's rows: device heads and host heads in one launch, and the host half alone */
+    test_append(NEO_TYPE_F16, 128, 128, 8, 0, 0, 8, 40, 7, 1, 5);
+    test_append(NEO_TYPE_BF16, 64, 96, 4, 0, 0, 4, 300, 3, 257, 1);
+    test_append(NEO_TYPE_F32, 7, 9, 3, 0, 0, 3, 10, 2, 4, 0);
     test_gemv(4096, 1000, 0);
     test_gemv(1001, 333, 1);
     test_gemv(768, 32000, 0);
