@@ -75,7 +75,7 @@
      NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; the faster runs
                         from then on, and the timing is repeated when the context doubles.
    Which wins (H200 host, docs/BENCHMARKS_GPU.md): ON's cost is the host half at DRAM speed
-   (about 90 GB/s with 16 threads) plus a fixed ~7-11 us a call of handoff; OFF's
+   (about 90 GB/s with 16 threads) plus about 7-20 us a call of handoff; OFF's
    is the host half over PCIe (about 55 GB/s) after the GPU half. So ON wins for large host
    halves (Llama-3-8B shapes from 32k cells a head at a 1/2 split: 0.63 vs 1.27 ms), OFF for
    small ones and short contexts, and for shapes whose CPU half is compute-bound (GQA group 7,
