@@ -58,12 +58,11 @@
    With neo_runtime_desc.gpu = 1 (a build with NEO_ATTN_CUDA=1 and neo_attn_cuda.cu linked), q, k,
    v and out are device pointers, and every call is ordered on the engine's stream
    (gpu_stream, or the runtime's own): a call returns once its work is queued. The CPU half of a
-   split layer's decode is handed to the pool's workers, who may still be at it when the call
-   returns (the stream waits for their output; the next call that needs the pool waits for
-   them); in prefill, or with one thread, the calling thread does it before returning. Each
-   layer keeps KV heads [0, gpu_heads) in device memory and the rest in pinned host memory, so
-   a context whose cache does not fit in the GPU still runs. A split layer attends in one of
-   two ways:
+   split layer is shared by the calling thread and the pool's workers, who may still be at it
+   when the call returns (the stream waits for their output; the next call that needs the pool
+   waits for them). Each layer keeps KV heads [0, gpu_heads) in device memory and the rest in
+   pinned host memory, so a context whose cache does not fit in the GPU still runs. A split
+   layer attends in one of two ways:
      NEO_PIPELINE_OFF   stream-back: the host heads' valid cells are copied to the GPU in
                         double-buffered chunks of NEO_ATTN_STAGE_BYTES and attended there.
      NEO_PIPELINE_ON    both halves at once: the pool takes the host heads and waits for their
@@ -86,7 +85,7 @@
    THREADS AND DETERMINISM
    -----------------------
    A runtime owns a persistent pool of n_threads - 1 workers; the calling thread is the last
-   one (except in a split decode on a GPU, whose CPU half the workers take alone). Workers spin for NEO_ATTN_SPIN_US microseconds after a job before they sleep, because
+   one. Workers spin for NEO_ATTN_SPIN_US microseconds after a job before they sleep, because
    the wake-up is paid once per layer per token. CPU attention splits every KV head's cells
    into chunks whose size depends only on the context length, and merges the chunks in a fixed
    order, so the output is bitwise identical for any thread count on a given CPU path
@@ -600,9 +599,9 @@ NEO_ATTN__PUBLIC const char *neo_cpu_isa_name(neo_cpu_isa isa) {
    variable; the caller signals only when someone sleeps. A job may carry a first step that the
    caller runs once the workers have it, before taking tasks (the both-halves call enqueues the
    device's work there, so the workers are already spinning when their input lands). A detached
-   job (neo__pool_post) is the workers' alone: the caller returns at once, the thread that
-   finishes its last task runs its done step, and the next job (or neo__pool_wait) first waits
-   for every worker to check in. */
+   job (one with a done step) does not make the caller wait for the workers: it returns once no
+   task is left to take, the thread that finishes the last task runs the done step, and the next
+   job (or neo__pool_wait) first waits for every worker to check in. */
 typedef void (*neo__task_fn)(void *user, int task, int thread);
 typedef int (*neo__first_fn)(void *ctx); /* a neo_status */
 
@@ -628,7 +627,7 @@ typedef struct neo__pool {
     int             n_tasks;
     unsigned        gen;      /* atomic: bumped to publish a job */
     int             next;     /* atomic: next task index */
-    int             detached; /* the caller's: the current job was posted, not run (its workers may still be in it) */
+    int             detached; /* the caller's: the current job is detached (its workers may still be in it) */
     void          (*done)(void *ctx); /* a detached job's last step, run after its last task */
     void           *done_ctx;
     int             tasks_done; /* atomic: tasks of a detached job finished */
@@ -805,40 +804,35 @@ NEO_ATTN__PRIVATE void neo__pool_wait(neo__pool *p) {
 }
 
 /* Runs first(ctx) if given, and fn(user, task, thread) for task in [0, n_tasks) with thread in
-   [0, n_threads); returns first's status when all are done. */
-NEO_ATTN__PRIVATE int neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn, void *user, neo__first_fn first, void *ctx) {
+   [0, n_threads), the caller taking tasks too; returns first's status when all are done. With
+   done set the job is detached: the caller returns once no task is left to take, the thread that
+   finishes the last task runs done(done_ctx), and the next job (or neo__pool_wait) waits for the
+   workers; user must outlive the job. */
+NEO_ATTN__PRIVATE int neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn, void *user, neo__first_fn first, void *ctx,
+                                    void (*done)(void *), void *done_ctx) {
     int s = NEO_OK;
     neo__pool_wait(p);
 #if !NEO_ATTN_NO_THREADS
     if (p->n_workers > 0 && n_tasks > 1) {
+        p->done = done;
+        p->done_ctx = done_ctx;
+        p->detached = done != NULL;
         neo__pool_publish(p, n_tasks, fn, user);
         if (first) s = first(ctx);
         for (;;) {
             int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
             if (i >= n_tasks) break;
             fn(user, i, 0);
+            if (done && __atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_ACQ_REL) == n_tasks) done(done_ctx);
         }
-        neo__pool_join(p);
+        if (!done) neo__pool_join(p);
         return s;
     }
 #endif
     if (first) s = first(ctx);
     for (int i = 0; i < n_tasks; i++) fn(user, i, 0);
+    if (done) done(done_ctx);
     return s;
-}
-
-/* Hands the tasks to the workers alone and returns; done(done_ctx) runs after the last task.
-   Only with workers (n_threads > 1): the caller checks. user must outlive the job. */
-NEO_ATTN__PRIVATE void neo__pool_post(neo__pool *p, int n_tasks, neo__task_fn fn, void *user, void (*done)(void *), void *done_ctx) {
-    neo__pool_wait(p);
-#if !NEO_ATTN_NO_THREADS
-    p->done = done;
-    p->done_ctx = done_ctx;
-    p->detached = 1;
-    neo__pool_publish(p, n_tasks, fn, user);
-#else
-    (void)n_tasks, (void)fn, (void)user, (void)done, (void)done_ctx;
-#endif
 }
 
 /* =============================================================================================
@@ -1365,7 +1359,7 @@ struct neo_runtime {
        both-halves call (hand_seq) it was last set for. Apart, so the two writers never share a line. */
     unsigned    *hand;
     unsigned     hand_seq;
-    neo__attn_args hand_args;    /* a decode's CPU half, posted to the workers: outlives the call */
+    neo__attn_args hand_args;    /* the both-halves call's CPU half, a detached job: outlives the call */
     neo__attn_job  hand_job;
 };
 
@@ -1381,7 +1375,7 @@ NEO_ATTN__PRIVATE size_t neo__scratch_floats(int d, int dv, int nq) {
 
 /* Grows the runtime's CPU scratch to fit a layer. Layers of one runtime run one at a time. */
 NEO_ATTN__PRIVATE neo_status neo__rt_reserve(neo_runtime *rt, size_t per_thread, size_t partial, size_t n_done) {
-    neo__pool_wait(&rt->pool); /* a posted CPU half may still use them */
+    neo__pool_wait(&rt->pool); /* a detached CPU half may still use them */
     if (per_thread > rt->scratch_floats) {
         for (int t = 0; t < rt->pool.n_threads; t++) {
             float *p = (float *)neo__alloc(per_thread * sizeof(float));
@@ -1589,14 +1583,17 @@ NEO_ATTN__PRIVATE void neo__prefill_task(void *user, int task, int thread) {
 /* The pool runs a task list serially below this many multiply-adds: waking it costs more. */
 #define NEO__SERIAL_MACS 65536.0
 
-/* Runs first (if given) and the tasks on the pool, or on the calling thread when the job is
-   small; returns first's status. Which thread runs a task never changes its result. */
+/* Runs first (if given), the tasks and done (if given) as neo__pool_run does, or on the calling
+   thread alone when the job is small; returns first's status. Which thread runs a task never
+   changes its result. */
 NEO_ATTN__PRIVATE int neo__run(neo_runtime *rt, int n_tasks, double macs, neo__task_fn fn, void *user, neo__first_fn first,
-                               void *ctx) {
+                               void *ctx, void (*done)(void *), void *done_ctx) {
     int s = NEO_OK;
-    if (macs >= NEO__SERIAL_MACS) return neo__pool_run(&rt->pool, n_tasks, fn, user, first, ctx);
+    if (macs >= NEO__SERIAL_MACS) return neo__pool_run(&rt->pool, n_tasks, fn, user, first, ctx, done, done_ctx);
+    neo__pool_wait(&rt->pool);
     if (first) s = first(ctx);
     for (int i = 0; i < n_tasks; i++) fn(user, i, 0);
+    if (done) done(done_ctx);
     return s;
 }
 
@@ -1630,9 +1627,9 @@ NEO_ATTN__PRIVATE int neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a, 
     neo__attn_job J;
     neo__task_fn  fn;
     int           n;
-    neo__pool_wait(&rt->pool); /* a posted CPU half may still use the chunk counters */
+    neo__pool_wait(&rt->pool); /* a detached CPU half may still use the chunk counters */
     n = neo__cpu_job(rt, a, &J, &fn);
-    return neo__run(rt, n, neo__cpu_macs(a), fn, &J, first, ctx);
+    return neo__run(rt, n, neo__cpu_macs(a), fn, &J, first, ctx, NULL, NULL);
 }
 
 /* =============================================================================================
@@ -1753,7 +1750,7 @@ NEO_ATTN__PRIVATE int neo__host_gemv(void *state, float *y, const float *w, cons
     J.d = d;
     J.kern = &rt->kern;
     J.rows_per_task = (d + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
-    neo__run(rt, (d + J.rows_per_task - 1) / J.rows_per_task, (double)n * d, neo__matmul_task, &J, NULL, NULL);
+    neo__run(rt, (d + J.rows_per_task - 1) / J.rows_per_task, (double)n * d, neo__matmul_task, &J, NULL, NULL, NULL, NULL);
     return NEO_OK;
 }
 /* o = w * x / rms(x), as run.c computes it */
@@ -1892,7 +1889,7 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
 NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     if (!rt) return;
     if (rt->dev_async) rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
-    neo__pool_wait(&rt->pool); /* a posted CPU half writes the buffers freed below */
+    neo__pool_wait(&rt->pool); /* a detached CPU half writes the buffers freed below */
     rt->dev.dev_free(rt->dev_state, rt->d_stage[0]);
     rt->dev.dev_free(rt->dev_state, rt->d_stage[1]);
     rt->dev.dev_free(rt->dev_state, rt->d_state);
@@ -2081,7 +2078,7 @@ NEO_ATTN__PUBLIC void neo_layer_destroy(neo_layer *L) {
     if (!L) return;
     rt = L->rt;
     if (rt->dev_async) rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN); /* queued work may read the cache */
-    neo__pool_wait(&rt->pool);                                                  /* and a posted CPU half */
+    neo__pool_wait(&rt->pool);                                                  /* and a detached CPU half */
     rt->dev.dev_free(rt->dev_state, L->k_dev);
     rt->dev.dev_free(rt->dev_state, L->v_dev);
     rt->dev.dev_free(rt->dev_state, L->sinks_dev);
@@ -2237,12 +2234,12 @@ NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, 
 /* Both halves at once, with no host call between the device and the CPU half. The pool gets
    the CPU half first and its tasks spin on a flag; the caller then enqueues on MAIN: a kernel that
    writes the host heads' queries into pinned memory and sets the flag, the device half, and a
-   kernel that waits for the CPU half's output flag and pulls the output up. A decode step's CPU
-   half is posted to the workers, the last of which sets the output flag, and the call returns at
-   once: the caller queues the rest of the engine's step meanwhile, and the next call waits for the
-   workers. Otherwise (prefill, one thread, a small job) the caller takes part and sets the flag.
-   Everything is in MAIN's order, so the staging buffers and flags are never reused while a
-   previous call still reads them. */
+   kernel that waits for the CPU half's output flag and pulls the output up. The caller then
+   takes tasks too, and returns once none is left to take (not when the last one finishes: the
+   thread that finishes it sets the output flag), so it goes back to queueing the engine's step
+   while the workers finish; the next call that needs the pool waits for them. Everything is in
+   MAIN's order, so the staging buffers and flags are never reused while a previous call still
+   reads them. */
 typedef struct neo__both {
     neo_layer     *L;
     neo__attn_args g;               /* the device half */
@@ -2284,7 +2281,7 @@ NEO_ATTN__PRIVATE int neo__both_first(void *ctx) {
     return s;
 }
 
-/* A posted CPU half's last step: its output is in h_out. */
+/* The CPU half's last step: its output is in h_out. */
 NEO_ATTN__PRIVATE void neo__both_done(void *ctx) {
     neo_runtime *rt = (neo_runtime *)ctx;
     __atomic_store_n(rt->hand + NEO__FLAG_OUT, rt->hand_seq, __ATOMIC_RELEASE);
@@ -2295,7 +2292,8 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     neo__both      B;
     neo__attn_args c;
     size_t         qrow, qoff, orow, ooff;
-    int            s, post;
+    neo__task_fn   fn;
+    int            s, n;
     neo__pool_wait(&rt->pool); /* the last call's CPU half may still be on the workers */
     memset(&B, 0, sizeof B);
     B.L = L;
@@ -2324,19 +2322,10 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     c.h1 = L->n_head_kv;
     c.gate = rt->hand;
     c.gate_seq = B.seq;
-    post = n_tokens == 1 && rt->pool.n_threads > 1 && neo__cpu_macs(&c) >= NEO__SERIAL_MACS;
-    if (post) {
-        neo__task_fn fn;
-        int          n;
-        rt->hand_args = c;
-        n = neo__cpu_job(rt, &rt->hand_args, &rt->hand_job, &fn);
-        neo__pool_post(&rt->pool, n, fn, &rt->hand_job, neo__both_done, rt);
-        s = neo__both_first(&B);
-    } else {
-        s = neo__cpu_attend(rt, &c, neo__both_first, &B);
-    }
+    rt->hand_args = c;
+    n = neo__cpu_job(rt, &rt->hand_args, &rt->hand_job, &fn);
+    s = neo__run(rt, n, neo__cpu_macs(&c), fn, &rt->hand_job, neo__both_first, &B, neo__both_done, rt);
     if (s == NEO_OK && !rt->hand_early) s = rt->dev.attend(rt->dev_state, &B.g, NEO__STREAM_MAIN);
-    if (!post) __atomic_store_n(rt->hand + NEO__FLAG_OUT, B.seq, __ATOMIC_RELEASE);
     if (s == NEO_OK && !rt->hand_early)
         s = rt->dev.await_copy(rt->dev_state, (char *)out + ooff, orow, (const char *)rt->h_out + ooff, orow, orow - ooff,
                                (size_t)n_tokens, rt->hand + NEO__FLAG_OUT, B.seq, NEO__STREAM_MAIN);
