@@ -1,9 +1,9 @@
 /* neo_attn.h - v0.1.0 - decode attention over a KV cache split between GPU and host memory - MIT or public domain, see end of file
 
    neo_attn keeps some KV heads of every attention layer in GPU memory and the rest in host
-   memory, and attends over both halves at once: the GPU half on a side CUDA stream, the host
-   half with CPU flash-attention on a pthread pool. With no GPU it is a fast, exact CPU decode
-   attention library. It also carries a tiny llama-style decode loop (llama2.c checkpoints).
+   memory, and attends over both halves at once: the GPU half on the engine's CUDA stream, the
+   host half with CPU flash-attention on a pthread pool, joined through flags in pinned memory.
+   With no GPU it is a fast, exact CPU decode attention library. It also carries a tiny llama-style decode loop (llama2.c checkpoints).
 
    DO THIS
    -------
