@@ -643,6 +643,16 @@ NEO_ATTN__PRIVATE void neo__cpu_relax(void) {
 #endif
 }
 
+/* Spins until *flag == seq: a handoff flag set by another thread or by the device. */
+NEO_ATTN__PRIVATE void neo__spin_until(const unsigned *flag, unsigned seq) {
+    for (int spins = 1; __atomic_load_n(flag, __ATOMIC_ACQUIRE) != seq; spins++) {
+        neo__cpu_relax();
+#if !NEO_ATTN_NO_THREADS
+        if ((spins & 4095) == 0) sched_yield(); /* more threads than cores: let the one that sets it run */
+#endif
+    }
+}
+
 #if !NEO_ATTN_NO_THREADS
 
 NEO_ATTN__PRIVATE void *neo__worker_main(void *arg) {
@@ -1430,13 +1440,7 @@ typedef struct neo__qstate {
 /* Spins until the device has written the queries (a gated call): they are on their way, behind
    whatever the engine queued before the call. */
 NEO_ATTN__PRIVATE void neo__await_gate(const neo__attn_args *a) {
-    if (!a->gate) return;
-    for (int spins = 1; __atomic_load_n(a->gate, __ATOMIC_ACQUIRE) != a->gate_seq; spins++) {
-        neo__cpu_relax();
-#if !NEO_ATTN_NO_THREADS
-        if ((spins & 4095) == 0) sched_yield(); /* more threads than cores: let the thread that feeds the device run */
-#endif
-    }
+    if (a->gate) neo__spin_until(a->gate, a->gate_seq);
 }
 
 NEO_ATTN__PRIVATE void neo__qstate_init(neo__qstate *st, const neo__attn_job *J, float *scratch, int g, int t0, int nt) {
@@ -1689,12 +1693,7 @@ NEO_ATTN__PRIVATE int neo__host_copy_signal(void *state, void *dst, size_t dst_p
    finishing. */
 NEO_ATTN__PRIVATE int neo__host_await_copy(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                                            size_t width, size_t rows, const unsigned *flag, unsigned seq, int stream) {
-    for (int spins = 1; __atomic_load_n(flag, __ATOMIC_ACQUIRE) != seq; spins++) {
-        neo__cpu_relax();
-#if !NEO_ATTN_NO_THREADS
-        if ((spins & 4095) == 0) sched_yield();
-#endif
-    }
+    neo__spin_until(flag, seq);
     return neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
 }
 NEO_ATTN__PRIVATE int neo__host_record(void *state, int event, int stream) {
