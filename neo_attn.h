@@ -74,11 +74,12 @@
      NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; the faster runs
                         from then on, and the timing is repeated when the context doubles.
    Which wins (H200 host, docs/BENCHMARKS_GPU.md): ON's cost is the host half at DRAM speed
-   (about 90 GB/s with 16 threads) plus about 7-20 us a call of handoff; OFF's
-   is the host half over PCIe (about 55 GB/s) after the GPU half. So ON wins for large host
-   halves (Llama-3-8B shapes from 32k cells a head at a 1/2 split: 0.63 vs 1.27 ms), OFF for
-   small ones and short contexts, and for shapes whose CPU half is compute-bound (GQA group 7,
-   head_dim 64). AUTO measures this on the machine at hand.
+   (about 90 GB/s with 16 threads) plus about 7-20 us a call of handoff; OFF's is the host half
+   over PCIe (about 55 GB/s) after the GPU half. So ON wins for large host halves (Llama-3-8B
+   shapes at a 1/2 split: 32k cells a head 0.85 vs 1.27 ms, 4k 0.12-0.17 vs 0.18 ms), the two
+   are even for small ones (4k at 1/8: 52-67 vs 65 us), and OFF wins for shapes whose CPU half
+   is compute-bound (GQA group 7, head_dim 64: 32k 0.21 vs 0.18 ms). AUTO measures this on the
+   machine at hand.
    neo_runtime_desc.gpu_standin = 1 runs the same orchestration on a host stand-in for the GPU
    (host memory, synchronous), which is how the split paths are tested where there is no GPU.
 
