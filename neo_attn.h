@@ -70,7 +70,9 @@
                         memory and flags; the GPU heads follow on that stream, then a kernel
                         that polls a flag the pool sets and pulls the CPU half's output up.
                         No CUDA call sits between the halves (with CUDA_LAUNCH_BLOCKING=1 the
-                        last two are enqueued after the CPU half instead).
+                        last two are enqueued after the CPU half instead). The CPU half runs
+                        at call time, so such a call cannot go into a CUDA graph: on a
+                        capturing stream it returns NEO_ERR_UNSUPPORTED.
      NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; the faster runs
                         from then on, and the timing is repeated when the context doubles.
    Which wins (H200 host, docs/BENCHMARKS_GPU.md): ON's cost is the host half at DRAM speed
@@ -371,7 +373,7 @@ typedef struct neo__dev_ops {
        pitches in bytes, multiples of 4) between device and pinned host memory, copied by the device
        itself. copy_signal copies, then sets *flag = seq once the rows are visible to the host;
        await_copy waits in stream order until the host has set *flag = seq, then copies. flag:
-       pinned host memory. */
+       pinned host memory. Both return NEO_ERR_UNSUPPORTED on a stream that is being captured. */
     int  (*copy_signal)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
                         size_t rows, unsigned *flag, unsigned seq, int stream);
     int  (*await_copy)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,

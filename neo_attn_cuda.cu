@@ -1592,6 +1592,11 @@ static int neo__cu_handoff(void *state, void *dst, size_t dst_pitch, const void 
     if (width && rows && (!dst || !src || dst_pitch < width || src_pitch < width)) return NEO_ERR_INVALID_ARG;
     if ((width | dst_pitch | src_pitch) % 4 || (uintptr_t)dst % 4 || (uintptr_t)src % 4) return NEO_ERR_INVALID_ARG;
     if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    /* A graph being captured would hold these kernels while the CPU half waits now for a flag
+       only they can set: say so instead of hanging. */
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) (void)cudaGetLastError();
+    else if (cs != cudaStreamCaptureStatusNone) return NEO_ERR_UNSUPPORTED;
     if (!width) rows = 0; /* the flag still travels */
     if (await)
         neo__handoff_kernel<true><<<1, 1024, 0, s>>>((float *)dst, dst_pitch / 4, (const float *)src, src_pitch / 4, width / 4,

@@ -865,6 +865,24 @@ static int test_handoff(unsigned char *pin, unsigned char *d1, unsigned char *d2
     CHECK(OPS.copy_signal(ST, h, 1100 * 4, d1, 1200 * 4, 1002, 3, fl, 6u, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG, "copy_signal width 1002");
     CHECK(OPS.await_copy(ST, d2, 1201, h, 1100 * 4, 1000 * 4, 3, fl + 32, 10u, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG, "await_copy pitch 1201");
     CHECK(OPS.copy_signal(ST, h, 4, d1, 4, 4, 1, NULL, 6u, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG, "copy_signal no flag");
+    /* on an engine stream being captured into a graph: a status, not a kernel that would wait forever */
+    {
+        cudaStream_t cs = NULL;
+        cudaGraph_t  g = NULL;
+        void        *st2 = NULL;
+        int          s1 = -1, s2 = -1;
+        if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess && OPS.init(0, cs, &st2) == NEO_OK &&
+            cudaStreamBeginCapture(cs, cudaStreamCaptureModeRelaxed) == cudaSuccess) {
+            s1 = OPS.copy_signal(st2, h, 1100 * 4, d1, 1200 * 4, 1000 * 4, 3, fl, 11u, NEO__STREAM_MAIN);
+            s2 = OPS.await_copy(st2, d2, 1200 * 4, h, 1100 * 4, 1000 * 4, 3, fl + 32, 11u, NEO__STREAM_MAIN);
+            if (cudaStreamEndCapture(cs, &g) == cudaSuccess && g) cudaGraphDestroy(g);
+        }
+        CHECK(s1 == NEO_ERR_UNSUPPORTED && s2 == NEO_ERR_UNSUPPORTED, "handoff while capturing: %d %d", s1, s2);
+        ok &= s1 == NEO_ERR_UNSUPPORTED && s2 == NEO_ERR_UNSUPPORTED;
+        if (st2) OPS.release(st2);
+        if (cs) cudaStreamDestroy(cs);
+        (void)cudaGetLastError();
+    }
     printf("%-28s %-58s %s\n", "handoff", "copy_signal + await_copy, 3 rows of 1000 floats", ok ? "ok" : "FAIL");
     free(src), free(got);
     OPS.host_free(ST, fl);
