@@ -89,7 +89,9 @@
    -----------------------
    A runtime owns a persistent pool of n_threads - 1 workers; the calling thread is the last
    one. Workers spin for NEO_ATTN_SPIN_US microseconds after a job before they sleep, because
-   the wake-up is paid once per layer per token. CPU attention splits every KV head's cells
+   the wake-up is paid once per layer per token. An engine with a pool of its own passes it
+   instead (neo_runtime_desc.parallel_for): the runtime then starts no threads and runs every
+   parallel job through it, output unchanged. CPU attention splits every KV head's cells
    into chunks whose size depends only on the context length, and merges the chunks in a fixed
    order, so the output is bitwise identical for any thread count on a given CPU path
    (scalar, AVX2 or AVX-512; neo_runtime_desc.cpu_isa can force one).
@@ -177,6 +179,8 @@ typedef enum neo_cpu_isa { NEO_CPU_AUTO = 0, NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_C
 /* --- runtime: thread pool, GPU device and streams --- */
 
 typedef struct neo_runtime neo_runtime;
+/* One task of a parallel-for: task index in [0, n_tasks), thread in [0, n_threads). */
+typedef void (*neo_task_fn)(void *arg, int task, int thread);
 typedef struct neo_runtime_desc {
     int         n_threads;   /* CPU threads, the caller's included; 0 = online cores */
     int         gpu;         /* 1 = use a CUDA GPU (needs NEO_ATTN_CUDA, else NEO_ERR_UNSUPPORTED); 0 = CPU only */
@@ -186,6 +190,14 @@ typedef struct neo_runtime_desc {
     neo_cpu_isa cpu_isa;     /* AUTO = best the CPU has; forcing one it lacks is NEO_ERR_UNSUPPORTED */
     int         gpu_standin; /* 1 with gpu = 1: a host stand-in plays the GPU (same orchestration, host
                                 memory, synchronous), so the split paths can be tested with no GPU */
+    /* The engine's own parallel-for, or NULL for the runtime's pool. It must run task(arg, i,
+       thread) for every i in [0, n_tasks) and return when all are done, with thread in
+       [0, n_threads) and never the same for two tasks running at once (it picks per-thread
+       scratch); called from the thread that called into neo_attn, never from inside one of its
+       own tasks. The runtime then starts no threads, and n_threads (not 0) is the engine
+       pool's size. */
+    void      (*parallel_for)(void *user, int n_tasks, neo_task_fn task, void *arg);
+    void       *parallel_for_user;
 } neo_runtime_desc;
 
 typedef struct neo_runtime_info {
@@ -604,8 +616,9 @@ NEO_ATTN__PUBLIC const char *neo_cpu_isa_name(neo_cpu_isa isa) {
    device's work there, so the workers are already spinning when their input lands). A detached
    job (one with a done step) does not make the caller wait for the workers: it returns once no
    task is left to take, the thread that finishes the last task runs the done step, and the next
-   job (or neo__pool_wait) first waits for every worker to check in. */
-typedef void (*neo__task_fn)(void *user, int task, int thread);
+   job (or neo__pool_wait) first waits for every worker to check in. With an engine's
+   parallel-for (neo_runtime_desc.parallel_for) the pool has no workers and hands every job of
+   more than one task to it: first, the engine's parallel-for, then done, on the caller. */
 typedef int (*neo__first_fn)(void *ctx); /* a neo_status */
 
 #if !NEO_ATTN_NO_THREADS
@@ -617,6 +630,8 @@ typedef struct neo__worker {
 
 typedef struct neo__pool {
     int n_threads; /* caller included */
+    void (*ext)(void *user, int n_tasks, neo_task_fn task, void *arg); /* the engine's parallel-for, or NULL */
+    void *ext_user;
 #if !NEO_ATTN_NO_THREADS
     int             n_workers;
     pthread_t      *threads; /* [n_workers] */
@@ -625,7 +640,7 @@ typedef struct neo__pool {
     pthread_cond_t  cv;       /* workers sleep here between jobs */
     pthread_cond_t  cv_done;  /* the caller sleeps here when its job's workers are slow to finish */
     int             waiting;  /* atomic: the caller sleeps on cv_done */
-    neo__task_fn    fn;       /* the job: written only while no worker is inside one */
+    neo_task_fn    fn;       /* the job: written only while no worker is inside one */
     void           *user;
     int             n_tasks;
     unsigned        gen;      /* atomic: bumped to publish a job */
@@ -724,10 +739,18 @@ NEO_ATTN__PRIVATE void neo__pool_destroy(neo__pool *p) {
     p->n_threads = 1;
 }
 
-/* Starts n_threads - 1 workers; if the system refuses some, runs with fewer. */
-NEO_ATTN__PRIVATE neo_status neo__pool_init(neo__pool *p, int n_threads) {
+/* Starts n_threads - 1 workers; if the system refuses some, runs with fewer. With ext (the
+   engine's parallel-for) it starts none and n_threads is the engine's. */
+NEO_ATTN__PRIVATE neo_status neo__pool_init(neo__pool *p, int n_threads, void (*ext)(void *, int, neo_task_fn, void *),
+                                            void *ext_user) {
     memset(p, 0, sizeof *p);
     p->n_threads = 1;
+    if (ext) {
+        p->n_threads = n_threads;
+        p->ext = ext;
+        p->ext_user = ext_user;
+        return NEO_OK;
+    }
 #if !NEO_ATTN_NO_THREADS
     if (n_threads <= 1) return NEO_OK;
     p->threads = (pthread_t *)neo__alloc(sizeof(pthread_t) * (size_t)(n_threads - 1));
@@ -770,7 +793,7 @@ no_threads:
 
 #if !NEO_ATTN_NO_THREADS
 /* Publishes a job to the workers; the caller has waited for the last one. */
-NEO_ATTN__PRIVATE void neo__pool_publish(neo__pool *p, int n_tasks, neo__task_fn fn, void *user) {
+NEO_ATTN__PRIVATE void neo__pool_publish(neo__pool *p, int n_tasks, neo_task_fn fn, void *user) {
     p->fn = fn;
     p->user = user;
     p->n_tasks = n_tasks;
@@ -821,10 +844,16 @@ NEO_ATTN__PRIVATE void neo__pool_wait(neo__pool *p) {
    done set the job is detached: the caller returns once no task is left to take, the thread that
    finishes the last task runs done(done_ctx), and the next job (or neo__pool_wait) waits for the
    workers; user must outlive the job. */
-NEO_ATTN__PRIVATE int neo__pool_run(neo__pool *p, int n_tasks, neo__task_fn fn, void *user, neo__first_fn first, void *ctx,
+NEO_ATTN__PRIVATE int neo__pool_run(neo__pool *p, int n_tasks, neo_task_fn fn, void *user, neo__first_fn first, void *ctx,
                                     void (*done)(void *), void *done_ctx) {
     int s = NEO_OK;
     neo__pool_wait(p);
+    if (p->ext && n_tasks > 1) {
+        if (first) s = first(ctx);
+        p->ext(p->ext_user, n_tasks, fn, user);
+        if (done) done(done_ctx);
+        return s;
+    }
 #if !NEO_ATTN_NO_THREADS
     if (p->n_workers > 0 && n_tasks > 1) {
         p->done = done;
@@ -1593,7 +1622,7 @@ NEO_ATTN__PRIVATE void neo__prefill_task(void *user, int task, int thread) {
 /* Runs first (if given), the tasks and done (if given) as neo__pool_run does, or on the calling
    thread alone when the job is small; returns first's status. Which thread runs a task never
    changes its result. */
-NEO_ATTN__PRIVATE int neo__run(neo_runtime *rt, int n_tasks, double macs, neo__task_fn fn, void *user, neo__first_fn first,
+NEO_ATTN__PRIVATE int neo__run(neo_runtime *rt, int n_tasks, double macs, neo_task_fn fn, void *user, neo__first_fn first,
                                void *ctx, void (*done)(void *), void *done_ctx) {
     int s = NEO_OK;
     if (macs >= NEO__SERIAL_MACS) return neo__pool_run(&rt->pool, n_tasks, fn, user, first, ctx, done, done_ctx);
@@ -1609,7 +1638,7 @@ NEO_ATTN__PRIVATE double neo__cpu_macs(const neo__attn_args *a) {
 }
 
 /* Sets up the job of CPU attention over a (J keeps a pointer to it): *fn and the task count. */
-NEO_ATTN__PRIVATE int neo__cpu_job(neo_runtime *rt, const neo__attn_args *a, neo__attn_job *J, neo__task_fn *fn) {
+NEO_ATTN__PRIVATE int neo__cpu_job(neo_runtime *rt, const neo__attn_args *a, neo__attn_job *J, neo_task_fn *fn) {
     int n_heads = a->h1 - a->h0;
     memset(J, 0, sizeof *J);
     J->a = a;
@@ -1632,7 +1661,7 @@ NEO_ATTN__PRIVATE int neo__cpu_job(neo_runtime *rt, const neo__attn_args *a, neo
    neo__run. */
 NEO_ATTN__PRIVATE int neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a, neo__first_fn first, void *ctx) {
     neo__attn_job J;
-    neo__task_fn  fn;
+    neo_task_fn  fn;
     int           n;
     neo__pool_wait(&rt->pool); /* a detached CPU half may still use the chunk counters */
     n = neo__cpu_job(rt, a, &J, &fn);
@@ -1841,6 +1870,7 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
     if (d.n_threads < 0 || d.n_threads > 1024 || (d.gpu != 0 && d.gpu != 1) || d.gpu_device < 0) return NEO_ERR_INVALID_ARG;
     if ((d.gpu_standin != 0 && d.gpu_standin != 1) || (d.gpu_standin && !d.gpu)) return NEO_ERR_INVALID_ARG;
     if ((unsigned)d.cpu_isa > (unsigned)NEO_CPU_AVX512) return NEO_ERR_INVALID_ARG;
+    if (d.parallel_for && d.n_threads == 0) return NEO_ERR_INVALID_ARG; /* the engine's pool size is needed */
 #if !NEO_ATTN_CUDA
     if (d.gpu && !d.gpu_standin) return NEO_ERR_UNSUPPORTED; /* built without neo_attn_cuda.cu */
 #endif
@@ -1858,7 +1888,7 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
         neo__free(rt);
         return NEO_ERR_UNSUPPORTED;
     }
-    if ((s = neo__pool_init(&rt->pool, d.n_threads)) != NEO_OK) {
+    if ((s = neo__pool_init(&rt->pool, d.n_threads, d.parallel_for, d.parallel_for_user)) != NEO_OK) {
         neo__free(rt);
         return s;
     }
@@ -2294,7 +2324,7 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     neo__both      B;
     neo__attn_args c;
     size_t         qrow, qoff, orow, ooff;
-    neo__task_fn   fn;
+    neo_task_fn   fn;
     int            s, n;
     neo__pool_wait(&rt->pool); /* the last call's CPU half may still be on the workers */
     memset(&B, 0, sizeof B);

@@ -50,6 +50,15 @@ static void poison(float *p, size_t n) {
     for (i = 0; i < n; i++) memcpy(&p[i], &u, 4);
 }
 
+/* An engine's parallel-for, serial: tasks in order, thread i % 3 (no two run at once). */
+static int engine_calls;
+static void engine_parallel_for(void *user, int n_tasks, neo_task_fn task, void *arg) {
+    int i;
+    (void)user;
+    engine_calls++;
+    for (i = 0; i < n_tasks; i++) task(arg, i, i % 3);
+}
+
 /* --- status strings, version, isa names, gpu-heads rule --- */
 
 static void test_strings(void) {
@@ -218,6 +227,40 @@ static void test_runtime(void) {
         }
         neo_runtime_destroy(rt);
     }
+
+    /* an engine's pool: its size is required, it is used as given (threads or not in this
+       build), and a decode through it is bitwise a 1-thread runtime's */
+    check_context("runtime with the engine's parallel-for");
+    rd.parallel_for = engine_parallel_for;
+    rd.n_threads = 0;
+    rt = NULL;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+    CHECK(rt == NULL);
+    rd.n_threads = 3;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK);
+    if (rt) {
+        neo_runtime *r1 = make_rt(1);
+        neo_layer   *l[2] = {NULL, NULL};
+        neo_layer_desc d = {0};
+        static float k[2048 * 2 * 64], v[2048 * 2 * 64], q[8 * 64], o[2][8 * 64];
+        int          j, calls0 = engine_calls;
+        CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
+        CHECK(ri.n_threads == 3);
+        fill(k, 2048 * 2 * 64, 0.5f), fill(v, 2048 * 2 * 64, -0.25f), fill(q, 8 * 64, 0.1f);
+        d.n_head = 8, d.n_head_kv = 2, d.head_dim = 64, d.n_ctx = 2048;
+        for (j = 0; j < 2 && r1; j++) {
+            poison(o[j], 8 * 64);
+            if (CHECK_STATUS(neo_layer_create(j ? rt : r1, &d, &l[j]), NEO_OK)) {
+                CHECK_STATUS(neo_attn_append(l[j], k, v, 2048), NEO_OK);
+                CHECK_STATUS(neo_attn_decode(l[j], q, o[j]), NEO_OK);
+            }
+        }
+        CHECK(same_bits(o[0], o[1], 8 * 64) && engine_calls > calls0);
+        neo_layer_destroy(l[0]), neo_layer_destroy(l[1]);
+        neo_runtime_destroy(r1);
+    }
+    neo_runtime_destroy(rt);
+    rd.parallel_for = NULL, rd.n_threads = 1;
 }
 
 /* --- layer creation --- */

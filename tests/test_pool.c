@@ -2,7 +2,9 @@
    (make test-tsan): runtimes of 2..4 threads give bitwise the output of a 1-thread runtime for
    many decode and prefill calls on long, many-head layers (chunk splitting and merging); runtimes
    created and destroyed over and over; independent runtimes driven from several threads at once;
-   a stories260K session with 4 threads. The seed is printed; NEO_TEST_SEED=N repeats a run. */
+   a stories260K session with 4 threads; and all of that's bitwise checks once more through an
+   engine's own parallel-for (neo_runtime_desc.parallel_for) instead of the runtime's pool. The
+   seed is printed; NEO_TEST_SEED=N repeats a run. */
 #define NEO_ATTN_IMPLEMENTATION
 #include "neo_attn.h"
 
@@ -29,20 +31,60 @@ static float *rng_alloc(size_t n) {
     return p;
 }
 
+/* --- an engine's parallel-for: threads started per job, as simple as such a pool gets --- */
+
+typedef struct eng_job {
+    neo_task_fn task;
+    void *arg;
+    int n_tasks, next; /* next: atomic */
+} eng_job;
+typedef struct eng_thread {
+    eng_job *job;
+    int thread;
+} eng_thread;
+enum { ENG_THREADS = 3 };
+static long eng_calls; /* jobs the engine ran: the path is taken */
+
+static void *eng_main(void *p) {
+    eng_thread *t = (eng_thread *)p;
+    for (;;) {
+        int i = __atomic_fetch_add(&t->job->next, 1, __ATOMIC_SEQ_CST);
+        if (i >= t->job->n_tasks) break;
+        t->job->task(t->job->arg, i, t->thread);
+    }
+    return NULL;
+}
+static void eng_parallel_for(void *user, int n_tasks, neo_task_fn task, void *arg) {
+    eng_job job;
+    eng_thread th[ENG_THREADS];
+    pthread_t pt[ENG_THREADS];
+    int i, started[ENG_THREADS] = {0};
+    (void)user;
+    job.task = task, job.arg = arg, job.n_tasks = n_tasks, job.next = 0;
+    __atomic_add_fetch(&eng_calls, 1, __ATOMIC_SEQ_CST);
+    for (i = 0; i < ENG_THREADS; i++) th[i].job = &job, th[i].thread = i;
+    for (i = 1; i < ENG_THREADS; i++) started[i] = pthread_create(&pt[i], NULL, eng_main, &th[i]) == 0;
+    eng_main(&th[0]); /* the calling thread is thread 0, and finishes the job alone if no thread started */
+    for (i = 1; i < ENG_THREADS; i++)
+        if (started[i]) pthread_join(pt[i], NULL);
+}
+
 static neo_runtime *make_rt(int n_threads) {
     neo_runtime_desc rd = {0};
     neo_runtime_info ri = {0, 0, NEO_CPU_AUTO};
     neo_runtime *rt = NULL;
     rd.n_threads = n_threads;
+    if (n_threads == ENG_THREADS + 100) /* the engine's parallel-for */
+        rd.n_threads = ENG_THREADS, rd.parallel_for = eng_parallel_for;
     if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return NULL;
     CHECK_STATUS(neo_runtime_get_info(rt, &ri), NEO_OK);
-    CHECK(ri.n_threads == n_threads);
+    CHECK(ri.n_threads == rd.n_threads);
     return rt;
 }
 
-/* --- the same layers on runtimes of 1..4 threads, bitwise equal outputs --- */
+/* --- the same layers on runtimes of 1..4 threads and on the engine's pool, bitwise equal outputs --- */
 
-enum { NRT = 4, N_CELLS = 1500 };
+enum { NRT = 5, N_CELLS = 1500 };
 
 typedef struct shape {
     int n_head, n_head_kv, hd, dv;
@@ -102,42 +144,48 @@ static void test_threads_bitwise(neo_runtime **rts) {
 /* --- split layers on the stand-in GPU: the CPU half on the pool while the "GPU" half runs --- */
 
 static void test_split_threads(void) {
-    neo_runtime *rg[2] = {NULL, NULL};
+    enum { NG = 3 }; /* 1 thread, 4 threads, the engine's parallel-for */
+    neo_runtime *rg[NG] = {NULL, NULL, NULL};
     int r, p;
-    for (r = 0; r < 2; r++) {
+    long calls0 = eng_calls;
+    for (r = 0; r < NG; r++) {
         neo_runtime_desc rd = {0};
-        rd.n_threads = r ? 4 : 1, rd.gpu = 1, rd.gpu_standin = 1;
-        check_context("stand-in GPU runtime x%d", rd.n_threads);
+        rd.n_threads = r == 0 ? 1 : r == 1 ? 4 : ENG_THREADS, rd.gpu = 1, rd.gpu_standin = 1;
+        if (r == 2) rd.parallel_for = eng_parallel_for;
+        check_context("stand-in GPU runtime x%d%s", rd.n_threads, r == 2 ? ", engine pool" : "");
         CHECK_STATUS(neo_runtime_create(&rd, &rg[r]), NEO_OK);
     }
-    for (p = 0; rg[0] && rg[1] && p < 3; p++) {
-        neo_layer *l[2] = {NULL, NULL};
+    for (p = 0; rg[0] && rg[1] && rg[2] && p < 3; p++) {
+        neo_layer *l[NG] = {NULL, NULL, NULL};
         neo_layer_desc d = {0};
         float *k = rng_alloc(1200 * 8 * 64), *v = rng_alloc(1200 * 8 * 64), *q = rng_alloc(16 * 32 * 64);
-        float *o = (float *)malloc(2 * 16 * 32 * 64 * sizeof(float));
+        float *o = (float *)malloc(NG * 16 * 32 * 64 * sizeof(float));
         int call, ok = 1;
         d.n_head = 32, d.n_head_kv = 8, d.head_dim = 64, d.n_ctx = 1200, d.gpu_heads = 3, d.pipeline = (neo_pipeline)p;
-        check_context("split layer, pipeline %d, 1 vs 4 threads", p);
+        check_context("split layer, pipeline %d, 1 vs 4 threads vs the engine's pool", p);
         if (!CHECK(k && v && q && o)) goto next;
-        for (r = 0; r < 2; r++) {
+        for (r = 0; r < NG; r++) {
             if (!CHECK_STATUS(neo_layer_create(rg[r], &d, &l[r]), NEO_OK)) goto next;
             CHECK_STATUS(neo_attn_append(l[r], k, v, 1100), NEO_OK);
         }
         for (call = 0; call < 12; call++) {
             int n_tok = call < 9 ? 0 : call == 9 ? 16 : 3, nq = n_tok ? n_tok : 1;
-            for (r = 0; r < 2; r++) {
+            for (r = 0; r < NG; r++) {
                 float *out = o + (size_t)r * 16 * 32 * 64;
+                memset(out, 0xFF, (size_t)nq * 32 * 64 * sizeof(float));
                 CHECK_STATUS(n_tok ? neo_attn_prefill(l[r], q, n_tok, out) : neo_attn_decode(l[r], q, out), NEO_OK);
                 if (call == 5) CHECK_STATUS(neo_attn_append(l[r], k, v, 100), NEO_OK);
+                if (r > 0 && p != NEO_PIPELINE_AUTO) ok &= memcmp(o, out, (size_t)nq * 32 * 64 * sizeof(float)) == 0;
             }
-            if (p != NEO_PIPELINE_AUTO) ok &= memcmp(o, o + 16 * 32 * 64, (size_t)nq * 32 * 64 * sizeof(float)) == 0;
         }
         CHECK(ok);
     next:
-        neo_layer_destroy(l[0]), neo_layer_destroy(l[1]);
+        for (r = 0; r < NG; r++) neo_layer_destroy(l[r]);
         free(k), free(v), free(q), free(o);
     }
-    neo_runtime_destroy(rg[0]), neo_runtime_destroy(rg[1]);
+    check_context("split layers through the engine's parallel-for");
+    CHECK(eng_calls > calls0);
+    for (r = 0; r < NG; r++) neo_runtime_destroy(rg[r]);
 }
 
 /* --- create and destroy over and over --- */
@@ -256,13 +304,17 @@ int main(void) {
     rng_s = seed ? seed : 1;
     printf("test_pool: seed %llu (NEO_TEST_SEED=%llu repeats this run)\n", seed, seed);
     fflush(stdout);
-    for (i = 0; i < NRT; i++) rts[i] = make_rt(i + 1);
-    if (rts[0] && rts[1] && rts[2] && rts[3]) {
+    for (i = 0; i < NRT; i++) rts[i] = make_rt(i < 4 ? i + 1 : ENG_THREADS + 100);
+    if (rts[0] && rts[1] && rts[2] && rts[3] && rts[4]) {
+        long calls0;
         float *k = rng_alloc(600 * 4 * 32), *v = rng_alloc(600 * 4 * 32), *q = rng_alloc(16 * 32);
         float want[16 * 32];
         neo_layer *l = NULL;
         neo_layer_desc d = {0};
+        calls0 = eng_calls;
         test_threads_bitwise(rts);
+        check_context("the engine's parallel-for");
+        CHECK(eng_calls > calls0);
         test_split_threads();
         /* the expected output of the churn and concurrency tests, from the 1-thread runtime */
         d.n_head = 16, d.n_head_kv = 4, d.head_dim = 32, d.n_ctx = 600;
@@ -275,6 +327,7 @@ int main(void) {
         neo_layer_destroy(l);
         free(k), free(v), free(q);
         test_session(rts[0], rts[3]);
+        test_session(rts[0], rts[4]);
     }
     for (i = 0; i < NRT; i++) neo_runtime_destroy(rts[i]);
     check_context("%s", "");
