@@ -126,7 +126,9 @@
    --------------
    Descriptors, shapes, token ids, lengths and model files are validated: bad values give a
    status and change nothing. Pointers are trusted to point at as many elements as their
-   shape comment says. Nothing here aborts, exits or prints because of caller input.
+   shape comment says. Nothing here aborts, exits or prints because of caller input; a
+   runtime with a logger (neo_runtime_desc.log) also says why a call was refused, when it runs
+   fewer threads than asked, and what AUTO chose.
 */
 #ifndef NEO_ATTN_H_INCLUDED
 #define NEO_ATTN_H_INCLUDED
@@ -181,6 +183,7 @@ typedef enum neo_cpu_isa { NEO_CPU_AUTO = 0, NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_C
 typedef struct neo_runtime neo_runtime;
 /* One task of a parallel-for: task index in [0, n_tasks), thread in [0, n_threads). */
 typedef void (*neo_task_fn)(void *arg, int task, int thread);
+typedef enum neo_log_level { NEO_LOG_ERROR = 0, NEO_LOG_WARN, NEO_LOG_INFO } neo_log_level;
 typedef struct neo_runtime_desc {
     int         n_threads;   /* CPU threads, the caller's included; 0 = online cores */
     int         gpu;         /* 1 = use a CUDA GPU (needs NEO_ATTN_CUDA, else NEO_ERR_UNSUPPORTED); 0 = CPU only */
@@ -198,6 +201,11 @@ typedef struct neo_runtime_desc {
        pool's size. */
     void      (*parallel_for)(void *user, int n_tasks, neo_task_fn task, void *arg);
     void       *parallel_for_user;
+    /* Optional: what the runtime and its layers have to say (why a call was refused, fewer
+       threads than asked, what AUTO chose), one line without a newline, valid during the call
+       only; called from the thread that called into neo_attn. NULL = silent. */
+    void      (*log)(void *user, neo_log_level level, const char *msg);
+    void       *log_user;
 } neo_runtime_desc;
 
 typedef struct neo_runtime_info {
@@ -428,6 +436,7 @@ int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
    >>config: macro defaults and includes
    ============================================================================================= */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1377,6 +1386,8 @@ typedef struct neo__attn_job {
 struct neo_runtime {
     neo__pool    pool;
     neo__kernels kern;
+    void       (*log)(void *user, neo_log_level level, const char *msg); /* the engine's logger, or NULL */
+    void        *log_user;
     int          gpu;            /* 1 = layers keep gpu_heads in device memory */
     neo__dev_ops dev;            /* device operations: CUDA, or the host ones (CPU runtime, stand-in) */
     void        *dev_state;
@@ -1404,6 +1415,20 @@ struct neo_runtime {
     neo__attn_args hand_args;    /* the both-halves call's CPU half, a detached job: outlives the call */
     neo__attn_job  hand_job;
 };
+
+/* One line to the engine's logger, if it has one. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 3, 4)))
+#endif
+NEO_ATTN__PRIVATE void neo__log(const neo_runtime *rt, neo_log_level level, const char *fmt, ...) {
+    char    msg[256];
+    va_list ap;
+    if (!rt || !rt->log) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    rt->log(rt->log_user, level, msg);
+}
 
 /* Queries one task carries: the GQA group for decode, a block of tokens x group for prefill. */
 NEO_ATTN__PRIVATE int neo__prefill_tokens(int group) { return group >= NEO__PREFILL_QUERIES ? 1 : NEO__PREFILL_QUERIES / group; }
@@ -1884,6 +1909,8 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
     }
     rt = (neo_runtime *)neo__calloc(sizeof *rt);
     if (!rt) return NEO_ERR_NO_MEMORY;
+    rt->log = d.log;
+    rt->log_user = d.log_user;
     if (!neo__kernels_init(&rt->kern, d.cpu_isa)) {
         neo__free(rt);
         return NEO_ERR_UNSUPPORTED;
@@ -1892,6 +1919,9 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
         neo__free(rt);
         return s;
     }
+    if (rt->pool.n_threads < d.n_threads)
+        neo__log(rt, NEO_LOG_WARN, "neo_runtime_create: %d of %d threads running (%s)", rt->pool.n_threads, d.n_threads,
+                 NEO_ATTN_NO_THREADS ? "built with NEO_ATTN_NO_THREADS" : "the system refused the rest");
     neo__host_ops(&rt->dev);
     rt->dev_state = rt;
     rt->gpu = d.gpu;
@@ -2000,16 +2030,27 @@ struct neo_layer {
 
 NEO_ATTN__PRIVATE int neo__bad_float(float x) { return !(x >= 0.0f) || isinf(x); } /* NaN, negative or inf */
 
-NEO_ATTN__PRIVATE neo_status neo__check_layer_desc(const neo_layer_desc *d) {
-    if (d->n_head < 1 || d->n_head_kv < 1 || d->n_head_kv > d->n_head || d->n_head % d->n_head_kv) return NEO_ERR_INVALID_ARG;
-    if (d->head_dim < 1 || d->head_dim_v < 0 || d->n_ctx < 1) return NEO_ERR_INVALID_ARG;
-    if ((unsigned)d->kv_type > (unsigned)NEO_TYPE_F32 || (unsigned)d->pipeline > (unsigned)NEO_PIPELINE_AUTO) return NEO_ERR_INVALID_ARG;
-    if (d->gpu_heads < 0 || d->gpu_heads > d->n_head_kv) return NEO_ERR_INVALID_ARG;
-    if (neo__bad_float(d->scale) || neo__bad_float(d->softcap) || neo__bad_float(d->max_alibi_bias)) return NEO_ERR_INVALID_ARG;
-    if (d->sinks)
-        for (int h = 0; h < d->n_head; h++)
-            if (isnan(d->sinks[h])) return NEO_ERR_INVALID_ARG;
-    if (d->n_head > NEO__MAX_HEADS || d->head_dim > NEO__MAX_HEAD_DIM || d->head_dim_v > NEO__MAX_HEAD_DIM) return NEO_ERR_UNSUPPORTED;
+/* NEO_OK, or the status and *why (for the log) of the first thing wrong with d. */
+NEO_ATTN__PRIVATE neo_status neo__check_layer_desc(const neo_layer_desc *d, const char **why) {
+    *why = NULL;
+    if (d->n_head < 1 || d->n_head_kv < 1 || d->n_head_kv > d->n_head || d->n_head % d->n_head_kv)
+        *why = "n_head and n_head_kv must be >= 1 and n_head a multiple of n_head_kv";
+    else if (d->head_dim < 1 || d->head_dim_v < 0 || d->n_ctx < 1)
+        *why = "head_dim and n_ctx must be >= 1, head_dim_v >= 0";
+    else if ((unsigned)d->kv_type > (unsigned)NEO_TYPE_F32 || (unsigned)d->pipeline > (unsigned)NEO_PIPELINE_AUTO)
+        *why = "kv_type or pipeline is not one of its enum's values";
+    else if (d->gpu_heads < 0 || d->gpu_heads > d->n_head_kv)
+        *why = "gpu_heads must be in [0, n_head_kv]";
+    else if (neo__bad_float(d->scale) || neo__bad_float(d->softcap) || neo__bad_float(d->max_alibi_bias))
+        *why = "scale, softcap and max_alibi_bias must be finite and >= 0";
+    else if (d->sinks)
+        for (int h = 0; h < d->n_head && !*why; h++)
+            if (isnan(d->sinks[h])) *why = "a sink is NaN";
+    if (*why) return NEO_ERR_INVALID_ARG;
+    if (d->n_head > NEO__MAX_HEADS || d->head_dim > NEO__MAX_HEAD_DIM || d->head_dim_v > NEO__MAX_HEAD_DIM) {
+        *why = "n_head or a head size is beyond what this build supports (NEO__MAX_HEADS, NEO__MAX_HEAD_DIM)";
+        return NEO_ERR_UNSUPPORTED;
+    }
     return NEO_OK;
 }
 
@@ -2027,8 +2068,12 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
     size_t     es, row, host_heads, gk, gv, hk, hv, partial, nq;
     if (!out) return NEO_ERR_INVALID_ARG;
     *out = NULL;
+    const char *why;
     if (!rt || !desc) return NEO_ERR_INVALID_ARG;
-    if ((s = neo__check_layer_desc(desc)) != NEO_OK) return s;
+    if ((s = neo__check_layer_desc(desc, &why)) != NEO_OK) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s", why);
+        return s;
+    }
     L = (neo_layer *)neo__calloc(sizeof *L);
     if (!L) return NEO_ERR_NO_MEMORY;
     L->rt = rt;
@@ -2362,6 +2407,9 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
         s = rt->dev.await_copy(rt->dev_state, (char *)out + ooff, orow, (const char *)rt->h_out + ooff, orow, orow - ooff,
                                (size_t)n_tokens, rt->hand + NEO__FLAG_OUT, B.seq, NEO__STREAM_MAIN);
     if (s == NEO_OK && rt->dev_async && n_tokens == 1) L->n_overlapped++;
+    if (s != NEO_OK)
+        neo__log(rt, NEO_LOG_ERROR, "both halves of a split layer: %s%s", neo_status_string((neo_status)s),
+                 s == NEO_ERR_UNSUPPORTED ? " (the stream is being captured into a CUDA graph)" : "");
     return (neo_status)s;
 }
 
@@ -2416,8 +2464,12 @@ NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, floa
     if (s != NEO_OK || !probe) return s;
     L->auto_us[mode][L->auto_n >> 1] = neo__now_us() - t0;
     if (++L->auto_n == 2 * NEO__AUTO_PROBES) {
-        L->auto_choice = neo__median3(L->auto_us[1]) < neo__median3(L->auto_us[0]) ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
+        double on = neo__median3(L->auto_us[1]), off = neo__median3(L->auto_us[0]);
+        L->auto_choice = on < off ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
         L->auto_len = L->len;
+        neo__log(rt, NEO_LOG_INFO, "AUTO: a %d/%d/%d layer with %d of %d KV heads on the host runs %s from %d cells "
+                 "(ON %.1f us, OFF %.1f us)", L->n_head, L->n_head_kv, L->head_dim, L->n_head_kv - L->gpu_heads, L->n_head_kv,
+                 on < off ? "ON" : "OFF", L->len, on, off);
     }
     return NEO_OK;
 }

@@ -59,6 +59,17 @@ static void engine_parallel_for(void *user, int n_tasks, neo_task_fn task, void 
     for (i = 0; i < n_tasks; i++) task(arg, i, i % 3);
 }
 
+/* A logger that keeps the last line and its level, and counts the lines. */
+static char         log_last[256];
+static neo_log_level log_level;
+static int          log_lines;
+static void test_log(void *user, neo_log_level level, const char *msg) {
+    (void)user;
+    log_lines++;
+    log_level = level;
+    snprintf(log_last, sizeof log_last, "%s", msg);
+}
+
 /* --- status strings, version, isa names, gpu-heads rule --- */
 
 static void test_strings(void) {
@@ -261,6 +272,46 @@ static void test_runtime(void) {
     }
     neo_runtime_destroy(rt);
     rd.parallel_for = NULL, rd.n_threads = 1;
+
+    /* the logger: a refused layer says why; without threads in the build, a runtime of 4 says
+       it runs 1; AUTO says what it chose */
+    check_context("the runtime's logger");
+    rd.log = test_log, rd.n_threads = 4;
+    log_lines = 0;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK);
+    CHECK(log_lines == (THREADS(4) < 4) && (THREADS(4) == 4 || (log_level == NEO_LOG_WARN && strstr(log_last, "1 of 4"))));
+    if (rt) {
+        neo_layer     *l = NULL;
+        neo_layer_desc d = {0};
+        d.n_head = 6, d.n_head_kv = 4, d.head_dim = 8, d.n_ctx = 4;
+        log_lines = 0;
+        CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_ERR_INVALID_ARG);
+        CHECK(log_lines == 1 && log_level == NEO_LOG_ERROR && strstr(log_last, "neo_layer_create") && strstr(log_last, "multiple"));
+        d.n_head = 4, d.scale = -1.0f;
+        CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_ERR_INVALID_ARG);
+        CHECK(log_lines == 2 && strstr(log_last, "scale"));
+        d.scale = 0.0f, d.head_dim = 1 << 20;
+        CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_ERR_UNSUPPORTED);
+        CHECK(log_lines == 3 && strstr(log_last, "beyond"));
+    }
+    neo_runtime_destroy(rt);
+    rd.gpu = 1, rd.gpu_standin = 1, rd.n_threads = 2;
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK);
+    if (rt) {
+        neo_layer     *l = NULL;
+        neo_layer_desc d = {0};
+        static float   k[64 * 4 * 16], v[64 * 4 * 16], q[8 * 16], o[8 * 16];
+        int            j;
+        fill(k, 64 * 4 * 16, 0.5f), fill(v, 64 * 4 * 16, -1.0f), fill(q, 8 * 16, 0.25f);
+        d.n_head = 8, d.n_head_kv = 4, d.head_dim = 16, d.n_ctx = 64, d.gpu_heads = 2, d.pipeline = NEO_PIPELINE_AUTO;
+        log_lines = 0;
+        if (CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) && CHECK_STATUS(neo_attn_append(l, k, v, 64), NEO_OK))
+            for (j = 0; j < 8; j++) CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK);
+        CHECK(log_lines == 1 && log_level == NEO_LOG_INFO && strstr(log_last, "AUTO") && strstr(log_last, "2 of 4"));
+        neo_layer_destroy(l);
+    }
+    neo_runtime_destroy(rt);
+    rd.log = NULL, rd.gpu = 0, rd.gpu_standin = 0, rd.n_threads = 1;
 }
 
 /* --- layer creation --- */

@@ -475,10 +475,18 @@ static void free_transformer(Transformer *t) {
     memset(t, 0, sizeof *t);
 }
 
+/* The library's errors and warnings (why a call was refused, fewer threads than asked) on
+   stderr, beside ours; its notes (what AUTO chose, a line a layer) are left out. */
+static void neo_log_line(void *user, neo_log_level level, const char *msg) {
+    (void)user;
+    if (level != NEO_LOG_INFO) fprintf(stderr, "neo_attn %s: %s\n", level == NEO_LOG_ERROR ? "error" : "warning", msg);
+}
+
 /* Prints a one-line message and returns -1 on failure. */
 static int build_transformer(Transformer *t, const char *checkpoint_path, const NeoOptions *o) {
     memset(t, 0, sizeof *t);
     neo_runtime_desc rd = {0};
+    rd.log = neo_log_line;
     rd.n_threads = o->n_threads;
     rd.gpu = o->gpu || o->gpu_standin;
     rd.gpu_standin = o->gpu_standin;
