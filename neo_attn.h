@@ -19,7 +19,7 @@
        NEO_ATTN_API              extern        linkage of every public function
        NEO_ATTN_STATIC           off           make every public function static (one TU only)
        NEO_ATTN_MALLOC(sz, u)    malloc(sz)    host allocator; define with NEO_ATTN_FREE or neither
-       NEO_ATTN_FREE(p, u)       free(p)
+       NEO_ATTN_FREE(p, u)       free(p)       (a runtime's neo_runtime_desc.allocator wins over both)
        NEO_ATTN_ASSERT(x)        assert(x)     internal invariants only, never caller input
        NEO_ATTN_CUDA             0             1 = call into neo_attn_cuda.cu for gpu = 1 runtimes
        NEO_ATTN_NO_THREADS       0             1 = no pthread pool; every parallel loop runs inline
@@ -184,6 +184,12 @@ typedef struct neo_runtime neo_runtime;
 /* One task of a parallel-for: task index in [0, n_tasks), thread in [0, n_threads). */
 typedef void (*neo_task_fn)(void *arg, int task, int thread);
 typedef enum neo_log_level { NEO_LOG_ERROR = 0, NEO_LOG_WARN, NEO_LOG_INFO } neo_log_level;
+/* Host memory for a runtime and what is made from it; both functions or neither. */
+typedef struct neo_allocator {
+    void *(*alloc)(void *user, size_t bytes); /* NULL when out of memory */
+    void  (*free)(void *user, void *ptr);     /* ptr from alloc, never NULL */
+    void   *user;
+} neo_allocator;
 typedef struct neo_runtime_desc {
     int         n_threads;   /* CPU threads, the caller's included; 0 = online cores */
     int         gpu;         /* 1 = use a CUDA GPU (needs NEO_ATTN_CUDA, else NEO_ERR_UNSUPPORTED); 0 = CPU only */
@@ -206,6 +212,10 @@ typedef struct neo_runtime_desc {
        only; called from the thread that called into neo_attn. NULL = silent. */
     void      (*log)(void *user, neo_log_level level, const char *msg);
     void       *log_user;
+    /* Host memory of the runtime, its layers (a CPU runtime's KV caches included) and its
+       sessions; zero = NEO_ATTN_MALLOC / NEO_ATTN_FREE. Pinned and device memory come from CUDA,
+       and models (loaded without a runtime) from the macros. */
+    neo_allocator allocator;
 } neo_runtime_desc;
 
 typedef struct neo_runtime_info {
@@ -518,14 +528,21 @@ int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
 /* =============================================================================================
    >>util: allocation, checked size math, f16 / bf16, clocks
    ============================================================================================= */
-NEO_ATTN__PRIVATE void *neo__alloc(size_t n) { return n ? NEO_ATTN_MALLOC(n, NULL) : NULL; }
-NEO_ATTN__PRIVATE void *neo__calloc(size_t n) {
-    void *p = neo__alloc(n);
+/* Host memory from a runtime's allocator (neo_runtime_desc.allocator), or, with none (a = NULL
+   or unset), from NEO_ATTN_MALLOC / NEO_ATTN_FREE. */
+NEO_ATTN__PRIVATE void *neo__alloc(const neo_allocator *a, size_t n) {
+    if (!n) return NULL;
+    return a && a->alloc ? a->alloc(a->user, n) : NEO_ATTN_MALLOC(n, NULL);
+}
+NEO_ATTN__PRIVATE void *neo__calloc(const neo_allocator *a, size_t n) {
+    void *p = neo__alloc(a, n);
     if (p) memset(p, 0, n);
     return p;
 }
-NEO_ATTN__PRIVATE void neo__free(void *p) {
-    if (p) NEO_ATTN_FREE(p, NULL);
+NEO_ATTN__PRIVATE void neo__free(const neo_allocator *a, void *p) {
+    if (!p) return;
+    if (a && a->free) a->free(a->user, p);
+    else NEO_ATTN_FREE(p, NULL);
 }
 /* a * b into *out; 0 on overflow. */
 NEO_ATTN__PRIVATE int neo__mul(size_t a, size_t b, size_t *out) {
@@ -639,6 +656,7 @@ typedef struct neo__worker {
 
 typedef struct neo__pool {
     int n_threads; /* caller included */
+    const neo_allocator *alloc; /* the runtime's */
     void (*ext)(void *user, int n_tasks, neo_task_fn task, void *arg); /* the engine's parallel-for, or NULL */
     void *ext_user;
 #if !NEO_ATTN_NO_THREADS
@@ -740,8 +758,8 @@ NEO_ATTN__PRIVATE void neo__pool_destroy(neo__pool *p) {
         pthread_cond_destroy(&p->cv_done);
         pthread_mutex_destroy(&p->mu);
     }
-    neo__free(p->threads);
-    neo__free(p->workers);
+    neo__free(p->alloc, p->threads);
+    neo__free(p->alloc, p->workers);
     p->threads = NULL;
     p->workers = NULL;
 #endif
@@ -751,9 +769,10 @@ NEO_ATTN__PRIVATE void neo__pool_destroy(neo__pool *p) {
 /* Starts n_threads - 1 workers; if the system refuses some, runs with fewer. With ext (the
    engine's parallel-for) it starts none and n_threads is the engine's. */
 NEO_ATTN__PRIVATE neo_status neo__pool_init(neo__pool *p, int n_threads, void (*ext)(void *, int, neo_task_fn, void *),
-                                            void *ext_user) {
+                                            void *ext_user, const neo_allocator *alloc) {
     memset(p, 0, sizeof *p);
     p->n_threads = 1;
+    p->alloc = alloc;
     if (ext) {
         p->n_threads = n_threads;
         p->ext = ext;
@@ -762,11 +781,11 @@ NEO_ATTN__PRIVATE neo_status neo__pool_init(neo__pool *p, int n_threads, void (*
     }
 #if !NEO_ATTN_NO_THREADS
     if (n_threads <= 1) return NEO_OK;
-    p->threads = (pthread_t *)neo__alloc(sizeof(pthread_t) * (size_t)(n_threads - 1));
-    p->workers = (neo__worker *)neo__alloc(sizeof(neo__worker) * (size_t)(n_threads - 1));
+    p->threads = (pthread_t *)neo__alloc(p->alloc, sizeof(pthread_t) * (size_t)(n_threads - 1));
+    p->workers = (neo__worker *)neo__alloc(p->alloc, sizeof(neo__worker) * (size_t)(n_threads - 1));
     if (!p->threads || !p->workers) {
-        neo__free(p->threads);
-        neo__free(p->workers);
+        neo__free(p->alloc, p->threads);
+        neo__free(p->alloc, p->workers);
         p->threads = NULL;
         p->workers = NULL;
         return NEO_ERR_NO_MEMORY;
@@ -790,8 +809,8 @@ NEO_ATTN__PRIVATE neo_status neo__pool_init(neo__pool *p, int n_threads, void (*
     p->n_threads = 1 + p->n_workers;
     return NEO_OK;
 no_threads:
-    neo__free(p->threads);
-    neo__free(p->workers);
+    neo__free(p->alloc, p->threads);
+    neo__free(p->alloc, p->workers);
     p->threads = NULL;
     p->workers = NULL;
 #else
@@ -1388,6 +1407,7 @@ struct neo_runtime {
     neo__kernels kern;
     void       (*log)(void *user, neo_log_level level, const char *msg); /* the engine's logger, or NULL */
     void        *log_user;
+    neo_allocator alloc;         /* host memory (see neo_runtime_desc.allocator) */
     int          gpu;            /* 1 = layers keep gpu_heads in device memory */
     neo__dev_ops dev;            /* device operations: CUDA, or the host ones (CPU runtime, stand-in) */
     void        *dev_state;
@@ -1445,24 +1465,24 @@ NEO_ATTN__PRIVATE neo_status neo__rt_reserve(neo_runtime *rt, size_t per_thread,
     neo__pool_wait(&rt->pool); /* a detached CPU half may still use them */
     if (per_thread > rt->scratch_floats) {
         for (int t = 0; t < rt->pool.n_threads; t++) {
-            float *p = (float *)neo__alloc(per_thread * sizeof(float));
+            float *p = (float *)neo__alloc(&rt->alloc, per_thread * sizeof(float));
             if (!p) return NEO_ERR_NO_MEMORY;
-            neo__free(rt->scratch[t]);
+            neo__free(&rt->alloc, rt->scratch[t]);
             rt->scratch[t] = p;
         }
         rt->scratch_floats = per_thread;
     }
     if (partial > rt->partial_floats) {
-        float *p = (float *)neo__alloc(partial * sizeof(float));
+        float *p = (float *)neo__alloc(&rt->alloc, partial * sizeof(float));
         if (!p) return NEO_ERR_NO_MEMORY;
-        neo__free(rt->partial);
+        neo__free(&rt->alloc, rt->partial);
         rt->partial = p;
         rt->partial_floats = partial;
     }
     if (n_done > rt->chunks_done_n) {
-        int *p = (int *)neo__alloc(n_done * sizeof(int));
+        int *p = (int *)neo__alloc(&rt->alloc, n_done * sizeof(int));
         if (!p) return NEO_ERR_NO_MEMORY;
-        neo__free(rt->chunks_done);
+        neo__free(&rt->alloc, rt->chunks_done);
         rt->chunks_done = p;
         rt->chunks_done_n = n_done;
     }
@@ -1714,16 +1734,18 @@ NEO_ATTN__PRIVATE int neo__host_init(int device, void *stream, void **state) {
     return NEO_OK;
 }
 NEO_ATTN__PRIVATE void neo__host_release(void *state) { (void)state; }
+/* The host ops' state is their runtime, once it has set it (see neo_runtime_create). */
+NEO_ATTN__PRIVATE const neo_allocator *neo__host_allocator(void *state) {
+    return state ? &((const neo_runtime *)state)->alloc : NULL;
+}
 NEO_ATTN__PRIVATE int  neo__host_alloc(void *state, void **ptr, size_t bytes) {
-    (void)state;
-    return (*ptr = neo__alloc(bytes)) != NULL || !bytes ? NEO_OK : NEO_ERR_NO_MEMORY;
+    return (*ptr = neo__alloc(neo__host_allocator(state), bytes)) != NULL || !bytes ? NEO_OK : NEO_ERR_NO_MEMORY;
 }
 NEO_ATTN__PRIVATE int neo__host_dev_alloc(void *state, void **ptr, size_t bytes) {
     return neo__host_alloc(state, ptr, bytes) == NEO_OK ? NEO_OK : NEO_ERR_DEVICE_MEMORY;
 }
 NEO_ATTN__PRIVATE void neo__host_free(void *state, void *ptr) {
-    (void)state;
-    neo__free(ptr);
+    neo__free(neo__host_allocator(state), ptr);
 }
 NEO_ATTN__PRIVATE int neo__host_copy(void *state, void *dst, const void *src, size_t bytes, int stream) {
     (void)state, (void)stream;
@@ -1896,6 +1918,7 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
     if ((d.gpu_standin != 0 && d.gpu_standin != 1) || (d.gpu_standin && !d.gpu)) return NEO_ERR_INVALID_ARG;
     if ((unsigned)d.cpu_isa > (unsigned)NEO_CPU_AVX512) return NEO_ERR_INVALID_ARG;
     if (d.parallel_for && d.n_threads == 0) return NEO_ERR_INVALID_ARG; /* the engine's pool size is needed */
+    if (!d.allocator.alloc != !d.allocator.free) return NEO_ERR_INVALID_ARG;
 #if !NEO_ATTN_CUDA
     if (d.gpu && !d.gpu_standin) return NEO_ERR_UNSUPPORTED; /* built without neo_attn_cuda.cu */
 #endif
@@ -1907,16 +1930,17 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
         d.n_threads = 1;
 #endif
     }
-    rt = (neo_runtime *)neo__calloc(sizeof *rt);
+    rt = (neo_runtime *)neo__calloc(&d.allocator, sizeof *rt);
     if (!rt) return NEO_ERR_NO_MEMORY;
     rt->log = d.log;
     rt->log_user = d.log_user;
+    rt->alloc = d.allocator;
     if (!neo__kernels_init(&rt->kern, d.cpu_isa)) {
-        neo__free(rt);
+        neo__free(&d.allocator, rt);
         return NEO_ERR_UNSUPPORTED;
     }
-    if ((s = neo__pool_init(&rt->pool, d.n_threads, d.parallel_for, d.parallel_for_user)) != NEO_OK) {
-        neo__free(rt);
+    if ((s = neo__pool_init(&rt->pool, d.n_threads, d.parallel_for, d.parallel_for_user, &rt->alloc)) != NEO_OK) {
+        neo__free(&d.allocator, rt);
         return s;
     }
     if (rt->pool.n_threads < d.n_threads)
@@ -1939,7 +1963,7 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
         rt->hand_early = !rt->dev.launch_blocking(st);
     }
 #endif
-    rt->scratch = (float **)neo__calloc(sizeof(float *) * (size_t)rt->pool.n_threads);
+    rt->scratch = (float **)neo__calloc(&rt->alloc, sizeof(float *) * (size_t)rt->pool.n_threads);
     if (!rt->scratch) {
         neo_runtime_destroy(rt);
         return NEO_ERR_NO_MEMORY;
@@ -1949,7 +1973,9 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
 }
 
 NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
+    neo_allocator a; /* a copy: rt itself is freed with it */
     if (!rt) return;
+    a = rt->alloc;
     if (rt->dev_async) rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
     neo__pool_wait(&rt->pool); /* a detached CPU half writes the buffers freed below */
     rt->dev.dev_free(rt->dev_state, rt->d_stage[0]);
@@ -1960,12 +1986,12 @@ NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     rt->dev.host_free(rt->dev_state, rt->hand);
     rt->dev.release(rt->dev_state);
     if (rt->scratch)
-        for (int t = 0; t < rt->pool.n_threads; t++) neo__free(rt->scratch[t]);
+        for (int t = 0; t < rt->pool.n_threads; t++) neo__free(&a, rt->scratch[t]);
     neo__pool_destroy(&rt->pool);
-    neo__free(rt->scratch);
-    neo__free(rt->partial);
-    neo__free(rt->chunks_done);
-    neo__free(rt);
+    neo__free(&a, rt->scratch);
+    neo__free(&a, rt->partial);
+    neo__free(&a, rt->chunks_done);
+    neo__free(&a, rt);
 }
 
 NEO_ATTN__PUBLIC neo_status neo_runtime_get_info(const neo_runtime *rt, neo_runtime_info *info) {
@@ -2074,7 +2100,7 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
         neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s", why);
         return s;
     }
-    L = (neo_layer *)neo__calloc(sizeof *L);
+    L = (neo_layer *)neo__calloc(&rt->alloc, sizeof *L);
     if (!L) return NEO_ERR_NO_MEMORY;
     L->rt = rt;
     L->n_head = desc->n_head;
@@ -2109,13 +2135,13 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
             if ((s = (neo_status)rt->dev.host_alloc(rt->dev_state, &L->k_host, hk)) != NEO_OK ||
                 (s = (neo_status)rt->dev.host_alloc(rt->dev_state, &L->v_host, hv)) != NEO_OK)
                 goto fail;
-        } else if (!(L->k_host = neo__alloc(hk)) || !(L->v_host = neo__alloc(hv))) {
+        } else if (!(L->k_host = neo__alloc(&rt->alloc, hk)) || !(L->v_host = neo__alloc(&rt->alloc, hv))) {
             goto fail;
         }
     }
     s = NEO_ERR_NO_MEMORY;
     if (desc->sinks) {
-        if (!(L->sinks = (float *)neo__alloc(sizeof(float) * (size_t)L->n_head))) goto fail;
+        if (!(L->sinks = (float *)neo__alloc(&rt->alloc, sizeof(float) * (size_t)L->n_head))) goto fail;
         memcpy(L->sinks, desc->sinks, sizeof(float) * (size_t)L->n_head);
     }
     if (desc->max_alibi_bias > 0.0f) {
@@ -2124,7 +2150,7 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
         while (n2 * 2 <= L->n_head) n2 *= 2;
         m0 = pow(2.0, -(double)desc->max_alibi_bias / n2);
         m1 = pow(2.0, -(double)desc->max_alibi_bias / (2.0 * n2));
-        if (!(L->slopes = (float *)neo__alloc(sizeof(float) * (size_t)L->n_head))) goto fail;
+        if (!(L->slopes = (float *)neo__alloc(&rt->alloc, sizeof(float) * (size_t)L->n_head))) goto fail;
         for (int h = 0; h < L->n_head; h++) L->slopes[h] = (float)(h < n2 ? pow(m0, h + 1) : pow(m1, 2 * (h - n2) + 1));
     }
     if (rt->gpu && ((L->sinks && (s = neo__to_device(rt, &L->sinks_dev, L->sinks, (size_t)L->n_head)) != NEO_OK) ||
@@ -2164,12 +2190,12 @@ NEO_ATTN__PUBLIC void neo_layer_destroy(neo_layer *L) {
         rt->dev.host_free(rt->dev_state, L->k_host);
         rt->dev.host_free(rt->dev_state, L->v_host);
     } else {
-        neo__free(L->k_host);
-        neo__free(L->v_host);
+        neo__free(&rt->alloc, L->k_host);
+        neo__free(&rt->alloc, L->v_host);
     }
-    neo__free(L->sinks);
-    neo__free(L->slopes);
-    neo__free(L);
+    neo__free(&rt->alloc, L->sinks);
+    neo__free(&rt->alloc, L->slopes);
+    neo__free(&rt->alloc, L);
 }
 
 NEO_ATTN__PRIVATE void neo__append_args_init(const neo_layer *L, neo__append_args *a, const float *k, const float *v, int n_tokens) {
@@ -2579,14 +2605,14 @@ NEO_ATTN__PUBLIC neo_status neo_model_load_memory(const void *data, size_t size,
     *out = NULL;
     if (!data && size) return NEO_ERR_INVALID_ARG;
     if (size < NEO__CKPT_HEADER) return NEO_ERR_FORMAT;
-    m = (neo_model *)neo__calloc(sizeof *m);
+    m = (neo_model *)neo__calloc(NULL, sizeof *m);
     if (!m) return NEO_ERR_NO_MEMORY;
     if ((s = neo__ckpt_parse((const unsigned char *)data, &m->info, &want)) != NEO_OK || size != want) {
-        neo__free(m);
+        neo__free(NULL, m);
         return s != NEO_OK ? s : NEO_ERR_FORMAT;
     }
-    if (!(m->data = (float *)neo__alloc(size - NEO__CKPT_HEADER))) {
-        neo__free(m);
+    if (!(m->data = (float *)neo__alloc(NULL, size - NEO__CKPT_HEADER))) {
+        neo__free(NULL, m);
         return NEO_ERR_NO_MEMORY;
     }
     memcpy(m->data, (const unsigned char *)data + NEO__CKPT_HEADER, size - NEO__CKPT_HEADER);
@@ -2616,14 +2642,14 @@ NEO_ATTN__PUBLIC neo_status neo_model_load(const char *path, neo_model **out) {
         s = NEO_ERR_IO;
         goto done;
     }
-    if (!(m = (neo_model *)neo__calloc(sizeof *m))) {
+    if (!(m = (neo_model *)neo__calloc(NULL, sizeof *m))) {
         s = NEO_ERR_NO_MEMORY;
         goto done;
     }
     if ((s = neo__ckpt_parse(hdr, &m->info, &want)) != NEO_OK) goto done;
     s = NEO_ERR_FORMAT;
     if ((size_t)size != want) goto done;
-    if (!(m->data = (float *)neo__alloc(want - NEO__CKPT_HEADER))) {
+    if (!(m->data = (float *)neo__alloc(NULL, want - NEO__CKPT_HEADER))) {
         s = NEO_ERR_NO_MEMORY;
         goto done;
     }
@@ -2644,8 +2670,8 @@ done:
 
 NEO_ATTN__PUBLIC void neo_model_destroy(neo_model *m) {
     if (!m) return;
-    neo__free(m->data);
-    neo__free(m);
+    neo__free(NULL, m->data);
+    neo__free(NULL, m);
 }
 
 NEO_ATTN__PUBLIC neo_status neo_model_get_info(const neo_model *m, neo_model_info *info) {
@@ -2681,11 +2707,11 @@ NEO_ATTN__PUBLIC void neo_session_destroy(neo_session *s) {
     if (!s) return;
     if (s->layers)
         for (int l = 0; l < s->m->info.n_layers; l++) neo_layer_destroy(s->layers[l]);
-    neo__free(s->layers);
+    neo__free(&s->rt->alloc, s->layers);
     s->rt->dev.dev_free(s->rt->dev_state, s->act);
     s->rt->dev.dev_free(s->rt->dev_state, s->next);
     s->rt->dev.dev_free(s->rt->dev_state, s->w_dev);
-    neo__free(s);
+    neo__free(&s->rt->alloc, s);
 }
 
 /* The model's floats into w (device, n_floats) in the fused layout (see neo_session): the same
@@ -2731,7 +2757,7 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
     mi = &m->info;
     if (d.n_ctx < 0 || d.gpu_heads < 0 || d.gpu_heads > mi->n_kv_heads) return NEO_ERR_INVALID_ARG;
     kv = (size_t)(mi->dim / mi->n_heads) * (size_t)mi->n_kv_heads;
-    if (!(s = (neo_session *)neo__calloc(sizeof *s))) return NEO_ERR_NO_MEMORY;
+    if (!(s = (neo_session *)neo__calloc(&rt->alloc, sizeof *s))) return NEO_ERR_NO_MEMORY;
     s->rt = rt;
     s->m = m;
     s->n_ctx = d.n_ctx ? d.n_ctx : mi->seq_len;
@@ -2775,7 +2801,7 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
     s->hb2 = s->hb + mi->hidden_dim;
     s->logits = s->hb2 + mi->hidden_dim;
     st = NEO_ERR_NO_MEMORY;
-    if (!(s->layers = (neo_layer **)neo__calloc(sizeof(neo_layer *) * (size_t)mi->n_layers))) goto fail;
+    if (!(s->layers = (neo_layer **)neo__calloc(&rt->alloc, sizeof(neo_layer *) * (size_t)mi->n_layers))) goto fail;
     for (int l = 0; l < mi->n_layers; l++) {
         neo_layer_desc ld;
         memset(&ld, 0, sizeof ld);

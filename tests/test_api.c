@@ -70,6 +70,21 @@ static void test_log(void *user, neo_log_level level, const char *msg) {
     snprintf(log_last, sizeof log_last, "%s", msg);
 }
 
+/* An allocator that counts, and fails every request from the fail_at-th on (-1: never). */
+typedef struct count_alloc {
+    long allocs, frees, fail_at;
+} count_alloc;
+static void *count_alloc_fn(void *user, size_t bytes) {
+    count_alloc *c = (count_alloc *)user;
+    if (c->fail_at >= 0 && c->allocs >= c->fail_at) return NULL;
+    c->allocs++;
+    return malloc(bytes);
+}
+static void count_free_fn(void *user, void *ptr) {
+    ((count_alloc *)user)->frees++;
+    free(ptr);
+}
+
 /* --- status strings, version, isa names, gpu-heads rule --- */
 
 static void test_strings(void) {
@@ -312,6 +327,45 @@ static void test_runtime(void) {
     }
     neo_runtime_destroy(rt);
     rd.log = NULL, rd.gpu = 0, rd.gpu_standin = 0, rd.n_threads = 1;
+
+    /* the runtime's allocator: both functions or neither; everything it hands out comes back;
+       a split layer (stand-in) decodes bitwise as with malloc; and running out of memory at
+       any allocation gives NEO_ERR_NO_MEMORY, never a leak */
+    check_context("the runtime's allocator");
+    {
+        count_alloc    c = {0, 0, -1};
+        neo_layer_desc d = {0};
+        static float   k[256 * 4 * 16], v[256 * 4 * 16], q[3 * 8 * 16], o[2][3 * 8 * 16];
+        int            f, done = 0;
+        fill(k, 256 * 4 * 16, 0.5f), fill(v, 256 * 4 * 16, -1.0f), fill(q, 3 * 8 * 16, 0.25f);
+        d.n_head = 8, d.n_head_kv = 4, d.head_dim = 16, d.n_ctx = 256, d.gpu_heads = 1, d.pipeline = NEO_PIPELINE_ON;
+        rd.allocator.alloc = count_alloc_fn, rd.allocator.user = &c;
+        CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+        rd.allocator.alloc = NULL, rd.allocator.free = count_free_fn;
+        CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+        rd.allocator.alloc = count_alloc_fn;
+        rd.gpu = 1, rd.gpu_standin = 1, rd.n_threads = 3;
+        for (f = -1; f < 200 && !done; f++) { /* f = -1: no failure, the reference run */
+            neo_layer *l = NULL;
+            neo_status st;
+            c.allocs = c.frees = 0, c.fail_at = f;
+            rd.allocator.alloc = f < 0 ? NULL : count_alloc_fn, rd.allocator.free = f < 0 ? NULL : count_free_fn;
+            rt = NULL;
+            st = neo_runtime_create(&rd, &rt);
+            if (st == NEO_OK) st = neo_layer_create(rt, &d, &l);
+            if (st == NEO_OK) st = neo_attn_append(l, k, v, 256);
+            if (st == NEO_OK) poison(o[f >= 0], 3 * 8 * 16), st = neo_attn_prefill(l, q, 3, o[f >= 0]);
+            if (st == NEO_OK && f >= 0) done = 1, CHECK(same_bits(o[0], o[1], 3 * 8 * 16) && c.allocs > 0);
+            if (st != NEO_OK && st != NEO_ERR_NO_MEMORY && st != NEO_ERR_DEVICE_MEMORY) CHECK_STATUS(st, NEO_ERR_NO_MEMORY);
+            if (f < 0) CHECK_STATUS(st, NEO_OK);
+            neo_layer_destroy(l);
+            neo_runtime_destroy(rt);
+            if (!CHECK(c.allocs == c.frees)) break;
+        }
+        CHECK(done);
+        rd.allocator.alloc = NULL, rd.allocator.free = NULL, rd.allocator.user = NULL;
+        rd.gpu = 0, rd.gpu_standin = 0, rd.n_threads = 1;
+    }
 }
 
 /* --- layer creation --- */
