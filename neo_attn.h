@@ -655,10 +655,10 @@ typedef struct neo__worker {
 #endif
 
 typedef struct neo__pool {
-    int n_threads; /* caller included */
-    const neo_allocator *alloc; /* the runtime's */
-    void (*ext)(void *user, int n_tasks, neo_task_fn task, void *arg); /* the engine's parallel-for, or NULL */
-    void *ext_user;
+    int                  n_threads; /* caller included */
+    const neo_allocator *alloc;     /* the runtime's */
+    void               (*ext)(void *user, int n_tasks, neo_task_fn task, void *arg); /* the engine's parallel-for, or NULL */
+    void                *ext_user;
 #if !NEO_ATTN_NO_THREADS
     int             n_workers;
     pthread_t      *threads; /* [n_workers] */
@@ -667,7 +667,7 @@ typedef struct neo__pool {
     pthread_cond_t  cv;       /* workers sleep here between jobs */
     pthread_cond_t  cv_done;  /* the caller sleeps here when its job's workers are slow to finish */
     int             waiting;  /* atomic: the caller sleeps on cv_done */
-    neo_task_fn    fn;       /* the job: written only while no worker is inside one */
+    neo_task_fn     fn;       /* the job: written only while no worker is inside one */
     void           *user;
     int             n_tasks;
     unsigned        gen;      /* atomic: bumped to publish a job */
@@ -1706,7 +1706,7 @@ NEO_ATTN__PRIVATE int neo__cpu_job(neo_runtime *rt, const neo__attn_args *a, neo
    neo__run. */
 NEO_ATTN__PRIVATE int neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a, neo__first_fn first, void *ctx) {
     neo__attn_job J;
-    neo_task_fn  fn;
+    neo_task_fn   fn;
     int           n;
     neo__pool_wait(&rt->pool); /* a detached CPU half may still use the chunk counters */
     n = neo__cpu_job(rt, a, &J, &fn);
@@ -2350,34 +2350,28 @@ typedef struct neo__both {
     float         *out;             /* [n_tokens][n_head][head_dim_v], device */
     int            n_tokens;
     unsigned       seq;
+    size_t         qrow, orow;      /* bytes of a token's q and out */
+    size_t         qoff, ooff;      /* where in them the CPU half's heads start */
 } neo__both;
 
-NEO_ATTN__PRIVATE void neo__both_rows(const neo__both *B, size_t *qrow, size_t *qoff, size_t *orow, size_t *ooff) {
-    const neo_layer *L = B->L;
-    size_t           qh0 = (size_t)L->gpu_heads * L->group; /* first query head of the CPU half */
-    *qrow = (size_t)L->n_head * L->head_dim * sizeof(float);
-    *orow = (size_t)L->n_head * L->head_dim_v * sizeof(float);
-    *qoff = qh0 * L->head_dim * sizeof(float);
-    *ooff = qh0 * L->head_dim_v * sizeof(float);
+/* The device's copy of the CPU half's output, once the host has flagged it. */
+NEO_ATTN__PRIVATE int neo__both_pull(const neo__both *B) {
+    neo_runtime *rt = B->L->rt;
+    return rt->dev.await_copy(rt->dev_state, (char *)B->out + B->ooff, B->orow, (const char *)rt->h_out + B->ooff, B->orow,
+                              B->orow - B->ooff, (size_t)B->n_tokens, rt->hand + NEO__FLAG_OUT, B->seq, NEO__STREAM_MAIN);
 }
 
 /* The device's part, run by the caller once the pool has the CPU half. A real device gets all
    three ops now; the stand-in, which runs ops at once (and on this pool), and a device whose
    launches block (which would wait for a flag not yet set) only the queries. */
 NEO_ATTN__PRIVATE int neo__both_first(void *ctx) {
-    neo__both    *B = (neo__both *)ctx;
-    neo_runtime  *rt = B->L->rt;
-    neo__dev_ops *D = &rt->dev;
-    void         *S = rt->dev_state;
-    size_t        qrow, qoff, orow, ooff;
-    int           s;
-    neo__both_rows(B, &qrow, &qoff, &orow, &ooff);
-    s = D->copy_signal(S, (char *)rt->h_q + qoff, qrow, (const char *)B->q + qoff, qrow, qrow - qoff, (size_t)B->n_tokens,
-                       rt->hand, B->seq, NEO__STREAM_MAIN);
-    if (s == NEO_OK && rt->hand_early) s = D->attend(S, &B->g, NEO__STREAM_MAIN);
-    if (s == NEO_OK && rt->hand_early)
-        s = D->await_copy(S, (char *)B->out + ooff, orow, (const char *)rt->h_out + ooff, orow, orow - ooff,
-                          (size_t)B->n_tokens, rt->hand + NEO__FLAG_OUT, B->seq, NEO__STREAM_MAIN);
+    neo__both   *B = (neo__both *)ctx;
+    neo_runtime *rt = B->L->rt;
+    int          s;
+    s = rt->dev.copy_signal(rt->dev_state, (char *)rt->h_q + B->qoff, B->qrow, (const char *)B->q + B->qoff, B->qrow,
+                            B->qrow - B->qoff, (size_t)B->n_tokens, rt->hand, B->seq, NEO__STREAM_MAIN);
+    if (s == NEO_OK && rt->hand_early) s = rt->dev.attend(rt->dev_state, &B->g, NEO__STREAM_MAIN);
+    if (s == NEO_OK && rt->hand_early) s = neo__both_pull(B);
     /* on failure the CPU half's tasks still wait for their queries: let them run on stale ones
        (their output is never pulled up) */
     if (s != NEO_OK) __atomic_store_n(rt->hand, B->seq, __ATOMIC_RELEASE);
@@ -2394,18 +2388,21 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     neo_runtime   *rt = L->rt;
     neo__both      B;
     neo__attn_args c;
-    size_t         qrow, qoff, orow, ooff;
-    neo_task_fn   fn;
+    neo_task_fn    fn;
     int            s, n;
+    size_t         qh0 = (size_t)L->gpu_heads * L->group; /* first query head of the CPU half */
     neo__pool_wait(&rt->pool); /* the last call's CPU half may still be on the workers */
     memset(&B, 0, sizeof B);
     B.L = L;
     B.q = q;
     B.out = out;
     B.n_tokens = n_tokens;
-    neo__both_rows(&B, &qrow, &qoff, &orow, &ooff);
-    if ((s = neo__rt_buffer(rt, &rt->h_q, &rt->h_q_bytes, qrow * n_tokens, 1)) != NEO_OK ||
-        (s = neo__rt_buffer(rt, &rt->h_out, &rt->h_out_bytes, orow * n_tokens, 1)) != NEO_OK)
+    B.qrow = (size_t)L->n_head * L->head_dim * sizeof(float);
+    B.orow = (size_t)L->n_head * L->head_dim_v * sizeof(float);
+    B.qoff = qh0 * L->head_dim * sizeof(float);
+    B.ooff = qh0 * L->head_dim_v * sizeof(float);
+    if ((s = neo__rt_buffer(rt, &rt->h_q, &rt->h_q_bytes, B.qrow * n_tokens, 1)) != NEO_OK ||
+        (s = neo__rt_buffer(rt, &rt->h_out, &rt->h_out_bytes, B.orow * n_tokens, 1)) != NEO_OK)
         return (neo_status)s;
     if (!rt->hand) {
         if ((s = rt->dev.host_alloc(rt->dev_state, (void **)&rt->hand, sizeof(unsigned) * 2 * NEO__FLAG_OUT)) != NEO_OK)
@@ -2429,9 +2426,7 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     n = neo__cpu_job(rt, &rt->hand_args, &rt->hand_job, &fn);
     s = neo__run(rt, n, neo__cpu_macs(&c), fn, &rt->hand_job, neo__both_first, &B, neo__both_done, rt);
     if (s == NEO_OK && !rt->hand_early) s = rt->dev.attend(rt->dev_state, &B.g, NEO__STREAM_MAIN);
-    if (s == NEO_OK && !rt->hand_early)
-        s = rt->dev.await_copy(rt->dev_state, (char *)out + ooff, orow, (const char *)rt->h_out + ooff, orow, orow - ooff,
-                               (size_t)n_tokens, rt->hand + NEO__FLAG_OUT, B.seq, NEO__STREAM_MAIN);
+    if (s == NEO_OK && !rt->hand_early) s = neo__both_pull(&B);
     if (s == NEO_OK && rt->dev_async && n_tokens == 1) L->n_overlapped++;
     if (s != NEO_OK)
         neo__log(rt, NEO_LOG_ERROR, "both halves of a split layer: %s%s", neo_status_string((neo_status)s),

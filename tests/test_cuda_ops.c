@@ -768,7 +768,27 @@ static void test_argmax(int n, int kind) {
     free(x);
 }
 
-/* attend on MAIN and SIDE at once (each has its own partial buffer and arrival counters): every
+/* One decode step over whole caches of ctx cells ([n_head_kv][ctx][d] K and V of type) for the
+   queries dq ([n_head][d], device); the caller sets k, v and out. */
+static neo__attn_args decode_args(int n_head, int n_head_kv, int d, int ctx, int type, const float *dq) {
+    neo__attn_args a;
+    memset(&a, 0, sizeof a);
+    a.kv_cells = ctx;
+    a.h1 = n_head_kv;
+    a.c1 = ctx;
+    a.q = dq;
+    a.n_tokens = 1;
+    a.pos0 = ctx - 1;
+    a.n_head = n_head;
+    a.n_head_kv = n_head_kv;
+    a.head_dim = d;
+    a.head_dim_v = d;
+    a.kv_type = type;
+    a.scale = 1.0f / sqrtf((float)d);
+    return a;
+}
+
+/* attend on MAIN and COPY at once (each has its own partial buffer and arrival counters): every
    output bitwise equal to the same call run alone */
 static void test_two_streams(int ctx) {
     const int    n_head = 32, n_head_kv = 8, d = 128, REPS = 20;
@@ -784,22 +804,9 @@ static void test_two_streams(int ctx) {
     up(dv, kh, kve * 2);
     up(dq, q, qe * 4);
     for (int i = 0; i < 2 * REPS; i++) dout[i] = (float *)dalloc(qe * 4);
-    neo__attn_args a;
-    memset(&a, 0, sizeof a);
+    neo__attn_args a = decode_args(n_head, n_head_kv, d, ctx, NEO_TYPE_F16, dq);
     a.k = dk;
     a.v = dv;
-    a.kv_cells = ctx;
-    a.h1 = n_head_kv;
-    a.c1 = ctx;
-    a.q = dq;
-    a.n_tokens = 1;
-    a.pos0 = ctx - 1;
-    a.n_head = n_head;
-    a.n_head_kv = n_head_kv;
-    a.head_dim = d;
-    a.head_dim_v = d;
-    a.kv_type = NEO_TYPE_F16;
-    a.scale = 1.0f / sqrtf((float)d);
     int ok = 1;
     a.out = dout[0];
     ok &= OPS.attend(ST, &a, NEO__STREAM_MAIN) == NEO_OK;
@@ -997,21 +1004,8 @@ static void time_decode(cudaStream_t stream, int n_head, int n_head_kv, int d, i
     fill_normal(q, (size_t)n_head * d);
     float *dq = (float *)dalloc((size_t)n_head * d * 4), *dout = (float *)dalloc((size_t)n_head * d * 4);
     up(dq, q, (size_t)n_head * d * 4);
-    neo__attn_args a;
-    memset(&a, 0, sizeof a);
-    a.kv_cells = ctx;
-    a.h1 = n_head_kv;
-    a.c1 = ctx;
-    a.q = dq;
-    a.n_tokens = 1;
-    a.pos0 = ctx - 1;
+    neo__attn_args a = decode_args(n_head, n_head_kv, d, ctx, type, dq);
     a.out = dout;
-    a.n_head = n_head;
-    a.n_head_kv = n_head_kv;
-    a.head_dim = d;
-    a.head_dim_v = d;
-    a.kv_type = type;
-    a.scale = 1.0f / sqrtf((float)d);
     enum { BATCH = 40, BATCHES = 5 };
     cudaEvent_t ev[BATCH + 1];
     for (int i = 0; i <= BATCH; i++) CU(cudaEventCreate(&ev[i]));

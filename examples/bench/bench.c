@@ -360,6 +360,20 @@ static const shape QWEN = {"qwen2.5-0.5b", 14, 2, 64};
 
 static size_t kv_layer_bytes(const shape *s, long ctx) { return (size_t)ctx * (size_t)s->n_kv * 2 * (size_t)s->d * 2; }
 
+/* A layer of shape s with an f16 cache of ctx cells, gpu_heads KV heads on the GPU (0 = all). */
+static neo_layer_desc shape_desc(const shape *s, long ctx, int gpu_heads, neo_pipeline pipe) {
+    neo_layer_desc d;
+    memset(&d, 0, sizeof d);
+    d.n_head = s->n_head;
+    d.n_head_kv = s->n_kv;
+    d.head_dim = s->d;
+    d.n_ctx = (int)ctx;
+    d.kv_type = NEO_TYPE_F16;
+    d.gpu_heads = gpu_heads;
+    d.pipeline = pipe;
+    return d;
+}
+
 /* the random K/V batch every fill appends, in device and host memory; and q / out */
 static float *dK, *dV, *hK, *hV, *dq, *dout, *hq, *hout;
 static size_t batch_floats; /* FILL_TOKENS * 8 * 128 */
@@ -556,15 +570,7 @@ static void attn_row(const shape *s, long ctx, const mode *m) {
     int          n = (int)want;
     neo_runtime *rt = m->cpu ? rt_cpu : rt_gpu;
     neo_layer  **L = (neo_layer **)xmalloc((size_t)n * sizeof *L);
-    neo_layer_desc d;
-    memset(&d, 0, sizeof d);
-    d.n_head = s->n_head;
-    d.n_head_kv = s->n_kv;
-    d.head_dim = s->d;
-    d.n_ctx = (int)ctx;
-    d.kv_type = NEO_TYPE_F16;
-    d.gpu_heads = m->cpu ? 0 : g;
-    d.pipeline = m->pipe;
+    neo_layer_desc d = shape_desc(s, ctx, m->cpu ? 0 : g, m->pipe);
     double t0 = now_s();
     for (int i = 0; i < n; i++) {
         check(neo_layer_create(rt, &d, &L[i]), "neo_layer_create");
@@ -904,15 +910,7 @@ static void run_capacity(void) {
     fflush(stdout);
 
     neo_layer     *L[32];
-    neo_layer_desc d;
-    memset(&d, 0, sizeof d);
-    d.n_head = s->n_head;
-    d.n_head_kv = s->n_kv;
-    d.head_dim = s->d;
-    d.n_ctx = (int)ctx;
-    d.kv_type = NEO_TYPE_F16;
-    d.gpu_heads = g;
-    d.pipeline = NEO_PIPELINE_ON;
+    neo_layer_desc d = shape_desc(s, ctx, g, NEO_PIPELINE_ON);
     double t0 = now_s();
     for (int i = 0; i < NL; i++) {
         neo_status st = neo_layer_create(rt_gpu, &d, &L[i]);
@@ -1028,16 +1026,6 @@ static void usage(void) {
                     "  examples/bench/bench.c for what each row measures).\n");
 }
 
-static long parse_long(const char *s, const char *flag, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "bench: bad value for %s: '%s' (want %ld..%ld)\n", flag, s, lo, hi);
-        exit(1);
-    }
-    return v;
-}
 
 int main(int argc, char **argv) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1049,9 +1037,9 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--quick")) opt.quick = 1;
         else if (!strcmp(a, "--csv") && i + 1 < argc) opt.csv_path = argv[++i];
-        else if (!strcmp(a, "--threads") && i + 1 < argc) opt.threads = (int)parse_long(argv[++i], a, 1, 256);
-        else if (!strcmp(a, "--cap-ctx") && i + 1 < argc) opt.cap_ctx = (int)parse_long(argv[++i], a, 256, 1 << 30);
-        else if (!strcmp(a, "--e2e-ctx") && i + 1 < argc) opt.e2e_ctx = (int)parse_long(argv[++i], a, 1, 1 << 20);
+        else if (!strcmp(a, "--threads") && i + 1 < argc) opt.threads = (int)parse_flag("bench", argv[++i], a, 1, 256);
+        else if (!strcmp(a, "--cap-ctx") && i + 1 < argc) opt.cap_ctx = (int)parse_flag("bench", argv[++i], a, 256, 1 << 30);
+        else if (!strcmp(a, "--e2e-ctx") && i + 1 < argc) opt.e2e_ctx = (int)parse_flag("bench", argv[++i], a, 1, 1 << 20);
         else if (!strcmp(a, "--seconds") && i + 1 < argc) opt.seconds = strtod(argv[++i], NULL);
         else if (!strcmp(a, "--gpu-reserve-gib") && i + 1 < argc) opt.reserve_gib = strtod(argv[++i], NULL);
         else if (!strcmp(a, "--sections") && i + 1 < argc) {

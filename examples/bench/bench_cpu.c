@@ -60,7 +60,6 @@
 #include "neo_attn.h"
 #include "examples/bench/bench_util.h"
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -246,16 +245,6 @@ static row time_decode(neo_layer **layers, int n_layers, int ctx, const char *mo
 
 /* --- main --- */
 
-static int parse_int(const char *s, const char *flag, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "bench-cpu: bad value for %s: '%s' (want %ld..%ld)\n", flag, s, lo, hi);
-        exit(1);
-    }
-    return (int)v;
-}
 
 static void usage(void) {
     fprintf(stderr, "usage: bench-cpu [--ctx N]... [--threads N] [--seconds S] [--csv]\n"
@@ -278,7 +267,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--csv")) {
             csv = 1;
         } else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
-            int c = parse_int(argv[++i], "--ctx", 1, 1 << 22);
+            int c = (int)parse_flag("bench-cpu", argv[++i], "--ctx", 1, 1 << 22);
             int dup = 0;
             for (int j = 0; j < n_ctx; j++) dup |= ctxs[j] == c;
             if (!dup) {
@@ -289,7 +278,7 @@ int main(int argc, char **argv) {
                 ctxs[n_ctx++] = c;
             }
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            threads = parse_int(argv[++i], "--threads", 1, 256);
+            threads = (int)parse_flag("bench-cpu", argv[++i], "--threads", 1, 256);
         } else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
             char *end;
             seconds = strtod(argv[++i], &end);

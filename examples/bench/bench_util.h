@@ -1,10 +1,10 @@
 /* bench_util.h - the helpers both benchmarks (bench_cpu.c, bench.c) use: a monotonic clock, a
-   qsort comparator and median, the CPU's name and last-level cache, and the host memory read
-   ceiling. Included once
-   by each program. */
+   qsort comparator and median, a checked integer flag, the CPU's name and last-level cache, and
+   the host memory read ceiling. Included once by each program. */
 #ifndef NEO_BENCH_UTIL_H
 #define NEO_BENCH_UTIL_H
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -23,6 +23,18 @@ static double now_s(void) {
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* The integer value of a flag, in [lo, hi]; anything else ends the program with a message. */
+static long parse_flag(const char *prog, const char *s, const char *flag, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "%s: bad value for %s: '%s' (want %ld..%ld)\n", prog, flag, s, lo, hi);
+        exit(1);
+    }
+    return v;
 }
 
 /* median of v[0..n) (sorts v); NAN for n < 1 */
