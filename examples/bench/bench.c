@@ -975,12 +975,7 @@ static void run_capacity(void) {
     /* CPU-only: the whole cache on the host. One layer (4+ GiB, far past any LLC) is measured and
        the step is 32 of it: 32 would not fit in the host's RAM beside the rest. */
     neo_layer *Lc = NULL;
-    memset(&d, 0, sizeof d);
-    d.n_head = s->n_head;
-    d.n_head_kv = s->n_kv;
-    d.head_dim = s->d;
-    d.n_ctx = (int)ctx;
-    d.kv_type = NEO_TYPE_F16;
+    d = shape_desc(s, ctx, 0, NEO_PIPELINE_OFF);
     r = row_new("cap", s->name, ctx, "cpu-est");
     r.kv_bytes = kv;
     r.host_bytes = kv;
