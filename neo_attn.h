@@ -344,7 +344,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    size_t and the POD structs below. Every entry returns a neo_status (as int).
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
-#define NEO_ATTN_CUDA_ABI_VERSION 3
+#define NEO_ATTN_CUDA_ABI_VERSION 4
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
 #define NEO__EVENTS 8
@@ -388,6 +388,23 @@ typedef struct neo__append_args {
     int          kv_type;
 } neo__append_args;
 
+/* One projection of the decode loop with what run.c does around it folded in, so that a layer is
+   a few launches: y = W . x (x first through run.c's rmsnorm when norm is set), then the
+   epilogue. All pointers device memory; y overlaps none of the inputs. */
+enum { NEO__MV_STORE, NEO__MV_ADD, NEO__MV_SWIGLU, NEO__MV_ROPE };
+typedef struct neo__matvec_args {
+    float       *y;          /* [d] */
+    const float *w;          /* [d][n], rows are outputs */
+    const float *w_mul;      /* [d][n], NEO__MV_SWIGLU only: y = silu(w . x) * (w_mul . x) */
+    const float *x;          /* [n] */
+    const float *norm;       /* [n] rmsnorm weights, or NULL */
+    int          n, d;
+    int          epilogue;   /* NEO__MV_STORE: y = ..; _ADD: y += .. (the residual); _SWIGLU; _ROPE */
+    /* NEO__MV_ROPE: pairs of rows [0, rope_q) rotate as run.c's q at pos, pairs of
+       [rope_q, rope_q + rope_k) as its k (each pair by its index from the start of its range) */
+    int          pos, rope_q, rope_k, head_size;
+} neo__matvec_args;
+
 typedef struct neo__dev_ops {
     int  (*init)(int device, void *engine_stream, void **state);
     void (*release)(void *state);
@@ -418,11 +435,7 @@ typedef struct neo__dev_ops {
     int  (*append)(void *state, const neo__append_args *a, int stream);
     int  (*attend)(void *state, const neo__attn_args *a, int stream);
     /* the decode loop; all pointers device memory */
-    int  (*gemv)(void *state, float *y, const float *w, const float *x, int n, int d, int stream); /* y[d] = w[d][n] x[n] */
-    int  (*rmsnorm)(void *state, float *o, const float *x, const float *w, int n, int stream);    /* as run.c */
-    int  (*rope)(void *state, float *q, float *k, int dim, int kv_dim, int head_size, int pos, int stream); /* as run.c */
-    int  (*swiglu)(void *state, float *h, const float *h2, int n, int stream);  /* h = silu(h) * h2 */
-    int  (*add)(void *state, float *x, const float *y, int n, int stream);      /* x += y */
+    int  (*matvec)(void *state, const neo__matvec_args *a, int stream);
     /* *out (device int) = the lowest index of the largest of x[n] (NaN never wins; 0 if none is > -inf) */
     int  (*argmax)(void *state, int *out, const float *x, int n, int stream);
 } neo__dev_ops;
@@ -1434,6 +1447,8 @@ struct neo_runtime {
     unsigned     hand_seq;
     neo__attn_args hand_args;    /* the both-halves call's CPU half, a detached job: outlives the call */
     neo__attn_job  hand_job;
+    float       *mv_scratch;     /* host ops' matvec: the normalised x, then w_mul . x */
+    size_t       mv_scratch_floats;
 };
 
 /* One line to the engine's logger, if it has one. */
@@ -1802,12 +1817,12 @@ NEO_ATTN__PRIVATE int neo__host_attend(void *state, const neo__attn_args *a, int
     return neo__cpu_attend((neo_runtime *)state, a, NULL, NULL);
 }
 
-/* out: [d] = w: [d][n] . x: [n], rows spread over the pool (each row is one dot product, so
-   the result does not depend on the split). */
+/* out: [d] = (or +=) w: [d][n] . x: [n], rows spread over the pool (each row is one dot
+   product, so the result does not depend on the split). */
 typedef struct neo__matmul_job {
     float              *out;
     const float        *x, *w;
-    int                 n, d, rows_per_task;
+    int                 n, d, rows_per_task, add;
     const neo__kernels *kern;
 } neo__matmul_job;
 
@@ -1815,55 +1830,63 @@ NEO_ATTN__PRIVATE void neo__matmul_task(void *user, int task, int thread) {
     const neo__matmul_job *J = (const neo__matmul_job *)user;
     int i1 = (task + 1) * J->rows_per_task < J->d ? (task + 1) * J->rows_per_task : J->d;
     (void)thread;
-    for (int i = task * J->rows_per_task; i < i1; i++) J->out[i] = J->kern->dot(J->w + (size_t)i * J->n, J->x, J->n);
+    for (int i = task * J->rows_per_task; i < i1; i++) {
+        float v = J->kern->dot(J->w + (size_t)i * J->n, J->x, J->n);
+        J->out[i] = J->add ? J->out[i] + v : v;
+    }
 }
-NEO_ATTN__PRIVATE int neo__host_gemv(void *state, float *y, const float *w, const float *x, int n, int d, int stream) {
-    neo_runtime    *rt = (neo_runtime *)state;
+NEO_ATTN__PRIVATE void neo__host_matmul(neo_runtime *rt, float *y, const float *w, const float *x, int n, int d, int add) {
     neo__matmul_job J;
-    (void)stream;
     J.out = y;
     J.x = x;
     J.w = w;
     J.n = n;
     J.d = d;
+    J.add = add;
     J.kern = &rt->kern;
     J.rows_per_task = (d + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
     neo__run(rt, (d + J.rows_per_task - 1) / J.rows_per_task, (double)n * d, neo__matmul_task, &J, NULL, NULL, NULL, NULL);
-    return NEO_OK;
 }
-/* o = w * x / rms(x), as run.c computes it */
-NEO_ATTN__PRIVATE int neo__host_rmsnorm(void *state, float *o, const float *x, const float *w, int n, int stream) {
-    float ss = 0.0f;
-    (void)state, (void)stream;
-    for (int j = 0; j < n; j++) ss += x[j] * x[j];
-    ss /= (float)n;
-    ss += 1e-5f;
-    ss = 1.0f / sqrtf(ss);
-    for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
-    return NEO_OK;
-}
-/* RoPE: rotate pairs of q (and of k where it exists) by pos * freq, as run.c does */
-NEO_ATTN__PRIVATE int neo__host_rope(void *state, float *q, float *k, int dim, int kv_dim, int head_size, int pos, int stream) {
-    (void)state, (void)stream;
-    for (int i = 0; i < dim; i += 2) {
-        float freq = 1.0f / powf(10000.0f, (float)(i % head_size) / (float)head_size);
-        float val = (float)pos * freq, fcr = cosf(val), fci = sinf(val);
-        for (int r = 0; r < (i < kv_dim ? 2 : 1); r++) {
-            float *vec = r == 0 ? q : k, v0 = vec[i], v1 = vec[i + 1];
-            vec[i] = v0 * fcr - v1 * fci;
-            vec[i + 1] = v0 * fci + v1 * fcr;
+/* The same arithmetic as run.c: rmsnorm into scratch, the matmul, then the epilogue on y. */
+NEO_ATTN__PRIVATE int neo__host_matvec(void *state, const neo__matvec_args *a, int stream) {
+    neo_runtime *rt = (neo_runtime *)state;
+    const float *x = a->x;
+    size_t       need = (a->norm ? (size_t)a->n : 0) + (a->epilogue == NEO__MV_SWIGLU ? (size_t)a->d : 0);
+    (void)stream;
+    if (!a->y || !a->w || !a->x || a->n < 1 || a->d < 0 || (a->epilogue == NEO__MV_SWIGLU && !a->w_mul) ||
+        (a->epilogue == NEO__MV_ROPE && (a->head_size < 2 || a->head_size % 2 || a->rope_q % 2 || a->rope_k % 2 ||
+                                         a->rope_q < 0 || a->rope_k < 0 || a->rope_q + a->rope_k > a->d)))
+        return NEO_ERR_INVALID_ARG;
+    if (need > rt->mv_scratch_floats) {
+        float *p = (float *)neo__alloc(&rt->alloc, need * sizeof(float));
+        if (!p) return NEO_ERR_NO_MEMORY;
+        neo__free(&rt->alloc, rt->mv_scratch);
+        rt->mv_scratch = p;
+        rt->mv_scratch_floats = need;
+    }
+    if (a->norm) {
+        float *o = rt->mv_scratch, ss = 0.0f;
+        for (int j = 0; j < a->n; j++) ss += x[j] * x[j];
+        ss /= (float)a->n;
+        ss += 1e-5f;
+        ss = 1.0f / sqrtf(ss);
+        for (int j = 0; j < a->n; j++) o[j] = a->norm[j] * (ss * x[j]);
+        x = o;
+    }
+    neo__host_matmul(rt, a->y, a->w, x, a->n, a->d, a->epilogue == NEO__MV_ADD);
+    if (a->epilogue == NEO__MV_SWIGLU) {
+        float *h2 = rt->mv_scratch + (a->norm ? a->n : 0);
+        neo__host_matmul(rt, h2, a->w_mul, x, a->n, a->d, 0);
+        for (int i = 0; i < a->d; i++) a->y[i] = a->y[i] * (1.0f / (1.0f + expf(-a->y[i]))) * h2[i];
+    } else if (a->epilogue == NEO__MV_ROPE) {
+        for (int r = 0; r < a->rope_q + a->rope_k; r += 2) {
+            int   i = r < a->rope_q ? r : r - a->rope_q;
+            float freq = 1.0f / powf(10000.0f, (float)(i % a->head_size) / (float)a->head_size);
+            float val = (float)a->pos * freq, fcr = cosf(val), fci = sinf(val), v0 = a->y[r], v1 = a->y[r + 1];
+            a->y[r] = v0 * fcr - v1 * fci;
+            a->y[r + 1] = v0 * fci + v1 * fcr;
         }
     }
-    return NEO_OK;
-}
-NEO_ATTN__PRIVATE int neo__host_swiglu(void *state, float *h, const float *h2, int n, int stream) {
-    (void)state, (void)stream;
-    for (int i = 0; i < n; i++) h[i] = h[i] * (1.0f / (1.0f + expf(-h[i]))) * h2[i];
-    return NEO_OK;
-}
-NEO_ATTN__PRIVATE int neo__host_add(void *state, float *x, const float *y, int n, int stream) {
-    (void)state, (void)stream;
-    for (int i = 0; i < n; i++) x[i] += y[i];
     return NEO_OK;
 }
 
@@ -1895,11 +1918,7 @@ NEO_ATTN__PRIVATE void neo__host_ops(neo__dev_ops *o) {
     o->launch_blocking = neo__host_launch_blocking;
     o->append = neo__host_append;
     o->attend = neo__host_attend;
-    o->gemv = neo__host_gemv;
-    o->rmsnorm = neo__host_rmsnorm;
-    o->rope = neo__host_rope;
-    o->swiglu = neo__host_swiglu;
-    o->add = neo__host_add;
+    o->matvec = neo__host_matvec;
     o->argmax = neo__host_argmax;
 }
 
@@ -1989,6 +2008,7 @@ NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
         for (int t = 0; t < rt->pool.n_threads; t++) neo__free(&a, rt->scratch[t]);
     neo__pool_destroy(&rt->pool);
     neo__free(&a, rt->scratch);
+    neo__free(&a, rt->mv_scratch);
     neo__free(&a, rt->partial);
     neo__free(&a, rt->chunks_done);
     neo__free(&a, rt);
@@ -2681,19 +2701,18 @@ struct neo_session {
     neo_layer      **layers;    /* [n_layers] */
     int              n_ctx;
     /* The weights the step reads: the model's own on a CPU runtime, a device copy on a GPU. The
-       device copy has each layer's wq, wk, wv rows back to back ([n_layers][dim + 2 kv_dim][dim])
-       and its w1, w3 rows too ([n_layers][2 hidden][dim], then w2), so that q | k | v and
-       hb | hb2 are one launch each: the step is bound by launches there, not bytes. */
+       device copy has each layer's wq, wk, wv rows back to back ([n_layers][dim + 2 kv_dim][dim]),
+       so that q | k | v are one launch: a layer is five launches and attention there. */
     float           *w_dev;     /* the device copy of m->data (same size, that layout), or NULL */
-    int              fused;     /* wq points at the fused q | k | v rows and w1 at w1 | w3 */
+    int              fused;     /* wq points at the fused q | k | v rows */
     const float     *tok_emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
     /* activations, in activation memory: one allocation */
     float           *act;
     float           *x;         /* [dim] residual stream */
-    float           *xb, *xb2;  /* [dim] */
+    float           *xb;        /* [dim] attention output */
     float           *q;         /* [dim] */
     float           *k, *v;     /* [kv_dim] */
-    float           *hb, *hb2;  /* [hidden_dim] */
+    float           *hb;        /* [hidden_dim] */
     float           *logits;    /* [vocab_size] */
     int             *next;      /* [1] argmax of the logits, activation memory */
 };
@@ -2710,28 +2729,21 @@ NEO_ATTN__PUBLIC void neo_session_destroy(neo_session *s) {
 }
 
 /* The model's floats into w (device, n_floats) in the fused layout (see neo_session): the same
-   regions as m->data in the same order (emb and rms_att; wq, wk, wv; wo and rms_ffn; w1, w2, w3;
-   rms_final, the RoPE tables and wcls), the wq, wk, wv rows of each layer back to back, and w1 |
-   w3 of each layer back to back, then w2. */
+   regions as m->data in the same order, the wq, wk, wv rows of each layer back to back. */
 NEO_ATTN__PRIVATE neo_status neo__upload_fused(neo_runtime *rt, const neo_model *m, float *w) {
     neo__dev_ops         *D = &rt->dev;
     void                 *S = rt->dev_state;
     const neo_model_info *mi = &m->info;
     const int             M = NEO__STREAM_MAIN;
-    size_t                L = (size_t)mi->n_layers, dim = (size_t)mi->dim, hid = (size_t)mi->hidden_dim, f = sizeof(float);
-    size_t                kv = dim / (size_t)mi->n_heads * (size_t)mi->n_kv_heads, qkv = (dim + 2 * kv) * dim, h2 = 2 * hid * dim;
-    size_t                oq = (size_t)(m->wq - m->data), owo = (size_t)(m->wo - m->data), o1 = (size_t)(m->w1 - m->data);
-    size_t                orf = (size_t)(m->rms_final - m->data);
+    size_t                L = (size_t)mi->n_layers, dim = (size_t)mi->dim, f = sizeof(float);
+    size_t                kv = dim / (size_t)mi->n_heads * (size_t)mi->n_kv_heads, qkv = (dim + 2 * kv) * dim;
+    size_t                oq = (size_t)(m->wq - m->data), owo = (size_t)(m->wo - m->data);
     int                   e;
     if ((e = D->copy(S, w, m->data, oq * f, M)) != NEO_OK ||
         (e = D->copy2d(S, w + oq, qkv * f, m->wq, dim * dim * f, dim * dim * f, L, M)) != NEO_OK ||
         (e = D->copy2d(S, w + oq + dim * dim, qkv * f, m->wk, kv * dim * f, kv * dim * f, L, M)) != NEO_OK ||
         (e = D->copy2d(S, w + oq + (dim + kv) * dim, qkv * f, m->wv, kv * dim * f, kv * dim * f, L, M)) != NEO_OK ||
-        (e = D->copy(S, w + owo, m->wo, (o1 - owo) * f, M)) != NEO_OK ||
-        (e = D->copy2d(S, w + o1, h2 * f, m->w1, hid * dim * f, hid * dim * f, L, M)) != NEO_OK ||
-        (e = D->copy2d(S, w + o1 + hid * dim, h2 * f, m->w3, hid * dim * f, hid * dim * f, L, M)) != NEO_OK ||
-        (e = D->copy(S, w + o1 + L * h2, m->w2, L * dim * hid * f, M)) != NEO_OK ||
-        (e = D->copy(S, w + orf, m->rms_final, (m->n_floats - orf) * f, M)) != NEO_OK)
+        (e = D->copy(S, w + owo, m->wo, (m->n_floats - owo) * f, M)) != NEO_OK)
         return (neo_status)e;
     return (neo_status)D->stream_sync(S, M);
 }
@@ -2764,8 +2776,8 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
         base = s->w_dev;
         s->fused = 1;
     }
-    /* the same offsets into whichever copy the step reads (wk, wv, w3 and w2 of the fused
-       layout are not these: the step takes them from wq and w1) */
+    /* the same offsets into whichever copy the step reads (wk and wv of the fused layout are
+       not these: the step takes them from wq) */
 #define NEO__REBASE(f) s->f = base + (m->f - m->data)
     NEO__REBASE(tok_emb);
     NEO__REBASE(rms_att);
@@ -2780,21 +2792,18 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
     NEO__REBASE(rms_final);
     NEO__REBASE(wcls);
 #undef NEO__REBASE
-    if (s->fused) s->w2 = s->w1 + (size_t)mi->n_layers * 2 * (size_t)mi->hidden_dim * (size_t)mi->dim;
-    /* x, xb, xb2, q, k, v, hb, hb2, logits */
-    floats = 4 * (size_t)mi->dim + 2 * kv + 2 * (size_t)mi->hidden_dim + (size_t)mi->vocab_size;
+    /* x, xb, q, k, v, hb, logits */
+    floats = 3 * (size_t)mi->dim + 2 * kv + (size_t)mi->hidden_dim + (size_t)mi->vocab_size;
     if ((st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->act, floats * sizeof(float))) != NEO_OK ||
         (st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->next, sizeof(int))) != NEO_OK)
         goto fail;
     s->x = s->act;
     s->xb = s->x + mi->dim;
-    s->xb2 = s->xb + mi->dim;
-    s->q = s->xb2 + mi->dim;
+    s->q = s->xb + mi->dim;
     s->k = s->q + mi->dim;
     s->v = s->k + kv;
     s->hb = s->v + kv;
-    s->hb2 = s->hb + mi->hidden_dim;
-    s->logits = s->hb2 + mi->hidden_dim;
+    s->logits = s->hb + mi->hidden_dim;
     st = NEO_ERR_NO_MEMORY;
     if (!(s->layers = (neo_layer **)neo__calloc(&rt->alloc, sizeof(neo_layer *) * (size_t)mi->n_layers))) goto fail;
     for (int l = 0; l < mi->n_layers; l++) {
@@ -2816,43 +2825,70 @@ fail:
     return st;
 }
 
+/* y = W . x through the runtime's matvec op, W: [d][n] (and w_mul for NEO__MV_SWIGLU). */
+NEO_ATTN__PRIVATE int neo__mv(neo_session *s, float *y, const float *w, const float *w_mul, const float *x, const float *norm, int n,
+                              int d, int epi) {
+    neo__matvec_args a;
+    memset(&a, 0, sizeof a);
+    a.y = y;
+    a.w = w;
+    a.w_mul = w_mul;
+    a.x = x;
+    a.norm = norm;
+    a.n = n;
+    a.d = d;
+    a.epilogue = epi;
+    return s->rt->dev.matvec(s->rt->dev_state, &a, NEO__STREAM_MAIN);
+}
+
+/* d rows of q, k, v projections of the normalised x from y on, the first rope_q rotated as q,
+   the next rope_k as k */
+NEO_ATTN__PRIVATE int neo__mv_rope(neo_session *s, float *y, const float *w, const float *norm, int d, int rope_q, int rope_k,
+                                   int pos) {
+    const neo_model_info *mi = &s->m->info;
+    neo__matvec_args      a;
+    memset(&a, 0, sizeof a);
+    a.y = y;
+    a.w = w;
+    a.x = s->x;
+    a.norm = norm;
+    a.n = mi->dim;
+    a.d = d;
+    a.epilogue = NEO__MV_ROPE;
+    a.pos = pos;
+    a.rope_q = rope_q;
+    a.rope_k = rope_k;
+    a.head_size = mi->dim / mi->n_heads;
+    return s->rt->dev.matvec(s->rt->dev_state, &a, NEO__STREAM_MAIN);
+}
+
 /* One token through every layer, as run.c's forward() (all on the runtime's device ops). */
 NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int pos) {
     const neo_model_info *mi = &s->m->info;
-    neo__dev_ops         *D = &s->rt->dev;
-    void                 *S = s->rt->dev_state;
-    int                   dim = mi->dim, hid = mi->hidden_dim, hs = dim / mi->n_heads, kv = hs * mi->n_kv_heads;
-    int                   e = NEO_OK;
-    const int             M = NEO__STREAM_MAIN;
-    e = D->copy(S, s->x, s->tok_emb + (size_t)token * dim, sizeof(float) * (size_t)dim, M);
+    int                   dim = mi->dim, hid = mi->hidden_dim, kv = dim / mi->n_heads * mi->n_kv_heads;
+    int                   e = s->rt->dev.copy(s->rt->dev_state, s->x, s->tok_emb + (size_t)token * dim, sizeof(float) * (size_t)dim,
+                                              NEO__STREAM_MAIN);
     for (int l = 0; l < mi->n_layers && e == NEO_OK; l++) {
-        size_t ld = (size_t)l * dim;
-        /* attention rmsnorm, q k v projections, RoPE */
-        if ((e = D->rmsnorm(S, s->xb, s->x, s->rms_att + ld, dim, M)) != NEO_OK) break;
-        if (s->fused) /* q, k, v are adjacent in act */
-            e = D->gemv(S, s->q, s->wq + (size_t)l * (dim + 2 * kv) * dim, s->xb, dim, dim + 2 * kv, M);
-        else if ((e = D->gemv(S, s->q, s->wq + ld * dim, s->xb, dim, dim, M)) == NEO_OK &&
-                 (e = D->gemv(S, s->k, s->wk + ld * kv, s->xb, dim, kv, M)) == NEO_OK)
-            e = D->gemv(S, s->v, s->wv + ld * kv, s->xb, dim, kv, M);
-        if (e != NEO_OK || (e = D->rope(S, s->q, s->k, dim, kv, hs, pos, M)) != NEO_OK) break;
+        size_t       ld = (size_t)l * dim;
+        const float *rms = s->rms_att + ld;
+        /* attention rmsnorm, q k v projections, RoPE (q, k, v adjacent in act) */
+        if (s->fused)
+            e = neo__mv_rope(s, s->q, s->wq + (size_t)l * (dim + 2 * kv) * dim, rms, dim + 2 * kv, dim, kv, pos);
+        else if ((e = neo__mv_rope(s, s->q, s->wq + ld * dim, rms, dim, dim, 0, pos)) == NEO_OK &&
+                 (e = neo__mv_rope(s, s->k, s->wk + ld * kv, rms, kv, 0, kv, pos)) == NEO_OK)
+            e = neo__mv(s, s->v, s->wv + ld * kv, NULL, s->x, rms, dim, kv, NEO__MV_STORE);
+        if (e != NEO_OK) break;
         /* this layer's KV cache and attention over it */
         if ((e = neo_attn_append(s->layers[l], s->k, s->v, 1)) != NEO_OK || (e = neo_attn_decode(s->layers[l], s->q, s->xb)) != NEO_OK)
             break;
         /* output projection and residual; FFN w2(silu(w1 x) * w3 x) and residual */
-        if ((e = D->gemv(S, s->xb2, s->wo + ld * dim, s->xb, dim, dim, M)) != NEO_OK || (e = D->add(S, s->x, s->xb2, dim, M)) != NEO_OK ||
-            (e = D->rmsnorm(S, s->xb, s->x, s->rms_ffn + ld, dim, M)) != NEO_OK)
+        if ((e = neo__mv(s, s->x, s->wo + ld * dim, NULL, s->xb, NULL, dim, dim, NEO__MV_ADD)) != NEO_OK ||
+            (e = neo__mv(s, s->hb, s->w1 + (size_t)l * hid * dim, s->w3 + (size_t)l * hid * dim, s->x, s->rms_ffn + ld, dim, hid,
+                         NEO__MV_SWIGLU)) != NEO_OK)
             break;
-        if (s->fused) /* hb, hb2 are adjacent in act */
-            e = D->gemv(S, s->hb, s->w1 + (size_t)l * 2 * hid * dim, s->xb, dim, 2 * hid, M);
-        else if ((e = D->gemv(S, s->hb, s->w1 + (size_t)l * hid * dim, s->xb, dim, hid, M)) == NEO_OK)
-            e = D->gemv(S, s->hb2, s->w3 + (size_t)l * hid * dim, s->xb, dim, hid, M);
-        if (e != NEO_OK || (e = D->swiglu(S, s->hb, s->hb2, hid, M)) != NEO_OK ||
-            (e = D->gemv(S, s->xb, s->w2 + (size_t)l * dim * hid, s->hb, hid, dim, M)) != NEO_OK ||
-            (e = D->add(S, s->x, s->xb, dim, M)) != NEO_OK)
-            break;
+        e = neo__mv(s, s->x, s->w2 + (size_t)l * dim * hid, NULL, s->hb, NULL, hid, dim, NEO__MV_ADD);
     }
-    if (e == NEO_OK && (e = D->rmsnorm(S, s->x, s->x, s->rms_final, dim, M)) == NEO_OK)
-        e = D->gemv(S, s->logits, s->wcls, s->x, dim, mi->vocab_size, M);
+    if (e == NEO_OK) e = neo__mv(s, s->logits, s->wcls, NULL, s->x, s->rms_final, dim, mi->vocab_size, NEO__MV_STORE);
     return (neo_status)e;
 }
 

@@ -53,9 +53,10 @@
                              programmatic dependent launch so its launch overlaps the tail of the
                              attention kernel.
    neo__append_kernel        grid (n_tokens * (h1 - h0), 2: K and V), 128 threads: one new row each.
-   neo__gemv_kernel          8 warps a block, one warp per output row; float4 loads when aligned.
-   neo__rmsnorm_kernel       one block of 1024 threads.
-   neo__rope_kernel, neo__swiglu_kernel, neo__add_kernel: one thread per (pair of) element(s).
+   neo__matvec_kernel<E, N>  the decode loop's projections, with run.c's rmsnorm before (N) and the
+                             residual add, SwiGLU or RoPE after (E) folded in: 8 warps a block, R
+                             = 1..8 warps on each output row (or pair of rows), R chosen so that
+                             about 32 warps an SM stream the weights; float4 loads when aligned.
    neo__argmax_kernel        one block of 1024 threads: strided scan, then a (value, index) reduction.
    neo__handoff_kernel<A>    one block of 1024 threads, four loads in flight each: the both-halves
                              handoff (copy_signal / await_copy), rows of floats to or from pinned
@@ -1279,87 +1280,118 @@ template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(
     for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[j] = neo__kvt<T>::st(src[j]);
 }
 
-/* y[d] = w[d][n] . x[n]: one warp per row, lanes strided over n, butterfly sum. */
-__global__ void __launch_bounds__(256) neo__gemv_kernel(float *y, const float *w, const float *x, int n, int d, int vec) {
-    const int row = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= d) return;
-    const float *wr = w + (size_t)row * n;
-    float        s = 0.0f;
+/* The decode loop's projections (neo__matvec_args). A unit is what one epilogue needs: a row
+   (STORE, ADD), the rows i of w and w_mul (SWIGLU) or a pair of rows (ROPE). R warps share a unit,
+   each a slice of n (float4 loads when aligned), so that a short, wide matrix (w2: 896 rows of
+   4864) still puts thousands of warps in flight; the R partial sums add up in warp order. With
+   a norm every block first computes run.c's rms of x (all blocks in the same order, so the same
+   value) and scales x as it reads it. */
+struct neo__cu_mv {
+    float       *y;
+    const float *w, *w_mul, *x, *norm;
+    int          n, units, R, vec, pos, rope_q, rope_k, head_size;
+};
+
+template <bool NORM>
+__device__ __forceinline__ float neo__mv_x(const float *x, const float *nw, float r, int j) {
+    return NORM ? __ldg(nw + j) * (r * __ldg(x + j)) : __ldg(x + j);
+}
+
+/* s[k] += row k of the unit . x over float4s [a, b) or floats [a, b) */
+template <int ROWS, bool NORM>
+__device__ __forceinline__ void neo__mv_dot(float (&s)[2], const float *const (&wr)[2], const float *x, const float *nw,
+                                            float r, int a, int b, int vec, int lane) {
     if (vec) {
-        const float4 *w4 = reinterpret_cast<const float4 *>(wr), *x4 = reinterpret_cast<const float4 *>(x);
-        const int     n4 = n >> 2;
+        const float4 *x4 = reinterpret_cast<const float4 *>(x), *n4 = reinterpret_cast<const float4 *>(nw);
 #pragma unroll 4
-        for (int i = lane; i < n4; i += 32) {
-            const float4 a = __ldg(w4 + i), b = __ldg(x4 + i);
-            s = fmaf(a.x, b.x, s);
-            s = fmaf(a.y, b.y, s);
-            s = fmaf(a.z, b.z, s);
-            s = fmaf(a.w, b.w, s);
+        for (int i = a + lane; i < b; i += 32) {
+            float4 xv = __ldg(x4 + i);
+            if (NORM) {
+                const float4 nv = __ldg(n4 + i);
+                xv = make_float4(nv.x * (r * xv.x), nv.y * (r * xv.y), nv.z * (r * xv.z), nv.w * (r * xv.w));
+            }
+#pragma unroll
+            for (int k = 0; k < ROWS; k++) {
+                const float4 wv = __ldg(reinterpret_cast<const float4 *>(wr[k]) + i);
+                s[k] = fmaf(wv.x, xv.x, s[k]);
+                s[k] = fmaf(wv.y, xv.y, s[k]);
+                s[k] = fmaf(wv.z, xv.z, s[k]);
+                s[k] = fmaf(wv.w, xv.w, s[k]);
+            }
         }
     } else {
 #pragma unroll 4
-        for (int i = lane; i < n; i += 32) s = fmaf(__ldg(wr + i), __ldg(x + i), s);
-    }
-    s = neo__warp_sum(s);
-    if (lane == 0) y[row] = s;
-}
-
-/* run.c's rmsnorm: ss = sum x^2 / n + 1e-5, o = w * (x / sqrt(ss)); o may alias x. */
-__global__ void __launch_bounds__(1024) neo__rmsnorm_kernel(float *o, const float *x, const float *w, int n) {
-    __shared__ float s_part[32], s_ss;
-    float ss = 0.0f;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) ss = fmaf(x[j], x[j], ss);
-    ss = neo__warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) s_part[threadIdx.x >> 5] = ss;
-    __syncthreads(); /* also: every read of x above happens before any write of o below */
-    if (threadIdx.x < 32) {
-        float v = threadIdx.x < (blockDim.x >> 5) ? s_part[threadIdx.x] : 0.0f;
-        v = neo__warp_sum(v);
-        if (threadIdx.x == 0) {
-            v /= (float)n;
-            v += 1e-5f;
-            s_ss = 1.0f / sqrtf(v);
+        for (int i = a + lane; i < b; i += 32) {
+            const float xv = neo__mv_x<NORM>(x, nw, r, i);
+#pragma unroll
+            for (int k = 0; k < ROWS; k++) s[k] = fmaf(__ldg(wr[k] + i), xv, s[k]);
         }
     }
-    __syncthreads();
-    const float r = s_ss;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) o[j] = w[j] * (r * x[j]);
 }
 
-/* run.c's RoPE: pair i of q (and of k while i < kv_dim) rotated by pos / 10000^(i % hs / hs). The
-   power goes through double and is rounded once, so that it matches a correctly rounded powf
-   (glibc's) rather than CUDA's 2-ulp powf: at pos ~ 1e4 one ulp of the frequency turns the angle
-   by ~1e-3. */
-__global__ void neo__rope_kernel(float *q, float *k, int dim, int kv_dim, int head_size, int pos) {
-    const int i = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
-    if (i >= dim) return;
-    const int   hd = i % head_size;
-    const float e = hd / (float)head_size;
-    const float freq = 1.0f / (float)pow(10000.0, (double)e);
-    const float val = pos * freq;
-    const float fcr = cosf(val), fci = sinf(val);
-    float       v0 = q[i], v1 = q[i + 1];
-    q[i] = v0 * fcr - v1 * fci;
-    q[i + 1] = v0 * fci + v1 * fcr;
-    if (k && i < kv_dim) {
-        v0 = k[i];
-        v1 = k[i + 1];
-        k[i] = v0 * fcr - v1 * fci;
-        k[i + 1] = v0 * fci + v1 * fcr;
+template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec_kernel(const neo__cu_mv a) {
+    constexpr int ROWS = EPI == NEO__MV_SWIGLU || EPI == NEO__MV_ROPE ? 2 : 1;
+    __shared__ float s_part[8][2], s_r;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, per = 8 / a.R;
+    const int u = blockIdx.x * per + warp / a.R, part = warp % a.R;
+    float     r = 0.0f;
+    if (NORM) { /* run.c's rmsnorm scale: 1 / sqrt(sum x^2 / n + 1e-5) */
+        float ss = 0.0f;
+        for (int j = threadIdx.x; j < a.n; j += blockDim.x) ss = fmaf(a.x[j], a.x[j], ss);
+        ss = neo__warp_sum(ss);
+        if (lane == 0) s_part[warp][0] = ss;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float t = 0.0f;
+            for (int w = 0; w < 8; w++) t += s_part[w][0];
+            s_r = 1.0f / sqrtf(t / (float)a.n + 1e-5f);
+        }
+        __syncthreads();
+        r = s_r;
     }
-}
-
-__global__ void neo__swiglu_kernel(float *h, const float *h2, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        float val = h[i];
-        val *= (1.0f / (1.0f + expf(-val)));
-        val *= h2[i];
-        h[i] = val;
+    float s[2] = {0.0f, 0.0f};
+    if (u < a.units) {
+        const size_t row0 = EPI == NEO__MV_ROPE ? 2 * (size_t)u : (size_t)u;
+        const float *const wr[2] = {a.w + row0 * a.n, EPI == NEO__MV_SWIGLU ? a.w_mul + row0 * a.n : a.w + (row0 + 1) * a.n};
+        const int len = a.vec ? a.n >> 2 : a.n, lo = (int)((long long)len * part / a.R), hi = (int)((long long)len * (part + 1) / a.R);
+        neo__mv_dot<ROWS, NORM>(s, wr, a.x, a.norm, r, lo, hi, a.vec, lane);
+#pragma unroll
+        for (int k = 0; k < ROWS; k++) s[k] = neo__warp_sum(s[k]);
     }
-}
-
-__global__ void neo__add_kernel(float *x, const float *y, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] += y[i];
+    if (a.R > 1) {
+        if (lane == 0) s_part[warp][0] = s[0], s_part[warp][1] = s[1];
+        __syncthreads();
+        if (part == 0 && lane == 0)
+            for (int k = 0; k < ROWS; k++) {
+                float t = s_part[warp][k];
+                for (int p = 1; p < a.R; p++) t += s_part[warp + p][k];
+                s[k] = t;
+            }
+    }
+    if (u >= a.units || part != 0 || lane != 0) return;
+    if (EPI == NEO__MV_STORE) a.y[u] = s[0];
+    else if (EPI == NEO__MV_ADD) a.y[u] += s[0];
+    else if (EPI == NEO__MV_SWIGLU) { /* run.c's order: silu first, then the product */
+        float v = s[0];
+        v *= (1.0f / (1.0f + expf(-v)));
+        v *= s[1];
+        a.y[u] = v;
+    } else { /* RoPE as run.c: the power goes through double and is rounded once, to match a
+                correctly rounded powf (glibc's) rather than CUDA's 2-ulp powf: at pos ~ 1e4 one
+                ulp of the frequency turns the angle by ~1e-3 */
+        const int r0 = 2 * u;
+        float     v0 = s[0], v1 = s[1];
+        if (r0 < a.rope_q + a.rope_k) {
+            const int   i = r0 < a.rope_q ? r0 : r0 - a.rope_q, hd = i % a.head_size;
+            const float freq = 1.0f / (float)pow(10000.0, (double)(hd / (float)a.head_size));
+            const float val = a.pos * freq, fcr = cosf(val), fci = sinf(val);
+            const float t0 = v0 * fcr - v1 * fci;
+            v1 = v0 * fci + v1 * fcr;
+            v0 = t0;
+        }
+        a.y[r0] = v0;
+        a.y[r0 + 1] = v1;
+    }
 }
 
 /* llama2.c's argmax: the lowest index of the largest x[n]; NaN never wins, 0 when nothing beats
@@ -1964,59 +1996,45 @@ static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
 
 /* --- the decode loop's operations --- */
 
-static int neo__cu_gemv(void *state, float *y, const float *w, const float *x, int n, int d, int stream) {
+template <int EPI> static const void *neo__mv_fn(bool norm) {
+    return norm ? (const void *)neo__matvec_kernel<EPI, true> : (const void *)neo__matvec_kernel<EPI, false>;
+}
+static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
     int          ok;
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
-    if (!ok || !y || !w || !x || n < 0 || d < 0) return NEO_ERR_INVALID_ARG;
-    if (!d) return NEO_OK;
+    const int    epi = m ? m->epilogue : -1;
+    if (!ok || !m || !m->y || !m->w || !m->x || m->n < 1 || m->d < 0 || epi < NEO__MV_STORE || epi > NEO__MV_ROPE ||
+        (epi == NEO__MV_SWIGLU && !m->w_mul) ||
+        (epi == NEO__MV_ROPE && (m->d % 2 || m->head_size < 2 || m->head_size % 2 || m->rope_q < 0 || m->rope_k < 0 ||
+                                 m->rope_q % 2 || m->rope_k % 2 || m->rope_q + m->rope_k > m->d)))
+        return NEO_ERR_INVALID_ARG;
+    if (!m->d) return NEO_OK;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    const int vec = n % 4 == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)x % 16 == 0;
-    neo__gemv_kernel<<<(unsigned)((d + 7) / 8), 256, 0, s>>>(y, w, x, n, d, vec);
-    return neo__cu_launched();
-}
-static int neo__cu_rmsnorm(void *state, float *o, const float *x, const float *w, int n, int stream) {
-    int          ok;
-    neo__cuda   *st = (neo__cuda *)state;
-    cudaStream_t s = neo__cu_stream(st, stream, &ok);
-    if (!ok || !o || !x || !w || n < 1) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    neo__rmsnorm_kernel<<<1, 1024, 0, s>>>(o, x, w, n);
-    return neo__cu_launched();
-}
-static int neo__cu_rope(void *state, float *q, float *k, int dim, int kv_dim, int head_size, int pos, int stream) {
-    int          ok;
-    neo__cuda   *st = (neo__cuda *)state;
-    cudaStream_t s = neo__cu_stream(st, stream, &ok);
-    if (!ok || !q || dim < 0 || dim % 2 || kv_dim < 0 || kv_dim > dim || (kv_dim && !k) || head_size < 1) return NEO_ERR_INVALID_ARG;
-    if (!dim) return NEO_OK;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    const int pairs = dim / 2;
-    neo__rope_kernel<<<(unsigned)((pairs + 127) / 128), 128, 0, s>>>(q, k, dim, kv_dim, head_size, pos);
-    return neo__cu_launched();
-}
-static unsigned neo__cu_grid(int n) {
-    int b = (n + 255) / 256;
-    return (unsigned)(b < 1 ? 1 : b > 4096 ? 4096 : b);
-}
-static int neo__cu_swiglu(void *state, float *h, const float *h2, int n, int stream) {
-    int          ok;
-    neo__cuda   *st = (neo__cuda *)state;
-    cudaStream_t s = neo__cu_stream(st, stream, &ok);
-    if (!ok || !h || !h2 || n < 0) return NEO_ERR_INVALID_ARG;
-    if (!n) return NEO_OK;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    neo__swiglu_kernel<<<neo__cu_grid(n), 256, 0, s>>>(h, h2, n);
-    return neo__cu_launched();
-}
-static int neo__cu_add(void *state, float *x, const float *y, int n, int stream) {
-    int          ok;
-    neo__cuda   *st = (neo__cuda *)state;
-    cudaStream_t s = neo__cu_stream(st, stream, &ok);
-    if (!ok || !x || !y || n < 0) return NEO_ERR_INVALID_ARG;
-    if (!n) return NEO_OK;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    neo__add_kernel<<<neo__cu_grid(n), 256, 0, s>>>(x, y, n);
+    neo__cu_mv a;
+    a.y = m->y;
+    a.w = m->w;
+    a.w_mul = m->w_mul;
+    a.x = m->x;
+    a.norm = m->norm;
+    a.n = m->n;
+    a.units = epi == NEO__MV_ROPE ? m->d / 2 : m->d;
+    a.vec = m->n % 4 == 0 && (uintptr_t)m->w % 16 == 0 && (uintptr_t)m->x % 16 == 0 &&
+            (!m->w_mul || (uintptr_t)m->w_mul % 16 == 0) && (!m->norm || (uintptr_t)m->norm % 16 == 0);
+    a.pos = m->pos;
+    a.rope_q = m->rope_q;
+    a.rope_k = m->rope_k;
+    a.head_size = m->head_size;
+    /* warps a unit: enough loads in flight for the HBM (about 32 warps an SM), each still 128+ floats */
+    a.R = 1;
+    while (a.R < 8 && (long long)a.units * a.R < 32LL * st->n_sm && m->n / (2 * a.R) >= 128) a.R *= 2;
+    const long long blocks = ((long long)a.units + 8 / a.R - 1) / (8 / a.R);
+    if (blocks > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
+    const bool  norm = m->norm != NULL;
+    const void *fn = epi == NEO__MV_STORE ? neo__mv_fn<NEO__MV_STORE>(norm) : epi == NEO__MV_ADD ? neo__mv_fn<NEO__MV_ADD>(norm)
+                     : epi == NEO__MV_SWIGLU ? neo__mv_fn<NEO__MV_SWIGLU>(norm) : neo__mv_fn<NEO__MV_ROPE>(norm);
+    void *args[] = {&a};
+    if (cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(256), args, 0, s) != cudaSuccess) return NEO_ERR_DEVICE;
     return neo__cu_launched();
 }
 
@@ -2050,11 +2068,7 @@ extern "C" int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops) {
     ops->launch_blocking = neo__cu_launch_blocking;
     ops->append = neo__cu_append;
     ops->attend = neo__cu_attend;
-    ops->gemv = neo__cu_gemv;
-    ops->rmsnorm = neo__cu_rmsnorm;
-    ops->rope = neo__cu_rope;
-    ops->swiglu = neo__cu_swiglu;
-    ops->add = neo__cu_add;
+    ops->matvec = neo__cu_matvec;
     ops->argmax = neo__cu_argmax;
     return (int)NEO_OK;
 }

@@ -15,8 +15,8 @@
    API.md on the stored (rounded) K/V, with outputs poisoned (NaN) before every call, the heads
    and cells outside the attended range poisoned in the inputs (so reading them would show), the
    untouched outputs checked to keep their poison, and every case run twice and compared
-   bitwise. Append is checked bit for bit against round-to-nearest-even on the host; gemv,
-   rmsnorm, rope, swiglu and add against float64 (< 1e-5). Inputs are seeded (NEO_TEST_SEED=N). */
+   bitwise. Append is checked bit for bit against round-to-nearest-even on the host; the decode
+   loop's matvec (each epilogue, with and without its rmsnorm) against float64 (< 1e-5). Inputs are seeded (NEO_TEST_SEED=N). */
 #include "neo_attn.h"
 
 #include <cuda_runtime_api.h>
@@ -635,110 +635,102 @@ static void fill_normal(float *p, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] = rng_normal();
 }
 
-static void test_gemv(int n, int d, int misalign) {
-    float  *w = (float *)xmalloc(((size_t)n * d + 1) * 4), *x = (float *)xmalloc(((size_t)n + 1) * 4), *y = (float *)xmalloc((size_t)d * 4);
-    double *ref = (double *)xmalloc((size_t)d * 8);
-    fill_normal(w, (size_t)n * d + 1);
-    fill_normal(x, (size_t)n + 1);
-    float *dw = (float *)dalloc(((size_t)n * d + 1) * 4), *dx = (float *)dalloc(((size_t)n + 1) * 4), *dy = (float *)dalloc((size_t)d * 4);
-    up(dw, w, ((size_t)n * d + 1) * 4);
-    up(dx, x, ((size_t)n + 1) * 4);
-    fill_poison(y, (size_t)d);
-    up(dy, y, (size_t)d * 4);
-    int s = OPS.gemv(ST, dy, dw + misalign, dx + misalign, n, d, NEO__STREAM_MAIN);
-    OPS.stream_sync(ST, NEO__STREAM_MAIN);
-    down(y, dy, (size_t)d * 4);
-    for (int i = 0; i < d; i++) {
-        double acc = 0;
-        for (int j = 0; j < n; j++) acc += (double)w[misalign + (size_t)i * n + j] * (double)x[misalign + j];
-        ref[i] = acc;
+/* matvec against float64: y = W . x with run.c's rmsnorm first (norm) and the epilogue after,
+   the outputs poisoned first (a start value for ADD), every case run twice and compared bitwise.
+   misalign shifts w, w_mul, x and norm by one float (the scalar path). RoPE angles are computed
+   in float as run.c does: that rounding is part of the function. */
+typedef struct mvcase {
+    int n, d, epi, norm, misalign, rope_q, rope_k, head_size, pos;
+} mvcase;
+
+static void test_matvec(mvcase c) {
+    const char  *names[] = {"matvec store", "matvec add", "matvec swiglu", "matvec rope"};
+    const size_t nw = (size_t)c.n * c.d + 1, nx = (size_t)c.n + 1, d = (size_t)c.d;
+    float       *w = (float *)xmalloc(nw * 4), *wm = (float *)xmalloc(nw * 4), *x = (float *)xmalloc(nx * 4);
+    float       *g = (float *)xmalloc(nx * 4), *y0 = (float *)xmalloc(d * 4), *y = (float *)xmalloc(d * 4), *y2 = (float *)xmalloc(d * 4);
+    double      *ref = (double *)xmalloc(d * 8), *xn = (double *)xmalloc((size_t)c.n * 8), *dot = (double *)xmalloc(2 * d * 8);
+    fill_normal(w, nw), fill_normal(wm, nw), fill_normal(x, nx), fill_normal(g, nx), fill_normal(y0, d);
+    if (c.epi != NEO__MV_ADD) fill_poison(y0, d);
+    float *dw = (float *)dalloc(nw * 4), *dwm = (float *)dalloc(nw * 4), *dx = (float *)dalloc(nx * 4), *dg = (float *)dalloc(nx * 4);
+    float *dy = (float *)dalloc(d * 4);
+    up(dw, w, nw * 4), up(dwm, wm, nw * 4), up(dx, x, nx * 4), up(dg, g, nx * 4);
+    neo__matvec_args a;
+    memset(&a, 0, sizeof a);
+    a.y = dy;
+    a.w = dw + c.misalign;
+    a.w_mul = c.epi == NEO__MV_SWIGLU ? dwm + c.misalign : NULL;
+    a.x = dx + c.misalign;
+    a.norm = c.norm ? dg + c.misalign : NULL;
+    a.n = c.n;
+    a.d = c.d;
+    a.epilogue = c.epi;
+    a.pos = c.pos;
+    a.rope_q = c.rope_q;
+    a.rope_k = c.rope_k;
+    a.head_size = c.head_size;
+    int s = NEO_OK;
+    for (int run = 0; run < 2; run++) {
+        up(dy, y0, d * 4);
+        if (s == NEO_OK) s = OPS.matvec(ST, &a, NEO__STREAM_MAIN);
+        OPS.stream_sync(ST, NEO__STREAM_MAIN);
+        down(run ? y2 : y, dy, d * 4);
     }
-    char shape[96];
-    snprintf(shape, sizeof shape, "n %d d %d%s", n, d, misalign ? " misaligned" : "");
-    op_result("gemv", shape, s, rel_l2(y, ref, (size_t)d));
-    OPS.dev_free(ST, dw), OPS.dev_free(ST, dx), OPS.dev_free(ST, dy);
-    free(w), free(x), free(y), free(ref);
-}
-
-static void test_rmsnorm(int n, int alias) {
-    float  *x = (float *)xmalloc((size_t)n * 4), *w = (float *)xmalloc((size_t)n * 4), *o = (float *)xmalloc((size_t)n * 4);
-    double *ref = (double *)xmalloc((size_t)n * 8);
-    fill_normal(x, (size_t)n);
-    fill_normal(w, (size_t)n);
-    float *dx = (float *)dalloc((size_t)n * 4), *dw = (float *)dalloc((size_t)n * 4), *dout = (float *)dalloc((size_t)n * 4);
-    up(dx, x, (size_t)n * 4);
-    up(dw, w, (size_t)n * 4);
-    fill_poison(o, (size_t)n);
-    up(dout, o, (size_t)n * 4);
-    int s = OPS.rmsnorm(ST, alias ? dx : dout, dx, dw, n, NEO__STREAM_MAIN);
-    OPS.stream_sync(ST, NEO__STREAM_MAIN);
-    down(o, alias ? dx : dout, (size_t)n * 4);
-    double ss = 0;
-    for (int j = 0; j < n; j++) ss += (double)x[j] * x[j];
-    ss = 1.0 / sqrt(ss / n + 1e-5);
-    for (int j = 0; j < n; j++) ref[j] = (double)w[j] * (ss * x[j]);
-    char shape[96];
-    snprintf(shape, sizeof shape, "n %d%s", n, alias ? " o == x" : "");
-    op_result("rmsnorm", shape, s, rel_l2(o, ref, (size_t)n));
-    OPS.dev_free(ST, dx), OPS.dev_free(ST, dw), OPS.dev_free(ST, dout);
-    free(x), free(w), free(o), free(ref);
-}
-
-static void test_rope(int dim, int kv_dim, int head_size, int pos) {
-    float  *q = (float *)xmalloc((size_t)dim * 4), *k = (float *)xmalloc((size_t)dim * 4);
-    float  *qo = (float *)xmalloc((size_t)dim * 4), *ko = (float *)xmalloc((size_t)dim * 4);
-    double *rq = (double *)xmalloc((size_t)dim * 8), *rk = (double *)xmalloc((size_t)dim * 8);
-    fill_normal(q, (size_t)dim);
-    fill_normal(k, (size_t)dim); /* k has dim elements; those past kv_dim must stay as they are */
-    float *dq = (float *)dalloc((size_t)dim * 4), *dk = (float *)dalloc((size_t)dim * 4);
-    up(dq, q, (size_t)dim * 4);
-    up(dk, k, (size_t)dim * 4);
-    int s = OPS.rope(ST, dq, dk, dim, kv_dim, head_size, pos, NEO__STREAM_MAIN);
-    OPS.stream_sync(ST, NEO__STREAM_MAIN);
-    down(qo, dq, (size_t)dim * 4);
-    down(ko, dk, (size_t)dim * 4);
-    for (int i = 0; i < dim; i += 2) {
-        /* run.c computes the angle in float; that rounding is part of the function */
-        int    hd = i % head_size;
-        float  freq = 1.0f / powf(10000.0f, hd / (float)head_size), val = pos * freq;
-        double fcr = cos((double)val), fci = sin((double)val);
-        rq[i] = q[i] * fcr - q[i + 1] * fci;
-        rq[i + 1] = q[i] * fci + q[i + 1] * fcr;
-        rk[i] = i < kv_dim ? k[i] * fcr - k[i + 1] * fci : k[i];
-        rk[i + 1] = i < kv_dim ? k[i] * fci + k[i + 1] * fcr : k[i + 1];
+    const float *X = x + c.misalign, *G = g + c.misalign, *W = w + c.misalign, *WM = wm + c.misalign;
+    double       ss = 0;
+    for (int j = 0; j < c.n; j++) ss += (double)X[j] * X[j];
+    ss = 1.0 / sqrt(ss / c.n + 1e-5);
+    for (int j = 0; j < c.n; j++) xn[j] = c.norm ? (double)G[j] * (ss * X[j]) : X[j];
+    for (size_t i = 0; i < d; i++) {
+        double a0 = 0, a1 = 0;
+        for (int j = 0; j < c.n; j++) a0 += (double)W[i * c.n + j] * xn[j], a1 += (double)WM[i * c.n + j] * xn[j];
+        dot[i] = a0, dot[d + i] = a1;
     }
+    for (size_t i = 0; i < d; i++)
+        ref[i] = c.epi == NEO__MV_ADD ? y0[i] + dot[i] : c.epi == NEO__MV_SWIGLU ? dot[i] / (1.0 + exp(-dot[i])) * dot[d + i] : dot[i];
+    if (c.epi == NEO__MV_ROPE)
+        for (int r = 0; r < c.rope_q + c.rope_k; r += 2) {
+            int    i = r < c.rope_q ? r : r - c.rope_q;
+            float  freq = 1.0f / powf(10000.0f, (i % c.head_size) / (float)c.head_size), val = c.pos * freq;
+            double fcr = cos((double)val), fci = sin((double)val);
+            ref[r] = dot[r] * fcr - dot[r + 1] * fci;
+            ref[r + 1] = dot[r] * fci + dot[r + 1] * fcr;
+        }
     char shape[96];
-    snprintf(shape, sizeof shape, "dim %d kv_dim %d head %d pos %d", dim, kv_dim, head_size, pos);
-    double eq = rel_l2(qo, rq, (size_t)dim), ek = rel_l2(ko, rk, (size_t)dim);
-    op_result("rope", shape, s, eq > ek ? eq : ek);
-    OPS.dev_free(ST, dq), OPS.dev_free(ST, dk);
-    free(q), free(k), free(qo), free(ko), free(rq), free(rk);
+    snprintf(shape, sizeof shape, "n %d d %d%s%s", c.n, c.d, c.norm ? " rmsnorm" : "", c.misalign ? " misaligned" : "");
+    if (c.epi == NEO__MV_ROPE)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " q %d k %d head %d pos %d", c.rope_q, c.rope_k, c.head_size,
+                 c.pos);
+    const double err = rel_l2(y, ref, d);
+    const int    det = !memcmp(y, y2, d * 4), ok = s == NEO_OK && err < OPS_TOL && det;
+    CHECK(ok, "%s %s: status %d, err %.3g, det %d", names[c.epi], shape, s, err, det);
+    add_result(names[c.epi], shape, err, det, ok);
+    printf("%-28s %-58s err %.2e %s\n", names[c.epi], shape, err, ok ? "ok" : "FAIL");
+    OPS.dev_free(ST, dw), OPS.dev_free(ST, dwm), OPS.dev_free(ST, dx), OPS.dev_free(ST, dg), OPS.dev_free(ST, dy);
+    free(w), free(wm), free(x), free(g), free(y0), free(y), free(y2), free(ref), free(xn), free(dot);
 }
 
-static void test_swiglu_add(int n) {
-    float  *h = (float *)xmalloc((size_t)n * 4), *h2 = (float *)xmalloc((size_t)n * 4), *o = (float *)xmalloc((size_t)n * 4);
-    double *ref = (double *)xmalloc((size_t)n * 8);
-    fill_normal(h, (size_t)n);
-    fill_normal(h2, (size_t)n);
-    for (int i = 0; i < n; i++) h[i] *= 4.0f;
-    float *dh = (float *)dalloc((size_t)n * 4), *dh2 = (float *)dalloc((size_t)n * 4);
-    up(dh, h, (size_t)n * 4);
-    up(dh2, h2, (size_t)n * 4);
-    int s = OPS.swiglu(ST, dh, dh2, n, NEO__STREAM_MAIN);
-    OPS.stream_sync(ST, NEO__STREAM_MAIN);
-    down(o, dh, (size_t)n * 4);
-    for (int i = 0; i < n; i++) ref[i] = (double)h[i] / (1.0 + exp(-(double)h[i])) * h2[i];
-    char shape[96];
-    snprintf(shape, sizeof shape, "n %d", n);
-    op_result("swiglu", shape, s, rel_l2(o, ref, (size_t)n));
-    up(dh, h, (size_t)n * 4);
-    s = OPS.add(ST, dh, dh2, n, NEO__STREAM_MAIN);
-    OPS.stream_sync(ST, NEO__STREAM_MAIN);
-    down(o, dh, (size_t)n * 4);
-    for (int i = 0; i < n; i++) ref[i] = (double)h[i] + h2[i];
-    op_result("add", shape, s, rel_l2(o, ref, (size_t)n));
-    OPS.dev_free(ST, dh), OPS.dev_free(ST, dh2);
-    free(h), free(h2), free(o), free(ref);
+/* matvec's argument checks: statuses, and nothing launched */
+static void test_matvec_args(void) {
+    float           *buf = (float *)dalloc(64 * 4);
+    neo__matvec_args a;
+    int              ok = 1, s;
+    memset(&a, 0, sizeof a);
+    a.y = buf, a.w = buf + 16, a.x = buf + 32, a.n = 16, a.d = 4, a.epilogue = NEO__MV_SWIGLU; /* no w_mul */
+    ok &= (s = OPS.matvec(ST, &a, NEO__STREAM_MAIN)) == NEO_ERR_INVALID_ARG;
+    a.epilogue = NEO__MV_ROPE, a.head_size = 4, a.rope_q = 3; /* odd */
+    ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
+    a.rope_q = 4, a.rope_k = 2; /* past d */
+    ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
+    a.rope_k = 0, a.epilogue = 7;
+    ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
+    a.epilogue = NEO__MV_STORE, a.n = 0;
+    ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
+    a.n = 16, a.d = 0; /* nothing to do */
+    ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_OK;
+    ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK;
+    CHECK(ok, "matvec bad arguments");
+    add_result("matvec bad args", "no w_mul, odd or too many RoPE rows, bad epilogue, n 0", -1, -1, ok);
+    OPS.dev_free(ST, buf);
 }
 
 /* argmax: the lowest index of the largest value, NaN never winning, 0 when nothing beats -inf;
@@ -953,8 +945,8 @@ static void test_plumbing(void) {
     CHECK(s == NEO_ERR_NO_MEMORY && p == NULL, "host_alloc 1 PiB: %d", s);
     ok &= s == NEO_ERR_NO_MEMORY;
     /* the failures above must not poison later launches */
-    s = OPS.add(ST, (float *)a, (const float *)a, 0, NEO__STREAM_MAIN);
-    ok &= s == NEO_OK;
+    s = OPS.copy(ST, b, a, 0, NEO__STREAM_MAIN);
+    ok &= s == NEO_OK && OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK;
     add_result("plumbing", "copies, copy2d, events, bad args, alloc failure", -1, -1, ok);
     printf("%-28s %-58s %s\n", "plumbing", "copies, copy2d, events, bad args, alloc failure", ok ? "ok" : "FAIL");
     free(a), free(b);
@@ -1159,8 +1151,7 @@ int main(int argc, char **argv) {
     CHECK(s == NEO_OK, "get_ops gave %d", s);
     const int all = OPS.init && OPS.release && OPS.dev_alloc && OPS.dev_free && OPS.host_alloc && OPS.host_free && OPS.copy &&
                     OPS.copy2d && OPS.copy_signal && OPS.await_copy && OPS.record && OPS.wait && OPS.event_sync &&
-                    OPS.stream_sync && OPS.launch_blocking && OPS.append && OPS.attend && OPS.gemv && OPS.rmsnorm && OPS.rope &&
-                    OPS.swiglu && OPS.add && OPS.argmax;
+                    OPS.stream_sync && OPS.launch_blocking && OPS.append && OPS.attend && OPS.matvec && OPS.argmax;
     CHECK(all, "an ops entry is NULL");
     add_result("abi", "wrong version -> UNSUPPORTED, every entry set", -1, -1, s == NEO_OK && all);
     if (s != NEO_OK) return 1;
@@ -1196,15 +1187,16 @@ int main(int argc, char **argv) {
     test_append(NEO_TYPE_F16, 128, 128, 8, 0, 0, 8, 40, 7, 1, 5);
     test_append(NEO_TYPE_BF16, 64, 96, 4, 0, 0, 4, 300, 3, 257, 1);
     test_append(NEO_TYPE_F32, 7, 9, 3, 0, 0, 3, 10, 2, 4, 0);
-    test_gemv(4096, 1000, 0);
-    test_gemv(1001, 333, 1);
-    test_gemv(768, 32000, 0);
-    test_rmsnorm(4096, 1);
-    test_rmsnorm(1000, 0);
-    test_rope(4096, 1024, 128, 1000);
-    test_rope(288, 288, 48, 0);
-    test_rope(64, 16, 8, 255);
-    test_swiglu_add(11008);
+    /* n, d, epilogue, norm, misalign, RoPE q rows, k rows, head size, pos: shapes of the decode
+       loop's projections (Qwen2.5-0.5B, stories) and odd ones; R = 1..8 warps a row */
+    const mvcase mv[] = {{4096, 1000, NEO__MV_STORE, 0, 0, 0, 0, 0, 0},       {1001, 333, NEO__MV_STORE, 0, 1, 0, 0, 0, 0},
+                         {768, 32000, NEO__MV_STORE, 1, 0, 0, 0, 0, 0},       {896, 896, NEO__MV_ADD, 0, 0, 0, 0, 0, 0},
+                         {4864, 896, NEO__MV_ADD, 0, 0, 0, 0, 0, 0},          {1001, 77, NEO__MV_ADD, 1, 1, 0, 0, 0, 0},
+                         {896, 4864, NEO__MV_SWIGLU, 1, 0, 0, 0, 0, 0},       {1001, 333, NEO__MV_SWIGLU, 0, 1, 0, 0, 0, 0},
+                         {896, 1152, NEO__MV_ROPE, 1, 0, 896, 128, 64, 1000}, {4096, 6144, NEO__MV_ROPE, 1, 0, 4096, 1024, 128, 70000},
+                         {288, 288, NEO__MV_ROPE, 0, 0, 288, 0, 48, 0},       {64, 32, NEO__MV_ROPE, 1, 1, 0, 16, 8, 255}};
+    for (size_t i = 0; i < sizeof mv / sizeof *mv; i++) test_matvec(mv[i]);
+    test_matvec_args();
     test_argmax(32000, 0), test_argmax(512, 1), test_argmax(151936, 2), test_argmax(7, 3), test_argmax(1, 0);
 
     const acase *cases = quick ? cases_quick : cases_full;

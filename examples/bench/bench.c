@@ -196,7 +196,7 @@ typedef struct ceilings {
 static ceilings C;
 
 typedef struct brow {
-    char   section[8], shape[16], mode[20], note[240];
+    char   section[8], shape[16], mode[20], note[320];
     long   ctx;
     int    layers, calls;
     double us, gbs, bound_us, ratio, kv_bytes, gpu_bytes, host_bytes;
@@ -760,6 +760,51 @@ static void e2e_step(neo_session *s, int token, float *logits, int vocab, double
     *step_s = now_s() - a;
 }
 
+/* The same step (argmax on the device, no logits copy) eager and as a CUDA graph captured once
+   and replayed, wall time each, median of reps: what a graph of the step would take off. The
+   replay rewrites cell pos, so the session is truncated back after each. -1 when the step cannot
+   be captured (a split layer's both-halves call refuses a capturing stream). */
+static void e2e_graph_probe(neo_session *s, int token, double *eager_us, double *graph_us) {
+    neo__dev_ops   *D = &s->rt->dev;
+    void           *S = s->rt->dev_state;
+    int             pos = neo_session_length(s) - 1, V = s->m->info.vocab_size, next, ok;
+    cudaGraph_t     g = NULL;
+    cudaGraphExec_t ge = NULL;
+    double          t[32];
+    check(neo_session_truncate(s, pos), "neo_session_truncate"); /* the session is full: step its last cell again */
+    for (int r = 0; r < 32; r++) {
+        double t0 = now_s();
+        check(neo__session_forward(s, token, pos), "the probe's forward pass");
+        check((neo_status)D->argmax(S, s->next, s->logits, V, NEO__STREAM_MAIN), "the probe's argmax");
+        CU(cudaMemcpyAsync(&next, s->next, sizeof next, cudaMemcpyDeviceToHost, stream));
+        CU(cudaStreamSynchronize(stream));
+        t[r] = (now_s() - t0) * 1e6;
+        check(neo_session_truncate(s, pos), "neo_session_truncate");
+    }
+    *eager_us = median(t, 32);
+    *graph_us = -1;
+    CU(cudaStreamSynchronize(stream));
+    CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    ok = neo__session_forward(s, token, pos) == NEO_OK && D->argmax(S, s->next, s->logits, V, NEO__STREAM_MAIN) == NEO_OK;
+    if (cudaStreamEndCapture(stream, &g) != cudaSuccess || !ok || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (g) CU(cudaGraphDestroy(g));
+        check(neo_session_truncate(s, pos), "neo_session_truncate");
+        return;
+    }
+    check(neo_session_truncate(s, pos), "neo_session_truncate");
+    for (int r = 0; r < 34; r++) {
+        double t0 = now_s();
+        CU(cudaGraphLaunch(ge, stream));
+        CU(cudaMemcpyAsync(&next, s->next, sizeof next, cudaMemcpyDeviceToHost, stream));
+        CU(cudaStreamSynchronize(stream));
+        if (r >= 2) t[r - 2] = (now_s() - t0) * 1e6;
+    }
+    *graph_us = median(t, 32);
+    CU(cudaGraphExecDestroy(ge));
+    CU(cudaGraphDestroy(g));
+}
+
 static void run_e2e(void) {
     int    ctx = opt.e2e_ctx ? opt.e2e_ctx : opt.quick ? 256 : 4096, gen = opt.quick ? 32 : 128;
     double t_build;
@@ -811,6 +856,8 @@ static void run_e2e(void) {
             if (i < 1024) st_us[i] = st * 1e6, host_us[i] = h * 1e6;
             t = argmax(logits, mi.vocab_size);
         }
+        double probe_eager, probe_graph;
+        e2e_graph_probe(s, t, &probe_eager, &probe_graph);
         neo_layer_info li;
         check(neo_session_get_info(s, &li), "neo_session_get_info");
         neo_session_destroy(s);
@@ -829,8 +876,9 @@ static void run_e2e(void) {
             double on = W / (C.hbm * 1e9) + (g > h ? g : h);
             bound = runs[ri].pipe == NEO_PIPELINE_OFF ? off : runs[ri].pipe == NEO_PIPELINE_ON ? on : (on < off ? on : off);
         }
-        char name[20];
+        char name[20], graph_txt[24];
         snprintf(name, sizeof name, "%s", runs[ri].name);
+        snprintf(graph_txt, sizeof graph_txt, "%.0fus", probe_graph);
         brow r = row_new("e2e", "qwen2.5-0.5b", ctx, name);
         r.layers = mi.n_layers;
         r.calls = gen;
@@ -842,10 +890,11 @@ static void run_e2e(void) {
         r.bound_us = bound * 1e6;
         snprintf(r.note, sizeof r.note,
                  "%s: %.1f tok/s (bound %.0f), median step %.0fus, of it host enqueueing %.0fus; prefill %.0f tok/s; %s; "
-                 "overlapped %lld/%lld",
+                 "overlapped %lld/%lld; one step with argmax: eager %.0fus, CUDA graph %s",
                  runs[ri].what, tps[ri], 1.0 / bound, median(st_us, gen < 1024 ? gen : 1024),
                  median(host_us, gen < 1024 ? gen : 1024), ctx / t_prefill,
-                 ri == 0 ? "tokens = B's" : same ? "tokens = B's" : "tokens differ from B's", li.n_overlapped, li.n_decode);
+                 ri == 0 ? "tokens = B's" : same ? "tokens = B's" : "tokens differ from B's", li.n_overlapped, li.n_decode, probe_eager,
+                 probe_graph < 0 ? "n/a (cannot be captured)" : graph_txt);
         emit(&r);
     }
     printf("# e2e ratios: N/M = %.3f, N/B = %.3f, M/B = %.3f, O/B = %.3f\n", tps[2] / tps[1], tps[2] / tps[0], tps[1] / tps[0],
