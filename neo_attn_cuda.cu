@@ -1283,24 +1283,21 @@ template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(
 /* The decode loop's projections (neo__matvec_args). A unit is what one epilogue needs: a row
    (STORE, ADD), the rows i of w and w_mul (SWIGLU) or a pair of rows (ROPE). R warps share a unit,
    each a slice of n (float4 loads when aligned), so that a short, wide matrix (w2: 896 rows of
-   4864) still puts thousands of warps in flight; the R partial sums add up in warp order. With
-   a norm every block first computes run.c's rms of x (all blocks in the same order, so the same
-   value) and scales x as it reads it. */
+   4864) still puts thousands of warps in flight; the R partial sums add up in warp order. With a
+   norm the dot products run over norm * x and are scaled by run.c's 1 / rms(x) at the end (the
+   same value mathematically): the unit's warps read all of x anyway, so they sum its squares on
+   the way, and no block waits for a reduction before its first load. Every unit sums in the same
+   order, so every row gets the same scale. */
 struct neo__cu_mv {
     float       *y;
     const float *w, *w_mul, *x, *norm;
     int          n, units, R, vec, pos, rope_q, rope_k, head_size;
 };
 
-template <bool NORM>
-__device__ __forceinline__ float neo__mv_x(const float *x, const float *nw, float r, int j) {
-    return NORM ? __ldg(nw + j) * (r * __ldg(x + j)) : __ldg(x + j);
-}
-
-/* s[k] += row k of the unit . x over float4s [a, b) or floats [a, b) */
+/* s[k] += row k of the unit . (norm * x), ss += x . x, over float4s or floats [a, b) */
 template <int ROWS, bool NORM>
-__device__ __forceinline__ void neo__mv_dot(float (&s)[2], const float *const (&wr)[2], const float *x, const float *nw,
-                                            float r, int a, int b, int vec, int lane) {
+__device__ __forceinline__ void neo__mv_dot(float (&s)[2], float &ss, const float *const (&wr)[2], const float *x,
+                                            const float *nw, int a, int b, int vec, int lane) {
     if (vec) {
         const float4 *x4 = reinterpret_cast<const float4 *>(x), *n4 = reinterpret_cast<const float4 *>(nw);
 #pragma unroll 4
@@ -1308,7 +1305,11 @@ __device__ __forceinline__ void neo__mv_dot(float (&s)[2], const float *const (&
             float4 xv = __ldg(x4 + i);
             if (NORM) {
                 const float4 nv = __ldg(n4 + i);
-                xv = make_float4(nv.x * (r * xv.x), nv.y * (r * xv.y), nv.z * (r * xv.z), nv.w * (r * xv.w));
+                ss = fmaf(xv.x, xv.x, ss);
+                ss = fmaf(xv.y, xv.y, ss);
+                ss = fmaf(xv.z, xv.z, ss);
+                ss = fmaf(xv.w, xv.w, ss);
+                xv = make_float4(nv.x * xv.x, nv.y * xv.y, nv.z * xv.z, nv.w * xv.w);
             }
 #pragma unroll
             for (int k = 0; k < ROWS; k++) {
@@ -1322,7 +1323,11 @@ __device__ __forceinline__ void neo__mv_dot(float (&s)[2], const float *const (&
     } else {
 #pragma unroll 4
         for (int i = a + lane; i < b; i += 32) {
-            const float xv = neo__mv_x<NORM>(x, nw, r, i);
+            float xv = __ldg(x + i);
+            if (NORM) {
+                ss = fmaf(xv, xv, ss);
+                xv *= __ldg(nw + i);
+            }
 #pragma unroll
             for (int k = 0; k < ROWS; k++) s[k] = fmaf(__ldg(wr[k] + i), xv, s[k]);
         }
@@ -1331,44 +1336,36 @@ __device__ __forceinline__ void neo__mv_dot(float (&s)[2], const float *const (&
 
 template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec_kernel(const neo__cu_mv a) {
     constexpr int ROWS = EPI == NEO__MV_SWIGLU || EPI == NEO__MV_ROPE ? 2 : 1;
-    __shared__ float s_part[8][2], s_r;
+    __shared__ float s_part[8][3];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, per = 8 / a.R;
     const int u = blockIdx.x * per + warp / a.R, part = warp % a.R;
-    float     r = 0.0f;
-    if (NORM) { /* run.c's rmsnorm scale: 1 / sqrt(sum x^2 / n + 1e-5) */
-        float ss = 0.0f;
-        for (int j = threadIdx.x; j < a.n; j += blockDim.x) ss = fmaf(a.x[j], a.x[j], ss);
-        ss = neo__warp_sum(ss);
-        if (lane == 0) s_part[warp][0] = ss;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float t = 0.0f;
-            for (int w = 0; w < 8; w++) t += s_part[w][0];
-            s_r = 1.0f / sqrtf(t / (float)a.n + 1e-5f);
-        }
-        __syncthreads();
-        r = s_r;
-    }
-    float s[2] = {0.0f, 0.0f};
+    float     s[3] = {0.0f, 0.0f, 0.0f}; /* the rows' sums, then x . x */
     if (u < a.units) {
         const size_t row0 = EPI == NEO__MV_ROPE ? 2 * (size_t)u : (size_t)u;
         const float *const wr[2] = {a.w + row0 * a.n, EPI == NEO__MV_SWIGLU ? a.w_mul + row0 * a.n : a.w + (row0 + 1) * a.n};
         const int len = a.vec ? a.n >> 2 : a.n, lo = (int)((long long)len * part / a.R), hi = (int)((long long)len * (part + 1) / a.R);
-        neo__mv_dot<ROWS, NORM>(s, wr, a.x, a.norm, r, lo, hi, a.vec, lane);
-#pragma unroll
-        for (int k = 0; k < ROWS; k++) s[k] = neo__warp_sum(s[k]);
+        float     two[2] = {0.0f, 0.0f};
+        neo__mv_dot<ROWS, NORM>(two, s[2], wr, a.x, a.norm, lo, hi, a.vec, lane);
+        s[0] = neo__warp_sum(two[0]);
+        if (ROWS == 2) s[1] = neo__warp_sum(two[1]);
+        if (NORM) s[2] = neo__warp_sum(s[2]);
     }
     if (a.R > 1) {
-        if (lane == 0) s_part[warp][0] = s[0], s_part[warp][1] = s[1];
+        if (lane == 0) s_part[warp][0] = s[0], s_part[warp][1] = s[1], s_part[warp][2] = s[2];
         __syncthreads();
         if (part == 0 && lane == 0)
-            for (int k = 0; k < ROWS; k++) {
+            for (int k = 0; k < 3; k++) {
                 float t = s_part[warp][k];
                 for (int p = 1; p < a.R; p++) t += s_part[warp + p][k];
                 s[k] = t;
             }
     }
     if (u >= a.units || part != 0 || lane != 0) return;
+    if (NORM) { /* run.c's rmsnorm scale, 1 / sqrt(x . x / n + 1e-5) */
+        const float r = 1.0f / sqrtf(s[2] / (float)a.n + 1e-5f);
+        s[0] *= r;
+        s[1] *= r;
+    }
     if (EPI == NEO__MV_STORE) a.y[u] = s[0];
     else if (EPI == NEO__MV_ADD) a.y[u] += s[0];
     else if (EPI == NEO__MV_SWIGLU) { /* run.c's order: silu first, then the product */

@@ -8,6 +8,7 @@
        ./build/test_cuda_ops --time     decode attention timings (32 q / 8 kv heads, d 128, f16, and others)
        ./build/test_cuda_ops --time-short   32 q / 8 kv heads, f16, ctx 4k / 32k / 128k; 14/2 d64 4k; 64/8 32k
        ./build/test_cuda_ops --time-ctx 64,4096,131072   32 q / 8 kv heads, d 128, f16 at those contexts
+       ./build/test_cuda_ops --time-shape 14,2,64 --time-ctx 64,4096   another shape at those contexts
        NEO_CUDA_MMA=0 / NEO_CUDA_MAX_SPLITS=N / NEO_CUDA_MMA_BLOCKS=1 or 2 (read by the CUDA runtime at init)
        compare kernels, splits and the tensor-core kernel's wide and narrow blocks
 
@@ -1072,6 +1073,8 @@ static void time_decode(cudaStream_t stream, int n_head, int n_head_kv, int d, i
 }
 
 /* ctx_list: "a,b,.." contexts for 32 q / 8 kv heads, d 128, f16 only (NULL: the fixed lists) */
+static int tshape[3] = {32, 8, 128}; /* --time-ctx's shape: q heads, KV heads, head dim (--time-shape) */
+
 static void run_timing(cudaStream_t stream, int short_list, const char *ctx_list) {
     /* the copy ceiling: a device-to-device copy of 2 GB, bytes read + written */
     const size_t n = (size_t)2 << 30;
@@ -1106,7 +1109,7 @@ static void run_timing(cudaStream_t stream, int short_list, const char *ctx_list
                 fprintf(stderr, "test_cuda_ops: bad context list '%s'\n", ctx_list);
                 exit(2);
             }
-            time_decode(stream, 32, 8, 128, (int)ctx, NEO_TYPE_F16, hbm);
+            time_decode(stream, tshape[0], tshape[1], tshape[2], (int)ctx, NEO_TYPE_F16, hbm);
             c = *end == ',' ? end + 1 : end;
         }
         cudaEventDestroy(e0);
@@ -1137,6 +1140,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--time")) timing = 1;
         else if (!strcmp(argv[i], "--time-short")) timing = short_list = 1;
         else if (!strcmp(argv[i], "--time-ctx") && i + 1 < argc) timing = 1, ctx_list = argv[++i];
+        else if (!strcmp(argv[i], "--time-shape") && i + 1 < argc &&
+                 (sscanf(argv[++i], "%d,%d,%d", &tshape[0], &tshape[1], &tshape[2]) != 3 || tshape[0] < 1 || tshape[1] < 1 ||
+                  tshape[0] % tshape[1] || tshape[2] < 1 || tshape[2] > 256)) {
+            fprintf(stderr, "test_cuda_ops: --time-shape wants q heads,kv heads,head dim (e.g. 14,2,64)\n");
+            return 2;
+        }
     }
     const char *seed = getenv("NEO_TEST_SEED");
     if (seed) rng_s = strtoull(seed, NULL, 10);
