@@ -1851,7 +1851,8 @@ NEO_ATTN__PRIVATE void neo__host_matmul(neo_runtime *rt, float *y, const float *
 NEO_ATTN__PRIVATE int neo__host_matvec(void *state, const neo__matvec_args *a, int stream) {
     neo_runtime *rt = (neo_runtime *)state;
     const float *x = a->x;
-    size_t       need = (a->norm ? (size_t)a->n : 0) + (a->epilogue == NEO__MV_SWIGLU ? (size_t)a->d : 0);
+    size_t       need = (a->norm ? (size_t)a->n : 0) + (a->epilogue == NEO__MV_SWIGLU ? (size_t)a->d : 0) +
+                  (a->epilogue == NEO__MV_ROPE ? (size_t)a->head_size : 0);
     (void)stream;
     if (!a->y || !a->w || !a->x || a->n < 1 || a->d < 0 || (a->epilogue == NEO__MV_SWIGLU && !a->w_mul) ||
         (a->epilogue == NEO__MV_ROPE && (a->head_size < 2 || a->head_size % 2 || a->rope_q % 2 || a->rope_k % 2 ||
@@ -1879,10 +1880,16 @@ NEO_ATTN__PRIVATE int neo__host_matvec(void *state, const neo__matvec_args *a, i
         neo__host_matmul(rt, h2, a->w_mul, x, a->n, a->d, 0);
         for (int i = 0; i < a->d; i++) a->y[i] = a->y[i] * (1.0f / (1.0f + expf(-a->y[i]))) * h2[i];
     } else if (a->epilogue == NEO__MV_ROPE) {
+        /* run.c's angle depends only on the pair's place in its head: each cos / sin once */
+        float *cs = rt->mv_scratch + (a->norm ? a->n : 0);
+        for (int hd = 0; hd < a->head_size; hd += 2) {
+            float freq = 1.0f / powf(10000.0f, (float)hd / (float)a->head_size), val = (float)a->pos * freq;
+            cs[hd] = cosf(val);
+            cs[hd + 1] = sinf(val);
+        }
         for (int r = 0; r < a->rope_q + a->rope_k; r += 2) {
-            int   i = r < a->rope_q ? r : r - a->rope_q;
-            float freq = 1.0f / powf(10000.0f, (float)(i % a->head_size) / (float)a->head_size);
-            float val = (float)a->pos * freq, fcr = cosf(val), fci = sinf(val), v0 = a->y[r], v1 = a->y[r + 1];
+            int   hd = (r < a->rope_q ? r : r - a->rope_q) % a->head_size;
+            float fcr = cs[hd], fci = cs[hd + 1], v0 = a->y[r], v1 = a->y[r + 1];
             a->y[r] = v0 * fcr - v1 * fci;
             a->y[r + 1] = v0 * fci + v1 * fcr;
         }
@@ -2825,9 +2832,9 @@ fail:
     return st;
 }
 
-/* y = W . x through the runtime's matvec op, W: [d][n] (and w_mul for NEO__MV_SWIGLU). */
-NEO_ATTN__PRIVATE int neo__mv(neo_session *s, float *y, const float *w, const float *w_mul, const float *x, const float *norm, int n,
-                              int d, int epi) {
+/* The matvec of y = W . x, W: [d][n] (and w_mul for NEO__MV_SWIGLU), x normalised when norm is set. */
+NEO_ATTN__PRIVATE neo__matvec_args neo__mv_args(float *y, const float *w, const float *w_mul, const float *x, const float *norm, int n,
+                                                int d, int epi) {
     neo__matvec_args a;
     memset(&a, 0, sizeof a);
     a.y = y;
@@ -2838,6 +2845,12 @@ NEO_ATTN__PRIVATE int neo__mv(neo_session *s, float *y, const float *w, const fl
     a.n = n;
     a.d = d;
     a.epilogue = epi;
+    return a;
+}
+
+NEO_ATTN__PRIVATE int neo__mv(neo_session *s, float *y, const float *w, const float *w_mul, const float *x, const float *norm, int n,
+                              int d, int epi) {
+    neo__matvec_args a = neo__mv_args(y, w, w_mul, x, norm, n, d, epi);
     return s->rt->dev.matvec(s->rt->dev_state, &a, NEO__STREAM_MAIN);
 }
 
@@ -2846,15 +2859,7 @@ NEO_ATTN__PRIVATE int neo__mv(neo_session *s, float *y, const float *w, const fl
 NEO_ATTN__PRIVATE int neo__mv_rope(neo_session *s, float *y, const float *w, const float *norm, int d, int rope_q, int rope_k,
                                    int pos) {
     const neo_model_info *mi = &s->m->info;
-    neo__matvec_args      a;
-    memset(&a, 0, sizeof a);
-    a.y = y;
-    a.w = w;
-    a.x = s->x;
-    a.norm = norm;
-    a.n = mi->dim;
-    a.d = d;
-    a.epilogue = NEO__MV_ROPE;
+    neo__matvec_args      a = neo__mv_args(y, w, NULL, s->x, norm, mi->dim, d, NEO__MV_ROPE);
     a.pos = pos;
     a.rope_q = rope_q;
     a.rope_k = rope_k;
