@@ -49,8 +49,9 @@
          random weights of Qwen2.5-0.5B shapes (dim 896, hidden 4864, 24 layers, 14 heads, 2 kv
          heads, vocab 32000, f32 weights as llama2.c stores them), a session with f16 KV, 4096
          tokens stepped to fill the cache (the session API has no bulk append), then 128 tokens
-         timed (each step's argmax moved on by a fixed offset sequence, the same in every run,
-         because random weights repeat one token; the argmaxes are compared with B's):
+         timed, the four runs' sessions stepping in turn so that their medians share the same
+         minutes of the host (each step's argmax moved on by a fixed offset sequence, the same in
+         every run, because random weights repeat one token; the argmaxes are compared with B's):
            B  no split                       M  split 1/2, pipeline OFF (stream-back)
            N  split 1/2, pipeline ON         O  no split, --neo-pipeline off (the project's C4
                                                 reading, as tests/gpu_check.sh: the same as B;
@@ -824,48 +825,55 @@ static void run_e2e(void) {
                  {"N", "split 1/2, pipeline ON (both halves)", 1, NEO_PIPELINE_ON},
                  {"O", "no split, --neo-pipeline off", 0, NEO_PIPELINE_OFF}};
     float *logits = (float *)xmalloc((size_t)mi.vocab_size * sizeof(float));
-    int   *tok_b = (int *)xmalloc((size_t)gen * sizeof(int)), *tok = (int *)xmalloc((size_t)gen * sizeof(int));
-    double tps[4] = {0};
-    int    hd = mi.dim / mi.n_heads;
+    int   *tok = (int *)xmalloc(4 * (size_t)gen * sizeof(int)); /* [run][gen] */
+    double *st_us = (double *)xmalloc(4 * (size_t)gen * sizeof(double)), *host_us = (double *)xmalloc(4 * (size_t)gen * sizeof(double));
+    double tps[4] = {0}, t_prefill[4], t_gen[4] = {0};
+    int    hd = mi.dim / mi.n_heads, t[4];
+    uint32_t offs[4];
     double W = (double)mi.weight_bytes;
     double kv_tok = (double)mi.n_layers * (ctx + gen / 2.0) * mi.n_kv_heads * 2.0 * hd * 2.0; /* mean over the timed tokens */
+    neo_session *S[4];
     for (int ri = 0; ri < 4; ri++) {
-        neo_session     *s = NULL;
         neo_session_desc sd;
         memset(&sd, 0, sizeof sd);
         sd.n_ctx = ctx + gen;
         sd.kv_type = NEO_TYPE_F16;
         sd.gpu_heads = runs[ri].gpu_heads;
         sd.pipeline = runs[ri].pipe;
-        check(neo_session_create(rt_gpu, m, &sd, &s), "neo_session_create");
+        check(neo_session_create(rt_gpu, m, &sd, &S[ri]), "neo_session_create");
         rng = 0x1234567ull; /* the same prompt for every run */
         double t0 = now_s();
-        for (int i = 0; i < ctx; i++) check(neo_session_step(s, (int)(rnd_u32() % (uint32_t)mi.vocab_size), logits), "neo_session_step");
-        double t_prefill = now_s() - t0, t_gen = 0, st_us[1024], host_us[1024];
-        /* greedy, except that a fixed offset sequence moves the token on (random weights tend to repeat
-           one token); tok[] keeps the argmax of every step, to compare runs */
-        uint32_t offs = 0x9E3779B9u;
-        int      t = argmax(logits, mi.vocab_size);
-        for (int i = 0; i < gen; i++) {
-            tok[i] = t;
-            offs = offs * 1664525u + 1013904223u;
-            int    next = (int)(((uint32_t)t + (offs >> 8)) % (uint32_t)mi.vocab_size);
+        for (int i = 0; i < ctx; i++)
+            check(neo_session_step(S[ri], (int)(rnd_u32() % (uint32_t)mi.vocab_size), logits), "neo_session_step");
+        t_prefill[ri] = now_s() - t0;
+        t[ri] = argmax(logits, mi.vocab_size);
+        offs[ri] = 0x9E3779B9u;
+    }
+    /* The runs take their steps in turn (B M N O B M N O ..), so that all four medians come from
+       the same minutes of this host: its threads, which N depends on, vary from minute to minute.
+       Greedy, except that a fixed offset sequence moves the token on (random weights tend to repeat
+       one token); tok keeps the argmax of every step, to compare runs. */
+    for (int i = 0; i < gen; i++)
+        for (int ri = 0; ri < 4; ri++) {
             double h, st;
-            e2e_step(s, next, logits, mi.vocab_size, &h, &st);
-            t_gen += st;
-            if (i < 1024) st_us[i] = st * 1e6, host_us[i] = h * 1e6;
-            t = argmax(logits, mi.vocab_size);
+            tok[ri * gen + i] = t[ri];
+            offs[ri] = offs[ri] * 1664525u + 1013904223u;
+            e2e_step(S[ri], (int)(((uint32_t)t[ri] + (offs[ri] >> 8)) % (uint32_t)mi.vocab_size), logits, mi.vocab_size, &h, &st);
+            t_gen[ri] += st;
+            st_us[ri * gen + i] = st * 1e6;
+            host_us[ri * gen + i] = h * 1e6;
+            for (int v = 0; v < mi.vocab_size; v++)
+                if (!isfinite(logits[v])) die("e2e", "non-finite logits");
+            t[ri] = argmax(logits, mi.vocab_size);
         }
+    for (int ri = 0; ri < 4; ri++) {
         double probe_eager, probe_graph;
-        e2e_graph_probe(s, t, &probe_eager, &probe_graph);
+        e2e_graph_probe(S[ri], t[ri], &probe_eager, &probe_graph);
         neo_layer_info li;
-        check(neo_session_get_info(s, &li), "neo_session_get_info");
-        neo_session_destroy(s);
-        for (int i = 0; i < mi.vocab_size; i++)
-            if (!isfinite(logits[i])) die("e2e", "non-finite logits");
-        if (ri == 0) memcpy(tok_b, tok, (size_t)gen * sizeof(int));
-        int same = !memcmp(tok, tok_b, (size_t)gen * sizeof(int));
-        tps[ri] = gen / t_gen;
+        check(neo_session_get_info(S[ri], &li), "neo_session_get_info");
+        neo_session_destroy(S[ri]);
+        int same = !memcmp(tok + ri * gen, tok, (size_t)gen * sizeof(int));
+        tps[ri] = gen / t_gen[ri];
 
         double kvh = runs[ri].gpu_heads ? kv_tok * (mi.n_kv_heads - runs[ri].gpu_heads) / mi.n_kv_heads : 0, kvg = kv_tok - kvh;
         double bound;
@@ -882,18 +890,17 @@ static void run_e2e(void) {
         brow r = row_new("e2e", "qwen2.5-0.5b", ctx, name);
         r.layers = mi.n_layers;
         r.calls = gen;
-        r.us = t_gen / gen * 1e6;
+        r.us = t_gen[ri] / gen * 1e6;
         r.kv_bytes = kv_tok;
         r.gpu_bytes = kvg;
         r.host_bytes = kvh;
-        r.gbs = (W + kv_tok) / (t_gen / gen) * 1e-9;
+        r.gbs = (W + kv_tok) / (t_gen[ri] / gen) * 1e-9;
         r.bound_us = bound * 1e6;
         snprintf(r.note, sizeof r.note,
                  "%s: %.1f tok/s (bound %.0f), median step %.0fus, of it host enqueueing %.0fus; prefill %.0f tok/s; %s; "
                  "overlapped %lld/%lld; one step with argmax: eager %.0fus, CUDA graph %s",
-                 runs[ri].what, tps[ri], 1.0 / bound, median(st_us, gen < 1024 ? gen : 1024),
-                 median(host_us, gen < 1024 ? gen : 1024), ctx / t_prefill,
-                 ri == 0 ? "tokens = B's" : same ? "tokens = B's" : "tokens differ from B's", li.n_overlapped, li.n_decode, probe_eager,
+                 runs[ri].what, tps[ri], 1.0 / bound, median(st_us + ri * gen, gen), median(host_us + ri * gen, gen),
+                 ctx / t_prefill[ri], same ? "tokens = B's" : "tokens differ from B's", li.n_overlapped, li.n_decode, probe_eager,
                  probe_graph < 0 ? "n/a (cannot be captured)" : graph_txt);
         emit(&r);
     }
@@ -901,7 +908,8 @@ static void run_e2e(void) {
            tps[3] / tps[0]);
     fflush(stdout);
     free(tok);
-    free(tok_b);
+    free(st_us);
+    free(host_us);
     free(logits);
     neo_model_destroy(m);
 }
