@@ -104,9 +104,10 @@
    fields, float32 weights, the skipped RoPE tables, and a classifier only when vocab_size is
    negative in the header). neo_session runs one token at a time through every layer the way
    llama2.c's run.c does, with attention through neo_attn_append / neo_attn_decode and the
-   matmuls on the runtime's pool (on a GPU runtime: on the device, with each layer's wq | wk | wv
-   and w1 | w3 rows stored back to back so that each pair or triple is one launch). Tokenizers
-   and samplers belong to the program (examples/mini-chat has run.c's).
+   matmuls on the runtime's pool. On a GPU runtime they run on the device, each with what run.c
+   does around it folded in (the rmsnorm before, the residual add, SwiGLU or RoPE after) and
+   each layer's wq | wk | wv rows stored back to back: a layer is five launches and attention.
+   Tokenizers and samplers belong to the program (examples/mini-chat has run.c's).
 
    FINDING YOUR WAY
    ----------------
