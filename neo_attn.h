@@ -406,6 +406,17 @@ typedef struct neo__matvec_args {
     int          pos, rope_q, rope_k, head_size;
 } neo__matvec_args;
 
+/* What every matvec op checks first (both implementations): 1 when a can be run. */
+static inline int neo__matvec_ok(const neo__matvec_args *a) {
+    if (!a || !a->y || !a->w || !a->x || a->n < 1 || a->d < 0 || a->epilogue < NEO__MV_STORE || a->epilogue > NEO__MV_ROPE)
+        return 0;
+    if (a->epilogue == NEO__MV_SWIGLU) return a->w_mul != NULL;
+    if (a->epilogue == NEO__MV_ROPE)
+        return a->d % 2 == 0 && a->head_size >= 2 && a->head_size % 2 == 0 && a->rope_q >= 0 && a->rope_k >= 0 &&
+               a->rope_q % 2 == 0 && a->rope_k % 2 == 0 && a->rope_q <= a->d - a->rope_k;
+    return 1;
+}
+
 typedef struct neo__dev_ops {
     int  (*init)(int device, void *engine_stream, void **state);
     void (*release)(void *state);
@@ -1851,14 +1862,14 @@ NEO_ATTN__PRIVATE void neo__host_matmul(neo_runtime *rt, float *y, const float *
 /* The same arithmetic as run.c: rmsnorm into scratch, the matmul, then the epilogue on y. */
 NEO_ATTN__PRIVATE int neo__host_matvec(void *state, const neo__matvec_args *a, int stream) {
     neo_runtime *rt = (neo_runtime *)state;
-    const float *x = a->x;
-    size_t       need = (a->norm ? (size_t)a->n : 0) + (a->epilogue == NEO__MV_SWIGLU ? (size_t)a->d : 0) +
-                  (a->epilogue == NEO__MV_ROPE ? (size_t)a->head_size : 0);
+    const float *x;
+    size_t       need;
     (void)stream;
-    if (!a->y || !a->w || !a->x || a->n < 1 || a->d < 0 || (a->epilogue == NEO__MV_SWIGLU && !a->w_mul) ||
-        (a->epilogue == NEO__MV_ROPE && (a->head_size < 2 || a->head_size % 2 || a->rope_q % 2 || a->rope_k % 2 ||
-                                         a->rope_q < 0 || a->rope_k < 0 || a->rope_q + a->rope_k > a->d)))
-        return NEO_ERR_INVALID_ARG;
+    if (!neo__matvec_ok(a)) return NEO_ERR_INVALID_ARG;
+    if (!a->d) return NEO_OK;
+    x = a->x;
+    need = (a->norm ? (size_t)a->n : 0) + (a->epilogue == NEO__MV_SWIGLU ? (size_t)a->d : 0) +
+           (a->epilogue == NEO__MV_ROPE ? (size_t)a->head_size : 0);
     if (need > rt->mv_scratch_floats) {
         float *p = (float *)neo__alloc(&rt->alloc, need * sizeof(float));
         if (!p) return NEO_ERR_NO_MEMORY;

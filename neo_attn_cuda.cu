@@ -2000,12 +2000,8 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
     int          ok;
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
-    const int    epi = m ? m->epilogue : -1;
-    if (!ok || !m || !m->y || !m->w || !m->x || m->n < 1 || m->d < 0 || epi < NEO__MV_STORE || epi > NEO__MV_ROPE ||
-        (epi == NEO__MV_SWIGLU && !m->w_mul) ||
-        (epi == NEO__MV_ROPE && (m->d % 2 || m->head_size < 2 || m->head_size % 2 || m->rope_q < 0 || m->rope_k < 0 ||
-                                 m->rope_q % 2 || m->rope_k % 2 || m->rope_q + m->rope_k > m->d)))
-        return NEO_ERR_INVALID_ARG;
+    if (!ok || !neo__matvec_ok(m)) return NEO_ERR_INVALID_ARG;
+    const int epi = m->epilogue;
     if (!m->d) return NEO_OK;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
     neo__cu_mv a;
