@@ -1859,6 +1859,15 @@ NEO_ATTN__PRIVATE void neo__host_matmul(neo_runtime *rt, float *y, const float *
     J.rows_per_task = (d + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
     neo__run(rt, (d + J.rows_per_task - 1) / J.rows_per_task, (double)n * d, neo__matmul_task, &J, NULL, NULL, NULL, NULL);
 }
+/* o = w * x / rms(x), as run.c computes it; o may be x */
+NEO_ATTN__PRIVATE void neo__rmsnorm_host(float *o, const float *x, const float *w, int n) {
+    float ss = 0.0f;
+    for (int j = 0; j < n; j++) ss += x[j] * x[j];
+    ss /= (float)n;
+    ss += 1e-5f;
+    ss = 1.0f / sqrtf(ss);
+    for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
+}
 /* The same arithmetic as run.c: rmsnorm into scratch, the matmul, then the epilogue on y. */
 NEO_ATTN__PRIVATE int neo__host_matvec(void *state, const neo__matvec_args *a, int stream) {
     neo_runtime *rt = (neo_runtime *)state;
@@ -1878,13 +1887,8 @@ NEO_ATTN__PRIVATE int neo__host_matvec(void *state, const neo__matvec_args *a, i
         rt->mv_scratch_floats = need;
     }
     if (a->norm) {
-        float *o = rt->mv_scratch, ss = 0.0f;
-        for (int j = 0; j < a->n; j++) ss += x[j] * x[j];
-        ss /= (float)a->n;
-        ss += 1e-5f;
-        ss = 1.0f / sqrtf(ss);
-        for (int j = 0; j < a->n; j++) o[j] = a->norm[j] * (ss * x[j]);
-        x = o;
+        neo__rmsnorm_host(rt->mv_scratch, x, a->norm, a->n);
+        x = rt->mv_scratch;
     }
     neo__host_matmul(rt, a->y, a->w, x, a->n, a->d, a->epilogue == NEO__MV_ADD);
     if (a->epilogue == NEO__MV_SWIGLU) {
@@ -2866,12 +2870,12 @@ NEO_ATTN__PRIVATE int neo__mv(neo_session *s, float *y, const float *w, const fl
     return s->rt->dev.matvec(s->rt->dev_state, &a, NEO__STREAM_MAIN);
 }
 
-/* d rows of q, k, v projections of the normalised x from y on, the first rope_q rotated as q,
-   the next rope_k as k */
-NEO_ATTN__PRIVATE int neo__mv_rope(neo_session *s, float *y, const float *w, const float *norm, int d, int rope_q, int rope_k,
-                                   int pos) {
+/* d rows of q, k, v projections of x (normalised when norm is set) from y on, the first rope_q
+   rotated as q, the next rope_k as k */
+NEO_ATTN__PRIVATE int neo__mv_rope(neo_session *s, float *y, const float *w, const float *x, const float *norm, int d, int rope_q,
+                                   int rope_k, int pos) {
     const neo_model_info *mi = &s->m->info;
-    neo__matvec_args      a = neo__mv_args(y, w, NULL, s->x, norm, mi->dim, d, NEO__MV_ROPE);
+    neo__matvec_args      a = neo__mv_args(y, w, NULL, x, norm, mi->dim, d, NEO__MV_ROPE);
     a.pos = pos;
     a.rope_q = rope_q;
     a.rope_k = rope_k;
@@ -2888,12 +2892,17 @@ NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int
     for (int l = 0; l < mi->n_layers && e == NEO_OK; l++) {
         size_t       ld = (size_t)l * dim;
         const float *rms = s->rms_att + ld;
-        /* attention rmsnorm, q k v projections, RoPE (q, k, v adjacent in act) */
+        /* attention rmsnorm, q k v projections, RoPE (q, k, v adjacent in act). The CPU runtime
+           reads the model's own weights, wq, wk and wv apart: it normalises x once, here (its
+           activations are host memory) */
         if (s->fused)
-            e = neo__mv_rope(s, s->q, s->wq + (size_t)l * (dim + 2 * kv) * dim, rms, dim + 2 * kv, dim, kv, pos);
-        else if ((e = neo__mv_rope(s, s->q, s->wq + ld * dim, rms, dim, dim, 0, pos)) == NEO_OK &&
-                 (e = neo__mv_rope(s, s->k, s->wk + ld * kv, rms, kv, 0, kv, pos)) == NEO_OK)
-            e = neo__mv(s, s->v, s->wv + ld * kv, NULL, s->x, rms, dim, kv, NEO__MV_STORE);
+            e = neo__mv_rope(s, s->q, s->wq + (size_t)l * (dim + 2 * kv) * dim, s->x, rms, dim + 2 * kv, dim, kv, pos);
+        else {
+            neo__rmsnorm_host(s->xb, s->x, rms, dim);
+            if ((e = neo__mv_rope(s, s->q, s->wq + ld * dim, s->xb, NULL, dim, dim, 0, pos)) == NEO_OK &&
+                (e = neo__mv_rope(s, s->k, s->wk + ld * kv, s->xb, NULL, kv, 0, kv, pos)) == NEO_OK)
+                e = neo__mv(s, s->v, s->wv + ld * kv, NULL, s->xb, NULL, dim, kv, NEO__MV_STORE);
+        }
         if (e != NEO_OK) break;
         /* this layer's KV cache and attention over it */
         if ((e = neo_attn_append(s->layers[l], s->k, s->v, 1)) != NEO_OK || (e = neo_attn_decode(s->layers[l], s->q, s->xb)) != NEO_OK)
