@@ -1459,7 +1459,7 @@ struct neo_runtime {
     unsigned     hand_seq;
     neo__attn_args hand_args;    /* the both-halves call's CPU half, a detached job: outlives the call */
     neo__attn_job  hand_job;
-    float       *mv_scratch;     /* host ops' matvec: the normalised x, then w_mul . x */
+    float       *mv_scratch;     /* host ops' matvec: the normalised x, then w_mul . x or RoPE's cos / sin */
     size_t       mv_scratch_floats;
 };
 

@@ -1289,9 +1289,14 @@ template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(
    the way, and no block waits for a reduction before its first load. Every unit sums in the same
    order, so every row gets the same scale. */
 struct neo__cu_mv {
-    float       *y;
-    const float *w, *w_mul, *x, *norm;
-    int          n, units, R, vec, pos, rope_q, rope_k, head_size;
+    float       *y;        /* [d] */
+    const float *w, *w_mul; /* [d][n] each (w_mul: SWIGLU only) */
+    const float *x, *norm; /* [n], [n] or NULL */
+    int          n;
+    int          units;    /* d, or d / 2 for ROPE */
+    int          R;        /* warps a unit: 1, 2, 4 or 8 */
+    int          vec;      /* 1 = every row, x and norm 16-byte aligned (n % 4 == 0) */
+    int          pos, rope_q, rope_k, head_size;
 };
 
 /* s[k] += row k of the unit . (norm * x), ss += x . x, over float4s or floats [a, b) */
