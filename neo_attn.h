@@ -1649,6 +1649,24 @@ NEO_ATTN__PRIVATE void neo__merge_head(const neo__attn_args *a, int t, int h, co
                a->out ? a->out + th * a->head_dim_v : NULL, a->out && a->sinks ? a->sinks + h : NULL);
 }
 
+/* A gated decode task's wait for its queries, spent pulling its K and V rows [c0, c1) of head g
+   toward the core (into L2): they do not depend on the queries, and the rows of a small job are
+   otherwise fetched at one thread's share of DRAM after the gate opens. Rows the device writes
+   meanwhile (the new cell) are kept coherent by the hardware. */
+NEO_ATTN__PRIVATE void neo__await_gate_warm(const neo__attn_args *a, int g, int c0, int c1) {
+    size_t      es, kb, vb, o = 0;
+    const char *k, *v;
+    if (!a->gate) return;
+    es = neo__type_size((neo_type)a->kv_type);
+    k = (const char *)a->k + ((size_t)(g - a->kv_h0) * a->kv_cells + (size_t)(c0 - a->cell_base)) * a->head_dim * es;
+    v = (const char *)a->v + ((size_t)(g - a->kv_h0) * a->kv_cells + (size_t)(c0 - a->cell_base)) * a->head_dim_v * es;
+    kb = (size_t)(c1 - c0) * a->head_dim * es;
+    vb = (size_t)(c1 - c0) * a->head_dim_v * es;
+    for (; o < kb + vb && __atomic_load_n(a->gate, __ATOMIC_ACQUIRE) != a->gate_seq; o += 64)
+        __builtin_prefetch(o < kb ? k + o : v + (o - kb), 0, 2);
+    neo__spin_until(a->gate, a->gate_seq);
+}
+
 NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
     const neo__attn_job  *J = (const neo__attn_job *)user;
     const neo__attn_args *a = J->a;
@@ -1659,6 +1677,7 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
     float *first = rt->partial + (size_t)hi * J->n_chunks * G * stride; /* [n_chunks][G][stride] */
     float *part = first + (size_t)c * G * stride;
     neo__qstate st;
+    neo__await_gate_warm(a, g, c0, c1);
     neo__qstate_init(&st, J, rt->scratch[thread], g, 0, 1);
     neo__attend(J, &rt->kern, &st, c0, c1);
     for (int r = 0; r < G; r++) {

@@ -12,6 +12,7 @@
 #include "cpu_isa.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -571,6 +572,60 @@ static void test_full(void) {
 }
 
 /* every CPU path x 1..4 threads: bitwise equal per path, and each under the bound */
+/* A gated decode (the CPU half of both halves at once): the tasks wait for a flag another thread
+   sets later (the device, in the library), warming their rows meanwhile; the output must be
+   bitwise the ungated call's, with NaN-poisoned outputs first. */
+typedef struct gate_opener {
+    unsigned *flag;
+    unsigned  seq;
+} gate_opener;
+static void *open_gate_later(void *arg) {
+    gate_opener    *g = (gate_opener *)arg;
+    struct timespec ts = {0, 3000000}; /* 3 ms: every task is waiting by then */
+    nanosleep(&ts, NULL);
+    __atomic_store_n(g->flag, g->seq, __ATOMIC_RELEASE);
+    return NULL;
+}
+static void test_gated(void) {
+    const int   ctx = 1500, n_head = 8, n_kv = 2, d = 64;
+    neo_runtime *rt = NULL;
+    for (int i = 2; i >= 0 && !rt; i--)
+        if (isa_ok[i]) rt = rts[i][3];
+    if (!rt) return;
+    neo_layer_desc ld = shape(n_head, n_kv, d, d, 2048, NEO_TYPE_F16);
+    neo_layer     *L = NULL;
+    check_context("gated decode: layer");
+    if (!CHECK_STATUS(neo_layer_create(rt, &ld, &L), NEO_OK)) return;
+    float *k = (float *)malloc(sizeof(float) * (size_t)ctx * n_kv * d), *v = (float *)malloc(sizeof(float) * (size_t)ctx * n_kv * d);
+    float  q[8 * 64], ref[8 * 64], out[8 * 64];
+    rng_fill(k, (size_t)ctx * n_kv * d, -1.0f, 1.0f);
+    rng_fill(v, (size_t)ctx * n_kv * d, -1.0f, 1.0f);
+    rng_fill(q, sizeof q / sizeof *q, -1.0f, 1.0f);
+    CHECK_STATUS(neo_attn_append(L, k, v, ctx), NEO_OK);
+    CHECK_STATUS(neo_attn_decode(L, q, ref), NEO_OK);
+    for (int round = 0; round < 3; round++) {
+        unsigned       flag = 0;
+        gate_opener    go = {&flag, 7u + (unsigned)round};
+        pthread_t      th;
+        neo__attn_args a;
+        for (size_t i = 0; i < sizeof out / sizeof *out; i++) out[i] = NAN;
+        neo__layer_args(L, &a, q, 1, out, 0);
+        a.k = L->k_host;
+        a.v = L->v_host;
+        a.h1 = L->n_head_kv;
+        a.gate = &flag;
+        a.gate_seq = go.seq;
+        check_context("gated decode: round %d", round);
+        if (!CHECK(pthread_create(&th, NULL, open_gate_later, &go) == 0)) break;
+        CHECK_STATUS((neo_status)neo__cpu_attend(rt, &a, NULL, NULL), NEO_OK);
+        pthread_join(th, NULL);
+        CHECK(memcmp(out, ref, sizeof out) == 0);
+    }
+    neo_layer_destroy(L);
+    free(k);
+    free(v);
+}
+
 static void test_determinism(void) {
     char name[96];
     tcase c;
@@ -686,6 +741,7 @@ int main(void) {
     timed("truncate", test_truncate);
     timed("full cache", test_full);
     timed("determinism", test_determinism);
+    timed("gated decode", test_gated);
     timed("split layers", test_split);
 report:
 
