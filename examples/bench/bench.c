@@ -43,7 +43,9 @@
            auto      the smaller of the two
          Notes: on rows time each half alone on the same layers (the device heads' attention on
          the engine stream; the host heads' CPU attention from host q, through library internals)
-         and give join = time - max(the two), the orchestration's cost beyond the slower half;
+         and give join = time - max(the two), the orchestration's cost beyond the slower half (ON's
+         CPU tasks prefetch their rows while they wait for the queries, which the half timed alone
+         cannot: a join below zero is that);
          off rows give the rate the host bytes moved at once the GPU half's time is taken out.
    e2e   The decode loop: neo_model from a synthetic llama2.c checkpoint built in memory with
          random weights of Qwen2.5-0.5B shapes (dim 896, hidden 4864, 24 layers, 14 heads, 2 kv
