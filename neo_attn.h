@@ -1571,17 +1571,22 @@ NEO_ATTN__PRIVATE void neo__qstate_init(neo__qstate *st, const neo__attn_job *J,
 
 /* Attends every query of st to cells [c0, c1) of KV head g; cells after a query's position
    are masked out. */
+/* Where cell c of KV head g starts in a's K (v = 0) or V (v = 1) cache. */
+NEO_ATTN__PRIVATE const char *neo__kv_row(const neo__attn_args *a, int g, int c, int v) {
+    size_t es = neo__type_size((neo_type)a->kv_type), w = (size_t)(v ? a->head_dim_v : a->head_dim);
+    return (const char *)(v ? a->v : a->k) + ((size_t)(g - a->kv_h0) * (size_t)a->kv_cells + (size_t)(c - a->cell_base)) * w * es;
+}
+
 NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *kr, neo__qstate *st, int c0, int c1) {
     const neo__attn_args *a = J->a;
     int         d = a->head_dim, dv = a->head_dim_v, G = J->group;
     neo_type    t = (neo_type)a->kv_type;
-    size_t      es = neo__type_size(t), hk = (size_t)(st->g - a->kv_h0);
-    const char *kbase = (const char *)a->k + (hk * (size_t)a->kv_cells - (size_t)a->cell_base) * d * es;
-    const char *vbase = (const char *)a->v + (hk * (size_t)a->kv_cells - (size_t)a->cell_base) * dv * es;
+    size_t      es = neo__type_size(t);
+    const char *k0 = neo__kv_row(a, st->g, c0, 0), *v0 = neo__kv_row(a, st->g, c0, 1); /* cell c0 */
     int         pos0 = a->pos0 + st->t0; /* position of the task's first token */
     for (int c = c0; c < c1; c += NEO__BLOCK) {
         int nk = c1 - c < NEO__BLOCK ? c1 - c : NEO__BLOCK;
-        kr->scores(st->s, st->q, kbase + (size_t)c * d * es, t, st->nq, nk, d);
+        kr->scores(st->s, st->q, k0 + (size_t)(c - c0) * d * es, t, st->nq, nk, d);
         for (int r = 0; r < st->nq; r++) {
             float *s = st->s + r * NEO__BLOCK;
             int    pos = pos0 + r / G, nv = pos - c + 1;
@@ -1606,7 +1611,7 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
             }
             st->l[r] += kr->exp_sum(s, nv, st->m[r]);
         }
-        kr->pv(st->acc, st->s, vbase + (size_t)c * dv * es, t, st->nq, nk, dv);
+        kr->pv(st->acc, st->s, v0 + (size_t)(c - c0) * dv * es, t, st->nq, nk, dv);
     }
 }
 
@@ -1654,14 +1659,13 @@ NEO_ATTN__PRIVATE void neo__merge_head(const neo__attn_args *a, int t, int h, co
    otherwise fetched at one thread's share of DRAM after the gate opens. Rows the device writes
    meanwhile (the new cell) are kept coherent by the hardware. */
 NEO_ATTN__PRIVATE void neo__await_gate_warm(const neo__attn_args *a, int g, int c0, int c1) {
-    size_t      es, kb, vb, o = 0;
+    size_t      kb, vb, o = 0;
     const char *k, *v;
     if (!a->gate) return;
-    es = neo__type_size((neo_type)a->kv_type);
-    k = (const char *)a->k + ((size_t)(g - a->kv_h0) * a->kv_cells + (size_t)(c0 - a->cell_base)) * a->head_dim * es;
-    v = (const char *)a->v + ((size_t)(g - a->kv_h0) * a->kv_cells + (size_t)(c0 - a->cell_base)) * a->head_dim_v * es;
-    kb = (size_t)(c1 - c0) * a->head_dim * es;
-    vb = (size_t)(c1 - c0) * a->head_dim_v * es;
+    k = neo__kv_row(a, g, c0, 0);
+    v = neo__kv_row(a, g, c0, 1);
+    kb = (size_t)(neo__kv_row(a, g, c1, 0) - k);
+    vb = (size_t)(neo__kv_row(a, g, c1, 1) - v);
     for (; o < kb + vb && __atomic_load_n(a->gate, __ATOMIC_ACQUIRE) != a->gate_seq; o += 64)
         __builtin_prefetch(o < kb ? k + o : v + (o - kb), 0, 2);
     neo__spin_until(a->gate, a->gate_seq);
@@ -1848,35 +1852,44 @@ NEO_ATTN__PRIVATE int neo__host_attend(void *state, const neo__attn_args *a, int
     return neo__cpu_attend((neo_runtime *)state, a, NULL, NULL);
 }
 
-/* out: [d] = (or +=) w: [d][n] . x: [n], rows spread over the pool (each row is one dot
-   product, so the result does not depend on the split). */
+/* out: [d] = (or +=) w: [d][n] . x: [n], and out2: [d] = w2: [d][n] . x when w2 is set, in one
+   job: rows spread over the pool (each row is one dot product, so the result does not depend on
+   the split). */
 typedef struct neo__matmul_job {
-    float              *out;
-    const float        *x, *w;
+    float              *out, *out2;
+    const float        *x, *w, *w2;
     int                 n, d, rows_per_task, add;
     const neo__kernels *kern;
 } neo__matmul_job;
 
 NEO_ATTN__PRIVATE void neo__matmul_task(void *user, int task, int thread) {
     const neo__matmul_job *J = (const neo__matmul_job *)user;
-    int i1 = (task + 1) * J->rows_per_task < J->d ? (task + 1) * J->rows_per_task : J->d;
+    int rows = J->w2 ? 2 * J->d : J->d, i1 = (task + 1) * J->rows_per_task < rows ? (task + 1) * J->rows_per_task : rows;
     (void)thread;
     for (int i = task * J->rows_per_task; i < i1; i++) {
+        if (i >= J->d) { /* a row of w2 */
+            J->out2[i - J->d] = J->kern->dot(J->w2 + (size_t)(i - J->d) * J->n, J->x, J->n);
+            continue;
+        }
         float v = J->kern->dot(J->w + (size_t)i * J->n, J->x, J->n);
         J->out[i] = J->add ? J->out[i] + v : v;
     }
 }
-NEO_ATTN__PRIVATE void neo__host_matmul(neo_runtime *rt, float *y, const float *w, const float *x, int n, int d, int add) {
+NEO_ATTN__PRIVATE void neo__host_matmul(neo_runtime *rt, float *y, const float *w, float *y2, const float *w2, const float *x, int n,
+                                        int d, int add) {
     neo__matmul_job J;
+    int             rows = w2 ? 2 * d : d;
     J.out = y;
+    J.out2 = y2;
     J.x = x;
     J.w = w;
+    J.w2 = w2;
     J.n = n;
     J.d = d;
     J.add = add;
     J.kern = &rt->kern;
-    J.rows_per_task = (d + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
-    neo__run(rt, (d + J.rows_per_task - 1) / J.rows_per_task, (double)n * d, neo__matmul_task, &J, NULL, NULL, NULL, NULL);
+    J.rows_per_task = (rows + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
+    neo__run(rt, (rows + J.rows_per_task - 1) / J.rows_per_task, (double)n * rows, neo__matmul_task, &J, NULL, NULL, NULL, NULL);
 }
 /* o = w * x / rms(x), as run.c computes it; o may be x */
 NEO_ATTN__PRIVATE void neo__rmsnorm_host(float *o, const float *x, const float *w, int n) {
@@ -1891,6 +1904,7 @@ NEO_ATTN__PRIVATE void neo__rmsnorm_host(float *o, const float *x, const float *
 NEO_ATTN__PRIVATE int neo__host_matvec(void *state, const neo__matvec_args *a, int stream) {
     neo_runtime *rt = (neo_runtime *)state;
     const float *x;
+    float       *tail; /* scratch past the normalised x: SWIGLU's w_mul . x, or RoPE's cos / sin */
     size_t       need;
     (void)stream;
     if (!neo__matvec_ok(a)) return NEO_ERR_INVALID_ARG;
@@ -1905,18 +1919,18 @@ NEO_ATTN__PRIVATE int neo__host_matvec(void *state, const neo__matvec_args *a, i
         rt->mv_scratch = p;
         rt->mv_scratch_floats = need;
     }
+    tail = rt->mv_scratch;
     if (a->norm) {
         neo__rmsnorm_host(rt->mv_scratch, x, a->norm, a->n);
         x = rt->mv_scratch;
+        tail += a->n;
     }
-    neo__host_matmul(rt, a->y, a->w, x, a->n, a->d, a->epilogue == NEO__MV_ADD);
+    neo__host_matmul(rt, a->y, a->w, tail, a->epilogue == NEO__MV_SWIGLU ? a->w_mul : NULL, x, a->n, a->d, a->epilogue == NEO__MV_ADD);
     if (a->epilogue == NEO__MV_SWIGLU) {
-        float *h2 = rt->mv_scratch + (a->norm ? a->n : 0);
-        neo__host_matmul(rt, h2, a->w_mul, x, a->n, a->d, 0);
-        for (int i = 0; i < a->d; i++) a->y[i] = a->y[i] * (1.0f / (1.0f + expf(-a->y[i]))) * h2[i];
+        for (int i = 0; i < a->d; i++) a->y[i] = a->y[i] * (1.0f / (1.0f + expf(-a->y[i]))) * tail[i];
     } else if (a->epilogue == NEO__MV_ROPE) {
         /* run.c's angle depends only on the pair's place in its head: each cos / sin once */
-        float *cs = rt->mv_scratch + (a->norm ? a->n : 0);
+        float *cs = tail;
         for (int hd = 0; hd < a->head_size; hd += 2) {
             float freq = 1.0f / powf(10000.0f, (float)hd / (float)a->head_size), val = (float)a->pos * freq;
             cs[hd] = cosf(val);
