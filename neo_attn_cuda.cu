@@ -622,9 +622,11 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
    epilogue under the other's loads. 64/8/128 at 32k: wide 43.5, narrow 45.7. 14/2/64 is faster
    wide at every context (4k 8.7 / 10.8, 128k 32.3 / 37.3). 6 or 8 warps, and 4 warps with 2- or
    3-deep rings, ran at 0.76-0.85 at 128k. So the narrow block is for head_dim 128 from 64k cells
-   a KV head. */
+   a KV head. Head_dim 64 streams faster with 2-deep rings than 4 (half the bytes in flight):
+   14/2/64 back to back, 4 -> 2 stages: 32k 15.0 -> 13.8 us, 128k 32.4 -> 28.8, 512k 92.1 ->
+   77.2; 3 stages 81.7 at 512k; 8 or 14 warps, or 6 warps with 4 stages, no better. */
 #ifndef NEO__CU_MMA_NS64
-#define NEO__CU_MMA_NS64 4 /* ring depth of each warp, head_dim 64 */
+#define NEO__CU_MMA_NS64 2 /* ring depth of each warp, head_dim 64 */
 #endif
 #ifndef NEO__CU_MMA_NS128
 #define NEO__CU_MMA_NS128 2 /* head_dim 128 (head_dim 256: 3, with 4 warps, one block an SM) */
@@ -792,6 +794,12 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
         load(pre, pre);
         if constexpr (!TMA) neo__cp_async_commit();
     }
+    /* Head_dim 128 and 256 let the next kernel launch now: its blocks take an SM as soon as one of
+       this grid's leaves it, and request their first tiles while this grid's last blocks finish
+       (32/8/128 back to back: 32k 42.5 -> 40.7 us, 128k 131.4 -> 129.4). Head_dim 64 keeps the
+       trigger after its main loop (early: 32k 13.8 -> 14.4). */
+    constexpr bool EARLY = D != 64;
+    if constexpr (EARLY) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     asm volatile("griddepcontrol.wait;" ::: "memory");
     for (int s = pre; s < NS; s++) {
         if (s < nw) load(s, s);
@@ -991,7 +999,7 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
     }
     __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
     /* the next kernel may start launching; it waits for this grid's completion before touching memory */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if constexpr (!EARLY) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
     float *red = reinterpret_cast<float *>(neo__smem); /* [W][8][RS] the warps' acc */
     float *pbuf = red + W * NEO__MMA_NQ * RS;          /* [8][D] the block's partial when S == 1 */
