@@ -89,7 +89,10 @@
    -----------------------
    A runtime owns a persistent pool of n_threads - 1 workers; the calling thread is the last
    one. Workers spin for NEO_ATTN_SPIN_US microseconds after a job before they sleep, because
-   the wake-up is paid once per layer per token. An engine with a pool of its own passes it
+   the wake-up is paid once per layer per token. A call waits for its tasks, never for a
+   worker that has no core at the moment: asking for more threads than the machine has free
+   cores costs little (2 cores, 16 threads: 70 us a 14/2/64 4k decode, as with 2 threads; 337 us
+   when every call waited for every worker). An engine with a pool of its own passes it
    instead (neo_runtime_desc.parallel_for): the runtime then starts no threads and runs every
    parallel job through it, output unchanged. CPU attention splits every KV head's cells
    into chunks whose size depends only on the context length, and merges the chunks in a fixed
@@ -659,17 +662,21 @@ NEO_ATTN__PUBLIC const char *neo_cpu_isa_name(neo_cpu_isa isa) {
    >>pool: persistent workers and one primitive, a parallel-for the caller takes part in
    =============================================================================================
    A job is (fn, user, n_tasks); tasks are handed out by an atomic counter, so which thread runs
-   which task varies, and callers must make results independent of that. Every worker checks in
-   after each job, and the caller waits for all of them, so job fields are never read while the
-   next job writes them. Idle workers spin for NEO_ATTN_SPIN_US, then sleep on a condition
-   variable; the caller signals only when someone sleeps. A job may carry a first step that the
-   caller runs once the workers have it, before taking tasks (the both-halves call enqueues the
-   device's work there, so the workers are already spinning when their input lands). A detached
-   job (one with a done step) does not make the caller wait for the workers: it returns once no
-   task is left to take, the thread that finishes the last task runs the done step, and the next
-   job (or neo__pool_wait) first waits for every worker to check in. With an engine's
-   parallel-for (neo_runtime_desc.parallel_for) the pool has no workers and hands every job of
-   more than one task to it: first, the engine's parallel-for, then done, on the caller. */
+   which task varies, and callers must make results independent of that. The caller waits for a
+   job's tasks, never for its workers: a worker that sleeps, or that the system has not given a
+   core (more threads than free cores), misses the job and the others take its share. A worker
+   joins a job by counting itself in and then checking that the job is still the published one;
+   before it writes the next job, the caller closes the slot and waits until no worker is inside
+   (a few instructions after the last task), so job fields are never read while written. Idle
+   workers spin for NEO_ATTN_SPIN_US, then sleep on a condition variable; the caller signals only
+   when someone sleeps. A job may carry a first step that the caller runs once the workers have
+   it, before taking tasks (the both-halves call enqueues the device's work there, so the workers
+   are already spinning when their input lands). A detached job (one with a done step) does not
+   make the caller wait for its tasks: it returns once no task is left to take, the thread that
+   finishes the last task runs the done step, and the next job (or neo__pool_wait) first waits
+   for that. With an engine's parallel-for (neo_runtime_desc.parallel_for) the pool has no
+   workers and hands every job of more than one task to it: first, the engine's parallel-for,
+   then done, on the caller. */
 typedef int (*neo__first_fn)(void *ctx); /* a neo_status */
 
 #if !NEO_ATTN_NO_THREADS
@@ -690,20 +697,20 @@ typedef struct neo__pool {
     neo__worker    *workers; /* [n_workers] */
     pthread_mutex_t mu;
     pthread_cond_t  cv;       /* workers sleep here between jobs */
-    pthread_cond_t  cv_done;  /* the caller sleeps here when its job's workers are slow to finish */
+    pthread_cond_t  cv_done;  /* the caller sleeps here when a job's tasks (or its workers) are slow to finish */
     int             waiting;  /* atomic: the caller sleeps on cv_done */
-    neo_task_fn     fn;       /* the job: written only while no worker is inside one */
+    neo_task_fn     fn;       /* the job: written only while the slot is closed and no worker is inside */
     void           *user;
     int             n_tasks;
-    unsigned        gen;      /* atomic: bumped to publish a job */
-    int             next;     /* atomic: next task index */
-    int             detached; /* the caller's: the current job is detached (its workers may still be in it) */
     void          (*done)(void *ctx); /* a detached job's last step, run after its last task */
     void           *done_ctx;
-    int             tasks_done; /* atomic: tasks of a detached job finished */
-    int             finished; /* atomic: workers done with the current job */
-    int             sleeping; /* atomic: workers waiting on cv */
-    int             stop;     /* atomic */
+    unsigned        gen;        /* atomic: even: job gen is open; odd: the slot is closed while the caller writes */
+    int             next;       /* atomic: next task index */
+    int             tasks_done; /* atomic: tasks of the current job finished (and its done step, if any, run) */
+    int             active;     /* atomic: workers inside the current job */
+    int             detached;   /* the caller's: the current job is detached (its tasks may still run) */
+    int             sleeping;   /* atomic: workers waiting on cv */
+    int             stop;       /* atomic */
 #endif
 } neo__pool;
 
@@ -725,20 +732,47 @@ NEO_ATTN__PRIVATE void neo__spin_until(const unsigned *flag, unsigned seq) {
 
 #if !NEO_ATTN_NO_THREADS
 
+/* Wakes the caller if it sleeps on cv_done: a count it waits on has moved. */
+NEO_ATTN__PRIVATE void neo__pool_poke(neo__pool *p) {
+    if (!__atomic_load_n(&p->waiting, __ATOMIC_SEQ_CST)) return;
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_signal(&p->cv_done);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Takes tasks of the current job until none is left. The thread that finishes the last task runs
+   a detached job's done step and only then marks the job over (tasks_done = n_tasks + 1), so a
+   wait for the job is a wait for done too. */
+NEO_ATTN__PRIVATE void neo__pool_take(neo__pool *p, int thread) {
+    for (;;) {
+        int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+        if (i >= p->n_tasks) return;
+        p->fn(p->user, i, thread);
+        if (__atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_ACQ_REL) < p->n_tasks) continue;
+        if (p->done) p->done(p->done_ctx);
+        __atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_ACQ_REL);
+        neo__pool_poke(p);
+    }
+}
+
 NEO_ATTN__PRIVATE void *neo__worker_main(void *arg) {
     neo__worker *w = (neo__worker *)arg;
     neo__pool   *p = w->pool;
-    unsigned     seen = 0;
+    unsigned     seen = 0, g = 0; /* the last job this worker looked at; the published one */
     for (;;) {
         double t0 = neo__now_us();
         for (int spins = 0;; spins++) {
-            if (__atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) != seen || __atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) break;
+            g = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
+            if ((g != seen && !(g & 1u)) || __atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) break;
             if ((spins & 255) == 255) {
                 if (neo__now_us() - t0 > NEO_ATTN_SPIN_US) {
                     pthread_mutex_lock(&p->mu);
                     __atomic_fetch_add(&p->sleeping, 1, __ATOMIC_SEQ_CST);
-                    while (__atomic_load_n(&p->gen, __ATOMIC_SEQ_CST) == seen && !__atomic_load_n(&p->stop, __ATOMIC_SEQ_CST))
+                    for (;;) {
+                        g = __atomic_load_n(&p->gen, __ATOMIC_SEQ_CST);
+                        if ((g != seen && !(g & 1u)) || __atomic_load_n(&p->stop, __ATOMIC_SEQ_CST)) break;
                         pthread_cond_wait(&p->cv, &p->mu);
+                    }
                     __atomic_fetch_sub(&p->sleeping, 1, __ATOMIC_SEQ_CST);
                     pthread_mutex_unlock(&p->mu);
                     t0 = neo__now_us();
@@ -749,20 +783,12 @@ NEO_ATTN__PRIVATE void *neo__worker_main(void *arg) {
             neo__cpu_relax();
         }
         if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) break;
-        seen = __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE);
-        for (;;) {
-            int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
-            if (i >= p->n_tasks) break;
-            p->fn(p->user, i, w->id);
-            /* before this worker checks in, so the job fields are still this job's */
-            if (p->done && __atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_ACQ_REL) == p->n_tasks) p->done(p->done_ctx);
-        }
-        if (__atomic_add_fetch(&p->finished, 1, __ATOMIC_SEQ_CST) == p->n_workers &&
-            __atomic_load_n(&p->waiting, __ATOMIC_SEQ_CST)) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->cv_done);
-            pthread_mutex_unlock(&p->mu);
-        }
+        seen = g;
+        /* counted in first, then checked: either the caller, closing the slot, sees this worker
+           inside and waits, or this worker sees the slot moved on and leaves */
+        __atomic_fetch_add(&p->active, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&p->gen, __ATOMIC_SEQ_CST) == g) neo__pool_take(p, w->id);
+        if (__atomic_sub_fetch(&p->active, 1, __ATOMIC_SEQ_CST) == 0) neo__pool_poke(p);
     }
     return NULL;
 }
@@ -845,35 +871,45 @@ no_threads:
 }
 
 #if !NEO_ATTN_NO_THREADS
-/* Publishes a job to the workers; the caller has waited for the last one. */
-NEO_ATTN__PRIVATE void neo__pool_publish(neo__pool *p, int n_tasks, neo_task_fn fn, void *user) {
-    p->fn = fn;
-    p->user = user;
-    p->n_tasks = n_tasks;
-    __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->finished, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->tasks_done, 0, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&p->gen, 1u, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)) {
-        pthread_mutex_lock(&p->mu);
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-    }
+/* Spins briefly, then sleeps, until the current job is over (what = 0) or no worker is inside it
+   (what = 1): a worker that shares this CPU (an oversubscribed or busy machine) can only finish
+   once the caller stops spinning. */
+NEO_ATTN__PRIVATE int neo__pool_settled(neo__pool *p, int what) {
+    return what ? __atomic_load_n(&p->active, __ATOMIC_SEQ_CST) == 0
+                : __atomic_load_n(&p->tasks_done, __ATOMIC_SEQ_CST) > p->n_tasks;
 }
-
-/* Waits until every worker has checked in from the current job. Spins briefly, then sleeps: a
-   worker that shares this CPU (an oversubscribed or busy machine) can only finish once the
-   caller stops spinning. */
-NEO_ATTN__PRIVATE void neo__pool_join(neo__pool *p) {
-    for (int spins = 0; __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE) < p->n_workers; spins++) {
+NEO_ATTN__PRIVATE void neo__pool_settle(neo__pool *p, int what) {
+    for (int spins = 0; !neo__pool_settled(p, what); spins++) {
         if (spins < 2048) {
             neo__cpu_relax();
             continue;
         }
         pthread_mutex_lock(&p->mu);
         __atomic_store_n(&p->waiting, 1, __ATOMIC_SEQ_CST);
-        while (__atomic_load_n(&p->finished, __ATOMIC_SEQ_CST) < p->n_workers) pthread_cond_wait(&p->cv_done, &p->mu);
+        while (!neo__pool_settled(p, what)) pthread_cond_wait(&p->cv_done, &p->mu);
         __atomic_store_n(&p->waiting, 0, __ATOMIC_SEQ_CST);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* Publishes a job to the workers; the last one is over. The slot is closed (gen odd) and the
+   workers still inside the last job (past its last task) are let out before its fields change. */
+NEO_ATTN__PRIVATE void neo__pool_publish(neo__pool *p, int n_tasks, neo_task_fn fn, void *user, void (*done)(void *),
+                                         void *done_ctx) {
+    __atomic_fetch_add(&p->gen, 1u, __ATOMIC_SEQ_CST);
+    neo__pool_settle(p, 1);
+    p->fn = fn;
+    p->user = user;
+    p->n_tasks = n_tasks;
+    p->done = done;
+    p->done_ctx = done_ctx;
+    p->detached = done != NULL;
+    __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->tasks_done, 0, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&p->gen, 1u, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
 }
@@ -884,9 +920,8 @@ NEO_ATTN__PRIVATE void neo__pool_join(neo__pool *p) {
 NEO_ATTN__PRIVATE void neo__pool_wait(neo__pool *p) {
 #if !NEO_ATTN_NO_THREADS
     if (!p->detached) return;
-    neo__pool_join(p);
+    neo__pool_settle(p, 0);
     p->detached = 0;
-    p->done = NULL;
 #else
     (void)p;
 #endif
@@ -895,8 +930,8 @@ NEO_ATTN__PRIVATE void neo__pool_wait(neo__pool *p) {
 /* Runs first(ctx) if given, and fn(user, task, thread) for task in [0, n_tasks) with thread in
    [0, n_threads), the caller taking tasks too; returns first's status when all are done. With
    done set the job is detached: the caller returns once no task is left to take, the thread that
-   finishes the last task runs done(done_ctx), and the next job (or neo__pool_wait) waits for the
-   workers; user must outlive the job. */
+   finishes the last task runs done(done_ctx), and the next job (or neo__pool_wait) waits for
+   that; user must outlive the job. */
 NEO_ATTN__PRIVATE int neo__pool_run(neo__pool *p, int n_tasks, neo_task_fn fn, void *user, neo__first_fn first, void *ctx,
                                     void (*done)(void *), void *done_ctx) {
     int s = NEO_OK;
@@ -909,18 +944,10 @@ NEO_ATTN__PRIVATE int neo__pool_run(neo__pool *p, int n_tasks, neo_task_fn fn, v
     }
 #if !NEO_ATTN_NO_THREADS
     if (p->n_workers > 0 && n_tasks > 1) {
-        p->done = done;
-        p->done_ctx = done_ctx;
-        p->detached = done != NULL;
-        neo__pool_publish(p, n_tasks, fn, user);
+        neo__pool_publish(p, n_tasks, fn, user, done, done_ctx);
         if (first) s = first(ctx);
-        for (;;) {
-            int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
-            if (i >= n_tasks) break;
-            fn(user, i, 0);
-            if (done && __atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_ACQ_REL) == n_tasks) done(done_ctx);
-        }
-        if (!done) neo__pool_join(p);
+        neo__pool_take(p, 0);
+        if (!done) neo__pool_settle(p, 0);
         return s;
     }
 #endif
