@@ -21,7 +21,9 @@
          median of 10, cudaEvents); pinned H2D and D2H (1 GiB, median of 5); pageable H2D (1 GiB,
          median of 3); host DRAM read with the CPU-attention thread count (each pthread sums its own
          slice of a 4 GiB buffer, reading 4 KiB ahead as the attention kernels do; median of 7;
-         bench_util.h) and with one thread; DRAM read again at the end.
+         bench_util.h) and with one thread; the host's FMA rate with that thread count (16
+         register-only FMA chains a thread in AVX-512 or AVX2 vectors, GFLOP/s, median of 5;
+         bench_util.h); DRAM read again at the end.
    attn  One layer's decode (neo_attn_decode, q and out in device memory, public API) for Llama-3-8B
          (32 q / 8 kv heads, d 128) and Qwen2.5-0.5B (14 q / 2 kv, d 64) shapes, f16 KV, contexts
          4k, 32k, 128k (and 512k for GPU-only). Modes:
@@ -41,6 +43,9 @@
            on        max(GPU half / HBM, host half / DRAM read)
            off       host half / pinned H2D + GPU half / HBM (the stream-back waits for the GPU half)
            auto      the smaller of the two
+         The ratios keep the issue's bounds; cpu and on rows also note the host heads' FMA bound
+         (their 2 (d + dv) flops a query head and cell at the FMA ceiling), which is the larger
+         one for a wide GQA group at head_dim 64 on a host of few FMA units.
          Notes: on rows time each half alone on the same layers (the device heads' attention on
          the engine stream; the host heads' CPU attention from host q, through library internals)
          and give join = time - max(the two), the orchestration's cost beyond the slower half (ON's
@@ -195,7 +200,7 @@ typedef struct options {
 static options opt;
 
 typedef struct ceilings {
-    double hbm, h2d, d2h, h2d_pageable, dram, dram_1t, dram_end;
+    double hbm, h2d, d2h, h2d_pageable, dram, dram_1t, dram_end, fma; /* GB/s; fma GFLOP/s (0: unknown) */
 } ceilings;
 static ceilings C;
 
@@ -239,11 +244,12 @@ static void emit(brow *r) {
     }
 }
 
-static void ceiling_row(const char *name, double gbs, const char *note) {
+/* unit: "GB/s", or "GFLOP/s" for the FMA ceiling (the CSV's gbs column holds either) */
+static void ceiling_row(const char *name, double gbs, const char *unit, const char *note) {
     brow r = row_new("ceil", "-", 0, name);
     r.gbs = gbs;
     snprintf(r.note, sizeof r.note, "%s", note);
-    printf("%-4s %-26s %9.1f GB/s  %s\n", "ceil", name, gbs, note);
+    printf("%-4s %-26s %9.1f %-7s %s\n", "ceil", name, gbs, unit, note);
     fflush(stdout);
     if (n_rows < MAX_ROWS) rows[n_rows++] = r;
     if (csv) {
@@ -314,7 +320,7 @@ static void measure_ceilings(cudaStream_t st) {
     double t0;
     C.hbm = hbm_copy_rate(hb, 10, st);
     snprintf(note, sizeof note, "cudaMemcpyAsync D2D %zu MiB, (read + write) / time, median of 10", hb >> 20);
-    ceiling_row("hbm_copy", C.hbm, note);
+    ceiling_row("hbm_copy", C.hbm, "GB/s", note);
 
     void *pinned, *dev, *pageable;
     t0 = now_s();
@@ -325,16 +331,16 @@ static void measure_ceilings(cudaStream_t st) {
     CU(cudaMemset(dev, 0x3C, pb));
     C.h2d = pcie_rate(pinned, dev, pb, 1, 5, st);
     snprintf(note, sizeof note, "%zu MiB pinned -> device, median of 5 (pinning took %.2f s)", pb >> 20, t_pin);
-    ceiling_row("h2d_pinned", C.h2d, note);
+    ceiling_row("h2d_pinned", C.h2d, "GB/s", note);
     C.d2h = pcie_rate(pinned, dev, pb, 0, 5, st);
     snprintf(note, sizeof note, "%zu MiB device -> pinned, median of 5", pb >> 20);
-    ceiling_row("d2h_pinned", C.d2h, note);
+    ceiling_row("d2h_pinned", C.d2h, "GB/s", note);
     CU(cudaFreeHost(pinned));
     pageable = xmalloc(pb);
     memset(pageable, 0x3C, pb);
     C.h2d_pageable = pcie_rate(pageable, dev, pb, 1, 3, st);
     snprintf(note, sizeof note, "%zu MiB malloc'd -> device, median of 3", pb >> 20);
-    ceiling_row("h2d_pageable", C.h2d_pageable, note);
+    ceiling_row("h2d_pageable", C.h2d_pageable, "GB/s", note);
     free(pageable);
     CU(cudaFree(dev));
 
@@ -346,9 +352,13 @@ static void measure_ceilings(cudaStream_t st) {
     C.dram = bw_median(&bw, 0, opt.quick ? 5 : 7);
     snprintf(note, sizeof note, "%d threads, own slices of %zu GiB, median of %d (first touch %.2f s)", opt.threads, db >> 30,
              opt.quick ? 5 : 7, t_touch);
-    ceiling_row("dram_read", C.dram, note);
+    ceiling_row("dram_read", C.dram, "GB/s", note);
     C.dram_1t = bw_median(&bw, 1, 3);
-    ceiling_row("dram_read_1t", C.dram_1t, "1 thread, median of 3");
+    ceiling_row("dram_read_1t", C.dram_1t, "GB/s", "1 thread, median of 3");
+    C.fma = fma_gflops(opt.threads, 5);
+    snprintf(note, sizeof note, "%d threads, 16 FMA chains each in %s registers, median of 5", opt.threads,
+             fma_lanes() == 16 ? "AVX-512" : "AVX2");
+    if (C.fma > 0) ceiling_row("cpu_fma", C.fma, "GFLOP/s", note);
 }
 
 /* ===============================================================================================
@@ -612,6 +622,10 @@ static void attn_row(const shape *s, long ctx, const mode *m) {
     char *nt = r.note;
     size_t cap = sizeof r.note;
     int   k = snprintf(nt, cap, "fill %.2fs", t_fill);
+    /* the host heads' flops: 2 (d + dv) for each query head and cell */
+    double host_flops = 4.0 * (double)ctx * s->n_head * s->d * hh / s->n_kv;
+    if (C.fma > 0 && (m->cpu || (split && m->pipe != NEO_PIPELINE_OFF)))
+        k += snprintf(nt + k, cap - (size_t)k, "; host FMA bound %.1fus", host_flops / (C.fma * 1e9) * 1e6);
     if (split && m->pipe == NEO_PIPELINE_ON) {
         double gh, ch;
         time_halves(L, n, &gh, &ch);
@@ -1176,7 +1190,7 @@ int main(int argc, char **argv) {
     C.dram_end = bw_median(&bw, 0, 3);
     char note[160];
     snprintf(note, sizeof note, "%d threads, median of 3, at the end of the run (start: %.1f)", opt.threads, C.dram);
-    ceiling_row("dram_read_end", C.dram_end, note);
+    ceiling_row("dram_read_end", C.dram_end, "GB/s", note);
     bw_destroy(&bw);
     printf("# total %.1f s\n", now_s() - t_start);
 

@@ -220,4 +220,62 @@ static double bw_median(bw_state *b, int one, int reps) {
     for (int r = 0; r < reps; r++) g[r] = bw_read(b, one);
     return median(g, reps);
 }
+
+/* --- host FMA ceiling ---
+   Every thread runs 16 independent chains of fused multiply-adds in registers (no memory), in
+   the widest vectors the CPU kernels use here (AVX-512, else AVX2 + FMA), all threads at once as
+   the attention pool runs. Decode attention does 2 (d + dv) flops a query head for each cell's
+   d + dv K and V elements: a GQA group of 7 at head_dim 64 asks 7 flops a byte of f16 KV, and a
+   host with few FMA units for its threads (hyperthreads a VM shows as cores) reaches that limit
+   before the memory's. GFLOP/s; 0 where no such vectors are known. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define FMA_CHAINS(T, FMA, SET1)                                                                  \
+    T a[16], b = SET1(1.0000001f), c = SET1(1e-7f);                                               \
+    for (int i = 0; i < 16; i++) a[i] = SET1((float)i);                                           \
+    for (long k = 0; k < n; k++)                                                                  \
+        for (int i = 0; i < 16; i++) a[i] = FMA(a[i], b, c);                                      \
+    for (int i = 1; i < 16; i++) a[0] = FMA(a[i], b, a[0]);                                       \
+    float f[sizeof(T) / sizeof(float)];                                                           \
+    memcpy(f, &a[0], sizeof f);                                                                   \
+    bench_fsink += f[0];
+volatile float bench_fsink;
+__attribute__((target("avx512f"))) static void fma_run512(long n) { FMA_CHAINS(__m512, _mm512_fmadd_ps, _mm512_set1_ps) }
+__attribute__((target("avx2,fma"))) static void fma_run256(long n) { FMA_CHAINS(__m256, _mm256_fmadd_ps, _mm256_set1_ps) }
+#undef FMA_CHAINS
+static int fma_lanes(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") ? 16 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 8 : 0;
+}
+#else
+static int fma_lanes(void) { return 0; }
+#endif
+#define FMA_ITERS 4000000L /* 64 M FMAs a chain set: tens of ms a thread */
+static void *fma_worker(void *arg) {
+    (void)arg;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (fma_lanes() == 16) fma_run512(FMA_ITERS);
+    else fma_run256(FMA_ITERS);
+#endif
+    return NULL;
+}
+/* median of reps (<= 16) runs on n_threads threads (the caller one of them) */
+static double fma_gflops(int n_threads, int reps) {
+    double    g[16];
+    pthread_t th[256];
+    int       lanes = fma_lanes();
+    if (!lanes) return 0.0;
+    if (n_threads < 1 || n_threads > 256) n_threads = n_threads < 1 ? 1 : 256;
+    if (reps > 16) reps = 16;
+    for (int r = 0; r < reps; r++) {
+        int    started = 0;
+        double t0 = now_s();
+        for (int t = 1; t < n_threads; t++)
+            if (!pthread_create(&th[started], NULL, fma_worker, NULL)) started++;
+        fma_worker(NULL);
+        for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+        g[r] = (double)FMA_ITERS * 16 * lanes * 2 * (started + 1) / (now_s() - t0) * 1e-9;
+    }
+    return median(g, reps);
+}
 #endif
