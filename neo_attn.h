@@ -740,19 +740,21 @@ NEO_ATTN__PRIVATE void neo__pool_poke(neo__pool *p) {
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Takes tasks of the current job until none is left. The thread that finishes the last task runs
-   a detached job's done step and only then marks the job over (tasks_done = n_tasks + 1), so a
-   wait for the job is a wait for done too. */
+/* Takes tasks of the current job until none is left, then counts them finished in one add (one
+   write to the shared line a thread and job, not one a task). The thread whose add completes the
+   count runs a detached job's done step and only then marks the job over (tasks_done = n_tasks +
+   1), so a wait for the job is a wait for done too. */
 NEO_ATTN__PRIVATE void neo__pool_take(neo__pool *p, int thread) {
-    for (;;) {
+    int n = 0;
+    for (;; n++) {
         int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
-        if (i >= p->n_tasks) return;
+        if (i >= p->n_tasks) break;
         p->fn(p->user, i, thread);
-        if (__atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_ACQ_REL) < p->n_tasks) continue;
-        if (p->done) p->done(p->done_ctx);
-        __atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_ACQ_REL);
-        neo__pool_poke(p);
     }
+    if (!n || __atomic_add_fetch(&p->tasks_done, n, __ATOMIC_ACQ_REL) < p->n_tasks) return;
+    if (p->done) p->done(p->done_ctx);
+    __atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_ACQ_REL);
+    neo__pool_poke(p);
 }
 
 NEO_ATTN__PRIVATE void *neo__worker_main(void *arg) {
