@@ -351,9 +351,9 @@ int main(int argc, char **argv) {
         else snprintf(bw_text, sizeof bw_text, "%.1f GB/s with %d threads, %.1f GB/s with 1", bw_mt, threads, bw_1t);
         printf("# decode, 32 q / 8 kv heads, d 128, f16 KV | LLC %zu MiB (sysconf %zu, /sys %zu) | read bandwidth over "
                "%.2f GiB: %s (other load %.2f cores) | FMA %.0f GFLOP/s with %d threads (this shape needs %.0f at the read "
-               "bandwidth: 4 query heads a KV head, 2 FMAs an element)\n",
+               "bandwidth: 4 flops a byte of KV)\n",
                llc >> 20, llc_sc >> 20, llc_sys >> 20, (double)bw_bytes / (1 << 30), bw_text, bw_other, fma_gflops(threads, 3),
-               threads, bw_mt * 8.0);
+               threads, bw_mt * 4.0);
         printf("%8s %-5s %7s %-7s %6s %6s %10s %8s %9s %6s %6s\n", "ctx", "mode", "threads", "isa", "layers", "calls",
                "median_us", "GB/s", "read_GB/s", "ratio", "other");
     }
