@@ -1340,19 +1340,22 @@ NEO__AVX512 NEO_ATTN__PRIVATE float neo__exp_sum_avx512(float *x, int n, float m
     }
     return _mm512_reduce_add_ps(sum);
 }
-/* acc of one tile of NQT (1..4) queries x 64 columns in up to 16 accumulators, rows inner: each V
-   row is read front to back and every widened V vector feeds NQT FMAs. Each output sums its
-   rows in order, whatever the tile. */
+/* acc of one tile of NQT queries x CV 16-column vectors, rows inner: each V row is read front to
+   back and every widened V vector feeds NQT FMAs. Up to 4 queries take 4 vectors (64 columns) a
+   pass, 5 to 8 take 2 (32 columns), so that a GQA group of up to 8 is one tile and each V
+   element is widened once (tiles of 4 + 3 widened it twice): NQT x CV accumulators, CV V vectors
+   and NQT broadcast weights stay within the 32 registers. Each output sums its rows in order,
+   whatever the tile. */
 NEO__AVX512 static inline __attribute__((always_inline)) void neo__pv_tile_avx512(float *o, const float *p, const void *v, neo_type t,
-                                                                                    int NQT, int nk, int dv) {
+                                                                                    int NQT, int CV, int nk, int dv) {
     size_t es = neo__type_size(t);
-    for (int j = 0; j < dv; j += 64) {
+    for (int j = 0; j < dv; j += 16 * CV) {
         __mmask16 m[4];
-        __m512    a[4][4];
+        __m512    a[8][4];
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < CV; c++) {
             m[c] = neo__mask16(dv - j - 16 * c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int i = 0; i < NQT; i++) a[i][c] = _mm512_maskz_loadu_ps(m[c], o + (size_t)i * dv + j + 16 * c);
         }
         for (int b = 0; b < nk; b++) {
@@ -1360,31 +1363,37 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__pv_tile_avx51
             __m512      vv[4];
             if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) vv[c] = neo__ld16(vr, (size_t)j + 16 * c, m[c], t);
-            __m512 pp[4];
-#pragma GCC unroll 4
+            for (int c = 0; c < CV; c++) vv[c] = neo__ld16(vr, (size_t)j + 16 * c, m[c], t);
+            __m512 pp[8];
+#pragma GCC unroll 8
             for (int i = 0; i < NQT; i++) pp[i] = _mm512_set1_ps(p[i * NEO__BLOCK + b]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int i = 0; i < NQT; i++)
 #pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) a[i][c] = _mm512_fmadd_ps(pp[i], vv[c], a[i][c]);
+                for (int c = 0; c < CV; c++) a[i][c] = _mm512_fmadd_ps(pp[i], vv[c], a[i][c]);
         }
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++)
-#pragma GCC unroll 4
+        for (int c = 0; c < CV; c++)
+#pragma GCC unroll 8
             for (int i = 0; i < NQT; i++) _mm512_mask_storeu_ps(o + (size_t)i * dv + j + 16 * c, m[c], a[i][c]);
     }
 }
 NEO__AVX512 static inline __attribute__((always_inline)) void neo__pv_avx512_t(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv) {
-    for (int r = 0; r < nq; r += 4) {
+    for (int r = 0; r < nq;) {
         float       *o = acc + (size_t)r * dv;
         const float *pr = p + r * NEO__BLOCK;
-        switch (nq - r) {
-        case 1: neo__pv_tile_avx512(o, pr, v, t, 1, nk, dv); break;
-        case 2: neo__pv_tile_avx512(o, pr, v, t, 2, nk, dv); break;
-        case 3: neo__pv_tile_avx512(o, pr, v, t, 3, nk, dv); break;
-        default: neo__pv_tile_avx512(o, pr, v, t, 4, nk, dv); break;
+        int          n = nq - r < 8 ? nq - r : 8;
+        switch (n) { /* the tile's shape as constants, so that its loops unroll */
+        case 1: neo__pv_tile_avx512(o, pr, v, t, 1, 4, nk, dv); break;
+        case 2: neo__pv_tile_avx512(o, pr, v, t, 2, 4, nk, dv); break;
+        case 3: neo__pv_tile_avx512(o, pr, v, t, 3, 4, nk, dv); break;
+        case 4: neo__pv_tile_avx512(o, pr, v, t, 4, 4, nk, dv); break;
+        case 5: neo__pv_tile_avx512(o, pr, v, t, 5, 2, nk, dv); break;
+        case 6: neo__pv_tile_avx512(o, pr, v, t, 6, 2, nk, dv); break;
+        case 7: neo__pv_tile_avx512(o, pr, v, t, 7, 2, nk, dv); break;
+        default: neo__pv_tile_avx512(o, pr, v, t, 8, 2, nk, dv); break;
         }
+        r += n;
     }
 }
 NEO__AVX512 NEO_ATTN__PRIVATE void neo__pv_avx512(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv) {
