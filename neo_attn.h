@@ -1234,66 +1234,92 @@ NEO__AVX512 static inline __m128 neo__hsum4x16(__m512 a0, __m512 a1, __m512 a2, 
 #undef NEO__HALF
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
-/* Scores of one tile of NQT (1..4) queries: 4 cells at a time in up to 16 accumulators (every
-   q and K load feeds NQT or four FMAs), then single cells. Every dot product sums its 16-lane
-   chunks in order and its lanes with neo__hsum4x16, whatever the tile and the cell, so a score
-   does not depend on which tile or path computed it. */
+/* Scores of one tile of NQT queries, CB cells at a time in CB x NQT <= 16 accumulators (every q
+   and K load feeds NQT or CB FMAs), then single cells: up to 4 queries take 4 cells, 5 to 8 take
+   2, so that a GQA group of up to 8 is one tile and each K element is widened once. Every dot
+   product sums its 16-lane chunks in order and its lanes with neo__hsum4x16 (which sums each of
+   its four inputs alike, whatever the others), so a score does not depend on which tile, cell
+   group or path computed it. */
 NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_avx512(float *s, const float *q, const void *k,
-                                                                                        neo_type t, int NQT, int nk, int d, int first) {
+                                                                                        neo_type t, int NQT, int CB, int nk, int d,
+                                                                                        int first) {
     size_t       es = neo__type_size(t);
     int          dm = d & ~15; /* full 16-lane chunks take plain loads, which fold into the FMAs */
-    int          b4 = dm == d ? nk & ~3 : 0;
-    for (int b = 0; b < b4; b += 4) {
-        const char *k0 = (const char *)k + (size_t)b * d * es, *k1 = k0 + d * es, *k2 = k1 + d * es, *k3 = k2 + d * es;
-        __m512      a[4][4];
-        if (first) neo__prefetch_row(k0, (size_t)4 * d * es);
+    int          bg = dm == d ? nk / CB * CB : 0;
+    const __m512 z = _mm512_setzero_ps();
+    for (int b = 0; b < bg; b += CB) {
+        const char *k0 = (const char *)k + (size_t)b * d * es;
+        __m512      a[4][8];
+        if (first) neo__prefetch_row(k0, (size_t)CB * d * es);
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; c++)
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) a[c][i] = _mm512_setzero_ps();
+        for (int c = 0; c < CB; c++)
+#pragma GCC unroll 8
+            for (int i = 0; i < NQT; i++) a[c][i] = z;
         for (int j = 0; j < d; j += 16) {
-            __m512 x[4];
-            /* each q vector feeds four FMAs: kept in a register (GCC would fold its load into each) */
-#pragma GCC unroll 4
+            __m512 x[8], kv[4];
+            /* each q vector feeds CB FMAs: kept in a register (GCC would fold its load into each) */
+#pragma GCC unroll 8
             for (int i = 0; i < NQT; i++) {
                 x[i] = _mm512_loadu_ps(q + (size_t)i * d + j);
                 __asm__("" : "+v"(x[i]));
             }
-            __m512 kv[4] = {neo__ld16(k0, (size_t)j, 0xffff, t), neo__ld16(k1, (size_t)j, 0xffff, t),
-                            neo__ld16(k2, (size_t)j, 0xffff, t), neo__ld16(k3, (size_t)j, 0xffff, t)};
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++)
+            for (int c = 0; c < CB; c++) kv[c] = neo__ld16(k0 + (size_t)c * d * es, (size_t)j, 0xffff, t);
 #pragma GCC unroll 4
+            for (int c = 0; c < CB; c++)
+#pragma GCC unroll 8
                 for (int i = 0; i < NQT; i++) a[c][i] = _mm512_fmadd_ps(x[i], kv[c], a[c][i]);
         }
+        if (CB == 4) {
 #pragma GCC unroll 4
-        for (int i = 0; i < NQT; i++) _mm_storeu_ps(s + i * NEO__BLOCK + b, neo__hsum4x16(a[0][i], a[1][i], a[2][i], a[3][i]));
+            for (int i = 0; i < NQT; i++) _mm_storeu_ps(s + i * NEO__BLOCK + b, neo__hsum4x16(a[0][i], a[1][i], a[2][i], a[3][i]));
+        } else { /* two cells of two queries a sum */
+#pragma GCC unroll 4
+            for (int i = 0; i < NQT; i += 2) {
+                float o[4];
+                _mm_storeu_ps(o, neo__hsum4x16(a[0][i], a[1][i], i + 1 < NQT ? a[0][i + 1] : z, i + 1 < NQT ? a[1][i + 1] : z));
+                s[i * NEO__BLOCK + b] = o[0];
+                s[i * NEO__BLOCK + b + 1] = o[1];
+                if (i + 1 < NQT) s[(i + 1) * NEO__BLOCK + b] = o[2], s[(i + 1) * NEO__BLOCK + b + 1] = o[3];
+            }
+        }
     }
-    for (int b = b4; b < nk; b++) {
+    for (int b = bg; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        __m512      a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        __m512      a[8];
         if (first) neo__prefetch_row(kr, (size_t)d * es);
+#pragma GCC unroll 8
+        for (int i = 0; i < NQT; i++) a[i] = z;
         for (int j = 0; j < d; j += 16) {
             __mmask16 m = neo__mask16(d - j);
             __m512    kv = neo__ld16(kr, (size_t)j, m, t);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int i = 0; i < NQT; i++) a[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + (size_t)i * d + j), kv, a[i]);
         }
-        float o[4];
-        _mm_storeu_ps(o, neo__hsum4x16(a[0], a[1], a[2], a[3]));
-        for (int i = 0; i < NQT; i++) s[i * NEO__BLOCK + b] = o[i];
+#pragma GCC unroll 2
+        for (int i0 = 0; i0 < NQT; i0 += 4) {
+            float o[4];
+            _mm_storeu_ps(o, neo__hsum4x16(a[i0], i0 + 1 < NQT ? a[i0 + 1] : z, i0 + 2 < NQT ? a[i0 + 2] : z, i0 + 3 < NQT ? a[i0 + 3] : z));
+            for (int i = i0; i < NQT && i < i0 + 4; i++) s[i * NEO__BLOCK + b] = o[i - i0];
+        }
     }
 }
 NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_avx512_t(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
-    for (int r = 0; r < nq; r += 4) {
+    for (int r = 0; r < nq;) {
         float       *sr = s + r * NEO__BLOCK;
         const float *q0 = q + (size_t)r * d;
-        switch (nq - r) { /* the tile size as a constant, so that its loops unroll */
-        case 1: neo__scores_tile_avx512(sr, q0, k, t, 1, nk, d, r == 0); break;
-        case 2: neo__scores_tile_avx512(sr, q0, k, t, 2, nk, d, r == 0); break;
-        case 3: neo__scores_tile_avx512(sr, q0, k, t, 3, nk, d, r == 0); break;
-        default: neo__scores_tile_avx512(sr, q0, k, t, 4, nk, d, r == 0); break;
+        int          n = nq - r < 8 ? nq - r : 8;
+        switch (n) { /* the tile's shape as constants, so that its loops unroll */
+        case 1: neo__scores_tile_avx512(sr, q0, k, t, 1, 4, nk, d, r == 0); break;
+        case 2: neo__scores_tile_avx512(sr, q0, k, t, 2, 4, nk, d, r == 0); break;
+        case 3: neo__scores_tile_avx512(sr, q0, k, t, 3, 4, nk, d, r == 0); break;
+        case 4: neo__scores_tile_avx512(sr, q0, k, t, 4, 4, nk, d, r == 0); break;
+        case 5: neo__scores_tile_avx512(sr, q0, k, t, 5, 2, nk, d, r == 0); break;
+        case 6: neo__scores_tile_avx512(sr, q0, k, t, 6, 2, nk, d, r == 0); break;
+        case 7: neo__scores_tile_avx512(sr, q0, k, t, 7, 2, nk, d, r == 0); break;
+        default: neo__scores_tile_avx512(sr, q0, k, t, 8, 2, nk, d, r == 0); break;
         }
+        r += n;
     }
 }
 NEO__AVX512 NEO_ATTN__PRIVATE void neo__scores_avx512(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
