@@ -751,9 +751,11 @@ NEO_ATTN__PRIVATE void neo__pool_take(neo__pool *p, int thread) {
         if (i >= p->n_tasks) break;
         p->fn(p->user, i, thread);
     }
-    if (!n || __atomic_add_fetch(&p->tasks_done, n, __ATOMIC_ACQ_REL) < p->n_tasks) return;
+    /* seq_cst: with the caller's store of waiting and its reload of the count (neo__pool_settle),
+       either the caller sees the job over or this thread sees it waiting and signals */
+    if (!n || __atomic_add_fetch(&p->tasks_done, n, __ATOMIC_SEQ_CST) < p->n_tasks) return;
     if (p->done) p->done(p->done_ctx);
-    __atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_SEQ_CST);
     neo__pool_poke(p);
 }
 
