@@ -875,13 +875,13 @@ no_threads:
 }
 
 #if !NEO_ATTN_NO_THREADS
-/* Spins briefly, then sleeps, until the current job is over (what = 0) or no worker is inside it
-   (what = 1): a worker that shares this CPU (an oversubscribed or busy machine) can only finish
-   once the caller stops spinning. */
+/* what = 0: the current job is over (its done step run); 1: no worker is inside it */
 NEO_ATTN__PRIVATE int neo__pool_settled(neo__pool *p, int what) {
     return what ? __atomic_load_n(&p->active, __ATOMIC_SEQ_CST) == 0
                 : __atomic_load_n(&p->tasks_done, __ATOMIC_SEQ_CST) > p->n_tasks;
 }
+/* Spins briefly, then sleeps, until settled: a worker that shares this CPU (an oversubscribed or
+   busy machine) can only finish once the caller stops spinning. */
 NEO_ATTN__PRIVATE void neo__pool_settle(neo__pool *p, int what) {
     for (int spins = 0; !neo__pool_settled(p, what); spins++) {
         if (spins < 2048) {

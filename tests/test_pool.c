@@ -1,6 +1,6 @@
 /* test_pool.c - the runtime's thread pool through the public API, built with -fsanitize=thread
    (make test-tsan): runtimes of 2..4 threads, and one of three times as many threads as the
-   machine has cores (workers that miss jobs), give bitwise the output of a 1-thread runtime for
+   machine has cores (at most 48; workers that miss jobs), give bitwise the output of a 1-thread runtime for
    many decode and prefill calls on long, many-head layers (chunk splitting and merging); runtimes
    created and destroyed over and over; independent runtimes driven from several threads at once;
    a stories260K session with 4 threads; and all of that's bitwise checks once more through an
@@ -306,8 +306,8 @@ int main(void) {
     rng_s = seed ? seed : 1;
     printf("test_pool: seed %llu (NEO_TEST_SEED=%llu repeats this run)\n", seed, seed);
     fflush(stdout);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    for (i = 0; i < NRT; i++) rts[i] = make_rt(i < 4 ? i + 1 : i == 4 ? ENG_THREADS + 100 : 3 * (int)(cores > 2 ? cores : 2));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), over = 3 * (cores > 2 ? cores : 2); /* the oversubscribed runtime */
+    for (i = 0; i < NRT; i++) rts[i] = make_rt(i < 4 ? i + 1 : i == 4 ? ENG_THREADS + 100 : (int)(over < 48 ? over : 48));
     if (rts[0] && rts[1] && rts[2] && rts[3] && rts[4] && rts[5]) {
         long calls0;
         float *k = rng_alloc(600 * 4 * 32), *v = rng_alloc(600 * 4 * 32), *q = rng_alloc(16 * 32);

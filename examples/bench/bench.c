@@ -44,8 +44,8 @@
            off       host half / pinned H2D + GPU half / HBM (the stream-back waits for the GPU half)
            auto      the smaller of the two
          The ratios keep the issue's bounds; cpu and on rows also note the host heads' FMA bound
-         (their 2 (d + dv) flops a query head and cell at the FMA ceiling), which is the larger
-         one for a wide GQA group at head_dim 64 on a host of few FMA units.
+         (their 2 (d + dv) flops a query head and cell at the FMA ceiling); a row short of both
+         bounds is held back by its kernel's instruction mix or by the orchestration.
          Notes: on rows time each half alone on the same layers (the device heads' attention on
          the engine stream; the host heads' CPU attention from host q, through library internals)
          and give join = time - max(the two), the orchestration's cost beyond the slower half (ON's

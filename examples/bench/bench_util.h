@@ -225,9 +225,9 @@ static double bw_median(bw_state *b, int one, int reps) {
    Every thread runs 16 independent chains of fused multiply-adds in registers (no memory), in
    the widest vectors the CPU kernels use here (AVX-512, else AVX2 + FMA), all threads at once as
    the attention pool runs. Decode attention does 2 (d + dv) flops a query head for each cell's
-   d + dv K and V elements: a GQA group of 7 at head_dim 64 asks 7 flops a byte of f16 KV, and a
-   host with few FMA units for its threads (hyperthreads a VM shows as cores) reaches that limit
-   before the memory's. GFLOP/s; 0 where no such vectors are known. */
+   d + dv K and V elements: a GQA group of 7 at head_dim 64 asks 7 flops a byte of f16 KV, so a
+   kernel that falls short of the memory's rate there may be short of FMA units or of its own
+   instruction mix, and this ceiling says which. GFLOP/s; 0 where no such vectors are known. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define FMA_CHAINS(T, FMA, SET1)                                                                  \
