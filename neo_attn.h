@@ -1509,8 +1509,8 @@ struct neo_runtime {
     size_t       scratch_floats; /* floats in each */
     float       *partial;        /* decode chunk partials: [kv heads][n_chunks][group][head_dim_v + 2] */
     size_t       partial_floats;
-    int         *chunks_done;    /* [n_head_kv] chunks finished, for the last one to merge */
-    size_t       chunks_done_n;
+    int         *pair_done;      /* decode merge tree: [n_head_kv][2 * NEO__MAX_CHUNKS] arrivals at each pair */
+    size_t       pair_done_n;
     /* buffers of the split paths, shared by the layers (used one at a time), grown on demand */
     void        *d_stage[2];     /* device: stream-back chunks, [host heads][chunk][head_dim + head_dim_v] */
     size_t       d_stage_bytes;
@@ -1572,12 +1572,12 @@ NEO_ATTN__PRIVATE neo_status neo__rt_reserve(neo_runtime *rt, size_t per_thread,
         rt->partial = p;
         rt->partial_floats = partial;
     }
-    if (n_done > rt->chunks_done_n) {
+    if (n_done > rt->pair_done_n) {
         int *p = (int *)neo__alloc(&rt->alloc, n_done * sizeof(int));
         if (!p) return NEO_ERR_NO_MEMORY;
-        neo__free(&rt->alloc, rt->chunks_done);
-        rt->chunks_done = p;
-        rt->chunks_done_n = n_done;
+        neo__free(&rt->alloc, rt->pair_done);
+        rt->pair_done = p;
+        rt->pair_done_n = n_done;
     }
     return NEO_OK;
 }
@@ -1681,26 +1681,20 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
     }
 }
 
-/* Merges n partial states (m, l, acc), in order, with an optional prior state [m, l, acc[dv]],
-   into either state [m, l, acc[dv]] or, finished, out [dv]:
-   out = sum_c acc_c e^(m_c - M) / (sum_c l_c e^(m_c - M) + e^(sink - M)).
-   m, l: [n <= NEO__MAX_CHUNKS] with stride ml_stride; acc: [n][dv] with row stride acc_stride
-   (floats). state may be the same memory as prior. */
-NEO_ATTN__PRIVATE void neo__merge(const float *m, const float *l, const float *acc, int n, size_t ml_stride,
-                                  size_t acc_stride, int dv, const float *prior, float *state, float *out,
+/* Merges a partial state (m, l, acc[dv]) with an optional prior state [m, l, acc[dv]] into
+   either state [m, l, acc[dv]] or, finished, out [dv]:
+   out = (acc_p e^(m_p - M) + acc e^(m - M)) / (l_p e^(m_p - M) + l e^(m - M) + e^(sink - M)).
+   state may be the same memory as prior. */
+NEO_ATTN__PRIVATE void neo__merge(float m, float l, const float *acc, int dv, const float *prior, float *state, float *out,
                                   const float *sink) {
-    float  M = prior ? prior[0] : -INFINITY, den = 0.0f, wp = 0.0f, w[NEO__MAX_CHUNKS];
+    float  M = prior ? prior[0] : -INFINITY, den = 0.0f, wp = 0.0f, w;
     float *dst = out ? out : state + 2;
-    for (int c = 0; c < n; c++) M = m[c * ml_stride] > M ? m[c * ml_stride] : M;
+    if (m > M) M = m;
     if (M == -INFINITY) M = 0.0f; /* nothing attended yet: every weight below is 0 */
     if (prior) den = prior[1] * (wp = expf(prior[0] - M));
-    for (int c = 0; c < n; c++) den += l[c * ml_stride] * (w[c] = expf(m[c * ml_stride] - M));
-    /* chunk by chunk, so each pass over dst vectorises; per element the order is the prior, then c = 0, 1, ... */
+    den += l * (w = expf(m - M));
     for (int j = 0; j < dv; j++) dst[j] = prior ? prior[2 + j] * wp : 0.0f;
-    for (int c = 0; c < n; c++) {
-        const float *a = acc + c * acc_stride;
-        for (int j = 0; j < dv; j++) dst[j] += a[j] * w[c];
-    }
+    for (int j = 0; j < dv; j++) dst[j] += acc[j] * w;
     if (out) {
         float Mf = sink && *sink > M ? *sink : M, sc = expf(M - Mf);
         float tot = den * sc + (sink ? expf(*sink - Mf) : 0.0f), inv = tot > 0.0f ? sc / tot : 0.0f;
@@ -1711,12 +1705,27 @@ NEO_ATTN__PRIVATE void neo__merge(const float *m, const float *l, const float *a
     }
 }
 
+/* Folds the partials R into L, G queries each ([G][dv + 2]: m, l, acc[dv]): one online-softmax
+   step of the decode merge tree. An empty side (m = -inf: nothing attended) weighs 0, and two
+   empty sides stay empty, so no made-up maximum shrinks the weights of a later merge. */
+NEO_ATTN__PRIVATE void neo__merge_pair(float *L, const float *R, int G, int dv) {
+    size_t stride = (size_t)dv + 2;
+    for (int r = 0; r < G; r++, L += stride, R += stride) {
+        float M = R[0] > L[0] ? R[0] : L[0], wl, wr;
+        if (M == -INFINITY) continue;
+        wl = expf(L[0] - M);
+        wr = expf(R[0] - M);
+        L[0] = M;
+        L[1] = L[1] * wl + R[1] * wr;
+        for (int j = 0; j < dv; j++) L[2 + j] = L[2 + j] * wl + R[2 + j] * wr;
+    }
+}
+
 /* Where query head h of token t reads a prior state and leaves its result. */
-NEO_ATTN__PRIVATE void neo__merge_head(const neo__attn_args *a, int t, int h, const float *m, const float *l,
-                                       const float *acc, int n, size_t ml_stride, size_t acc_stride) {
+NEO_ATTN__PRIVATE void neo__merge_head(const neo__attn_args *a, int t, int h, float m, float l, const float *acc) {
     size_t th = (size_t)t * a->n_head + (size_t)h, sw = (size_t)a->head_dim_v + 2;
     float *st = a->state ? a->state + th * sw : NULL;
-    neo__merge(m, l, acc, n, ml_stride, acc_stride, a->head_dim_v, a->accumulate ? st : NULL, a->out ? NULL : st,
+    neo__merge(m, l, acc, a->head_dim_v, a->accumulate ? st : NULL, a->out ? NULL : st,
                a->out ? a->out + th * a->head_dim_v : NULL, a->out && a->sinks ? a->sinks + h : NULL);
 }
 
@@ -1755,12 +1764,20 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
         part[r * stride + 1] = st.l[r];
         memcpy(part + r * stride + 2, st.acc + (size_t)r * dv, sizeof(float) * (size_t)dv);
     }
-    if (J->n_chunks > 1 && __atomic_add_fetch(&rt->chunks_done[hi], 1, __ATOMIC_ACQ_REL) != J->n_chunks) return;
-    /* the last chunk of head g to finish merges all of them, always in chunk order */
-    for (int r = 0; r < G; r++) {
-        const float *p = first + r * stride;
-        neo__merge_head(a, 0, g * G + r, p, p + 1, p + 2, J->n_chunks, (size_t)G * stride, (size_t)G * stride);
+    /* The chunks merge up a fixed binary tree, pairs (0, 1), (2, 3), .. then pairs of their
+       results, each pair by whichever of its two finishes second, into the left one's slot: the
+       order never depends on the threads. The partials are read across cores (H200 host: ~6 us
+       for one thread to gather 16 partials of 7 queries); up the tree the last task to finish
+       reads only one partial a level, and the others are merged while tasks still run. */
+    int *done = rt->pair_done + (size_t)hi * 2 * J->n_chunks; /* [pairs of level 0][pairs of level 1].. */
+    for (int i = c, n = J->n_chunks, k = 0; n > 1; done += (n + 1) / 2, i >>= 1, n = (n + 1) / 2, k++) {
+        float *left;
+        if ((i ^ 1) >= n) continue; /* the odd one out of its level: goes up alone */
+        if (__atomic_add_fetch(&done[i >> 1], 1, __ATOMIC_ACQ_REL) != 2) return;
+        left = first + ((size_t)(i & ~1) << k) * G * stride;
+        neo__merge_pair(left, left + ((size_t)1 << k) * G * stride, G, dv);
     }
+    for (int r = 0; r < G; r++) neo__merge_head(a, 0, g * G + r, first[r * stride], first[r * stride + 1], first + r * stride + 2);
 }
 
 NEO_ATTN__PRIVATE void neo__prefill_task(void *user, int task, int thread) {
@@ -1774,7 +1791,7 @@ NEO_ATTN__PRIVATE void neo__prefill_task(void *user, int task, int thread) {
     neo__qstate_init(&st, J, J->rt->scratch[thread], g, t0, nt);
     if (c1 > a->c0) neo__attend(J, &J->rt->kern, &st, a->c0, c1);
     for (int r = 0; r < st.nq; r++)
-        neo__merge_head(a, t0 + r / G, g * G + r % G, st.m + r, st.l + r, st.acc + (size_t)r * dv, 1, 0, 0);
+        neo__merge_head(a, t0 + r / G, g * G + r % G, st.m[r], st.l[r], st.acc + (size_t)r * dv);
 }
 
 /* The pool runs a task list serially below this many multiply-adds: waking it costs more. */
@@ -1808,7 +1825,7 @@ NEO_ATTN__PRIVATE int neo__cpu_job(neo_runtime *rt, const neo__attn_args *a, neo
     if (a->n_tokens == 1) {
         J->chunk = neo__chunk_size(a->c1 - a->c0, n_heads);
         J->n_chunks = (a->c1 - a->c0 + J->chunk - 1) / J->chunk;
-        memset(rt->chunks_done, 0, sizeof(int) * (size_t)n_heads);
+        memset(rt->pair_done, 0, sizeof(int) * (size_t)n_heads * 2 * (size_t)J->n_chunks);
         *fn = neo__decode_task;
         return n_heads * J->n_chunks;
     }
@@ -2132,7 +2149,7 @@ NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     neo__free(&a, rt->scratch);
     neo__free(&a, rt->mv_scratch);
     neo__free(&a, rt->partial);
-    neo__free(&a, rt->chunks_done);
+    neo__free(&a, rt->pair_done);
     neo__free(&a, rt);
 }
 
@@ -2300,7 +2317,7 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
         goto fail;
     nq = (size_t)neo__max_queries(L->group);
     partial = (size_t)L->n_head * NEO__MAX_CHUNKS * ((size_t)L->head_dim_v + 2);
-    if ((s = neo__rt_reserve(rt, neo__scratch_floats(L->head_dim, L->head_dim_v, (int)nq), partial, (size_t)L->n_head_kv)) != NEO_OK)
+    if ((s = neo__rt_reserve(rt, neo__scratch_floats(L->head_dim, L->head_dim_v, (int)nq), partial, (size_t)L->n_head_kv * 2 * NEO__MAX_CHUNKS)) != NEO_OK)
         goto fail;
     if (rt->gpu && host_heads) {
         /* stream-back chunks of about NEO_ATTN_STAGE_BYTES, double-buffered */
