@@ -1353,11 +1353,25 @@ template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, per = 8 / a.R;
     const int u = blockIdx.x * per + warp / a.R, part = warp % a.R;
     float     s[3] = {0.0f, 0.0f, 0.0f}; /* the rows' sums, then x . x */
+    const size_t row0 = u >= a.units ? 0 : EPI == NEO__MV_ROPE ? 2 * (size_t)u : (size_t)u;
+    const float *const wr[2] = {a.w + row0 * a.n, EPI == NEO__MV_SWIGLU ? a.w_mul + row0 * a.n : a.w + (row0 + 1) * a.n};
+    const int len = a.vec ? a.n >> 2 : a.n, lo = (int)((long long)len * part / a.R), hi = (int)((long long)len * (part + 1) / a.R);
+    /* Launched as a programmatic dependent: this grid may start while the kernel before it (the
+       last projection, say) still runs. The weights never depend on it, so the warp's slice of
+       its rows is asked into L2 now, overlapping that kernel's tail; x, norm and y only after the
+       wait. The next kernel may start as soon as every block of this one is here. */
     if (u < a.units) {
-        const size_t row0 = EPI == NEO__MV_ROPE ? 2 * (size_t)u : (size_t)u;
-        const float *const wr[2] = {a.w + row0 * a.n, EPI == NEO__MV_SWIGLU ? a.w_mul + row0 * a.n : a.w + (row0 + 1) * a.n};
-        const int len = a.vec ? a.n >> 2 : a.n, lo = (int)((long long)len * part / a.R), hi = (int)((long long)len * (part + 1) / a.R);
-        float     two[2] = {0.0f, 0.0f};
+        const char *b0 = reinterpret_cast<const char *>(wr[0]), *b1 = reinterpret_cast<const char *>(wr[1]);
+        const size_t e = a.vec ? 16 : 4, o0 = (size_t)lo * e & ~(size_t)127, o1 = (size_t)hi * e;
+        for (size_t o = o0 + (size_t)lane * 128; o < o1; o += 32 * 128) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(b0 + o));
+            if (ROWS == 2) asm volatile("prefetch.global.L2 [%0];" ::"l"(b1 + o));
+        }
+    }
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (u < a.units) {
+        float two[2] = {0.0f, 0.0f};
         neo__mv_dot<ROWS, NORM>(two, s[2], wr, a.x, a.norm, lo, hi, a.vec, lane);
         s[0] = neo__warp_sum(two[0]);
         if (ROWS == 2) s[1] = neo__warp_sum(two[1]);
@@ -2039,8 +2053,17 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
     const bool  norm = m->norm != NULL;
     const void *fn = epi == NEO__MV_STORE ? neo__mv_fn<NEO__MV_STORE>(norm) : epi == NEO__MV_ADD ? neo__mv_fn<NEO__MV_ADD>(norm)
                      : epi == NEO__MV_SWIGLU ? neo__mv_fn<NEO__MV_SWIGLU>(norm) : neo__mv_fn<NEO__MV_ROPE>(norm);
-    void *args[] = {&a};
-    if (cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(256), args, 0, s) != cudaSuccess) return NEO_ERR_DEVICE;
+    void               *args[] = {&a};
+    cudaLaunchConfig_t  cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3(256);
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelExC(&cfg, fn, args) != cudaSuccess) return NEO_ERR_DEVICE;
     return neo__cu_launched();
 }
 
