@@ -5,8 +5,10 @@
           -L$CUDA_HOME/lib64 -lcudart -lstdc++ -lm -o build/test_cuda_ops
        ./build/test_cuda_ops            all checks, then a summary table
        ./build/test_cuda_ops --quick    small shapes only (for compute-sanitizer)
-       ./build/test_cuda_ops --time     decode attention timings (32 q / 8 kv heads, d 128, f16, and others)
-       ./build/test_cuda_ops --time-short   32 q / 8 kv heads, f16, ctx 4k / 32k / 128k; 14/2 d64 4k; 64/8 32k
+       ./build/test_cuda_ops --time     the decode loop's projections (Qwen2.5-0.5B), then decode
+                                        attention (32 q / 8 kv heads, d 128, f16, and others)
+       ./build/test_cuda_ops --time-short   the projections; 32/8 d128 f16 at 4k / 32k / 128k; 14/2 d64 4k; 64/8 32k
+       ./build/test_cuda_ops --time-mv      the projections alone
        ./build/test_cuda_ops --time-ctx 64,4096,131072   32 q / 8 kv heads, d 128, f16 at those contexts
        ./build/test_cuda_ops --time-shape 14,2,64 --time-ctx 64,4096   another shape at those contexts
        NEO_CUDA_MMA=0 / NEO_CUDA_MAX_SPLITS=N / NEO_CUDA_MMA_BLOCKS=1 or 2 (read by the CUDA runtime at init)
@@ -1072,10 +1074,81 @@ static void time_decode(cudaStream_t stream, int n_head, int n_head_kv, int d, i
     free(kv), free(h), free(q);
 }
 
+/* One decode-loop projection (neo__matvec_args), weights rotated over sets beyond L2: the median
+   over batches of 40 back-to-back calls. Values do not matter here, only bytes moved. */
+static void time_matvec(cudaStream_t stream, int n, int d, int epi, int norm, double hbm) {
+    const size_t wb = (size_t)n * d * 4, set_bytes = wb * (epi == NEO__MV_SWIGLU ? 2 : 1);
+    int n_sets = (int)((((size_t)512 << 20) + set_bytes - 1) / set_bytes);
+    if (n_sets < 3) n_sets = 3;
+    if (n_sets > 64) n_sets = 64;
+    float **w = (float **)xmalloc(sizeof(float *) * n_sets);
+    for (int i = 0; i < n_sets; i++) {
+        w[i] = (float *)dalloc(set_bytes);
+        CU(cudaMemsetAsync(w[i], 0x3c, set_bytes, stream)); /* 0.0115 everywhere */
+    }
+    float *dx = (float *)dalloc((size_t)n * 4), *dg = (float *)dalloc((size_t)n * 4), *dy = (float *)dalloc((size_t)d * 4);
+    CU(cudaMemsetAsync(dx, 0x3c, (size_t)n * 4, stream));
+    CU(cudaMemsetAsync(dg, 0x3c, (size_t)n * 4, stream));
+    CU(cudaMemsetAsync(dy, 0, (size_t)d * 4, stream));
+    neo__matvec_args a;
+    memset(&a, 0, sizeof a);
+    a.y = dy, a.x = dx, a.norm = norm ? dg : NULL, a.n = n, a.d = d, a.epilogue = epi;
+    if (epi == NEO__MV_ROPE) a.rope_q = d - 256, a.rope_k = 128, a.head_size = 64, a.pos = 4096;
+    enum { BATCH = 40, B2B = 9 };
+    float       bmeans[B2B];
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    int call = 0;
+    /* ungated calls first: the first launch of a kernel loads its module (CUDA's lazy loading),
+       which waits for the stream, and would wait forever behind a closed gate */
+    for (; call < 3; call++) {
+        a.w = w[call % n_sets];
+        a.w_mul = epi == NEO__MV_SWIGLU ? w[call % n_sets] + (size_t)n * d : NULL;
+        if (OPS.matvec(ST, &a, NEO__STREAM_MAIN) != NEO_OK) exit(2);
+    }
+    CU(cudaStreamSynchronize(stream));
+    for (int bt = -1; bt < B2B; bt++) { /* batch -1 warms up */
+        float ms;
+        atomic_store(&gate, 0);
+        CU(cudaLaunchHostFunc(stream, hold_stream, NULL));
+        CU(cudaEventRecord(e0, stream));
+        for (int i = 0; i < BATCH; i++, call++) {
+            a.w = w[call % n_sets];
+            a.w_mul = epi == NEO__MV_SWIGLU ? w[call % n_sets] + (size_t)n * d : NULL;
+            if (OPS.matvec(ST, &a, NEO__STREAM_MAIN) != NEO_OK) {
+                atomic_store(&gate, 1); /* exit would wait for the held stream */
+                exit(2);
+            }
+        }
+        CU(cudaEventRecord(e1, stream));
+        atomic_store(&gate, 1);
+        CU(cudaStreamSynchronize(stream));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        if (bt >= 0) bmeans[bt] = ms * 1000.0f / BATCH;
+    }
+    qsort(bmeans, B2B, sizeof(float), cmp_float);
+    const char *names[] = {"store", "add", "swiglu", "rope"};
+    const double us = bmeans[B2B / 2];
+    printf("| %5d x %-5d %-6s %-4s | %8.1f MB | %8.2f | %7.0f | %5.2f |\n", d, n, names[epi], norm ? "norm" : "", set_bytes / 1e6, us,
+           set_bytes / us * 1e-3, set_bytes / us * 1e-3 / hbm);
+    fflush(stdout);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    for (int i = 0; i < n_sets; i++) OPS.dev_free(ST, w[i]);
+    OPS.dev_free(ST, dx), OPS.dev_free(ST, dg), OPS.dev_free(ST, dy);
+    free(w);
+}
+
+static void decode_header(void) {
+    printf("\n| shape            |     ctx |  KV bytes | med (us) | mean(us) | b2b (us) |    GB/s | x HBM |  host | KV sets |\n");
+    printf("|------------------|---------|-----------|----------|----------|----------|---------|-------|-------|---------|\n");
+}
+
 /* ctx_list: "a,b,.." contexts for 32 q / 8 kv heads, d 128, f16 only (NULL: the fixed lists) */
 static int tshape[3] = {32, 8, 128}; /* --time-ctx's shape: q heads, KV heads, head dim (--time-shape) */
 
-static void run_timing(cudaStream_t stream, int short_list, const char *ctx_list) {
+static void run_timing(cudaStream_t stream, int short_list, int mv_only, const char *ctx_list) {
     /* the copy ceiling: a device-to-device copy of 2 GB, bytes read + written */
     const size_t n = (size_t)2 << 30;
     void *a = dalloc(n), *b = dalloc(n);
@@ -1094,14 +1167,15 @@ static void run_timing(cudaStream_t stream, int short_list, const char *ctx_list
         if (i && ms < best) best = ms;
     }
     const double hbm = 2.0 * n / (best * 1e-3) / 1e9;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
     OPS.dev_free(ST, a);
     OPS.dev_free(ST, b);
     printf("\nHBM device-to-device copy: %.0f GB/s (read + write)\n", hbm);
     printf("med / mean: events around each call; b2b: median over batches of 40 back-to-back calls, events around the batch;\n"
            "GB/s and x HBM from b2b; host: us of the host per attend call (enqueue)\n");
-    printf("| shape            |     ctx |  KV bytes | med (us) | mean(us) | b2b (us) |    GB/s | x HBM |  host | KV sets |\n");
-    printf("|------------------|---------|-----------|----------|----------|----------|---------|-------|-------|---------|\n");
     if (ctx_list) {
+        decode_header();
         for (const char *c = ctx_list; *c;) {
             char *end;
             long  ctx = strtol(c, &end, 10);
@@ -1112,10 +1186,19 @@ static void run_timing(cudaStream_t stream, int short_list, const char *ctx_list
             time_decode(stream, tshape[0], tshape[1], tshape[2], (int)ctx, NEO_TYPE_F16, hbm);
             c = *end == ',' ? end + 1 : end;
         }
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
         return;
     }
+    /* the decode loop's projections, Qwen2.5-0.5B: wq|wk|wv with RoPE, wo, w1|w3, w2, classifier;
+       x HBM: weight bytes read / time against the copy rate (read + write) */
+    printf("\n| rows x cols, epilogue   |   weights | b2b (us) |    GB/s | x HBM |\n");
+    printf("|-------------------------|-----------|----------|---------|-------|\n");
+    time_matvec(stream, 896, 1152, NEO__MV_ROPE, 1, hbm);
+    time_matvec(stream, 896, 896, NEO__MV_ADD, 0, hbm);
+    time_matvec(stream, 896, 4864, NEO__MV_SWIGLU, 1, hbm);
+    time_matvec(stream, 4864, 896, NEO__MV_ADD, 0, hbm);
+    time_matvec(stream, 896, 32000, NEO__MV_STORE, 1, hbm);
+    if (mv_only) return;
+    decode_header();
     const int ctxs[] = {4096, 32768, 131072};
     for (int i = 0; i < 3; i++) time_decode(stream, 32, 8, 128, ctxs[i], NEO_TYPE_F16, hbm);
     time_decode(stream, 14, 2, 64, 4096, NEO_TYPE_F16, hbm);
@@ -1128,17 +1211,16 @@ static void run_timing(cudaStream_t stream, int short_list, const char *ctx_list
         time_decode(stream, 64, 8, 128, 131072, NEO_TYPE_F16, hbm);
         time_decode(stream, 32, 8, 128, 524288, NEO_TYPE_F16, hbm);
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
 }
 
 int main(int argc, char **argv) {
-    int         quick = 0, timing = 0, short_list = 0;
+    int         quick = 0, timing = 0, short_list = 0, mv_only = 0;
     const char *ctx_list = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--time")) timing = 1;
         else if (!strcmp(argv[i], "--time-short")) timing = short_list = 1;
+        else if (!strcmp(argv[i], "--time-mv")) timing = mv_only = 1;
         else if (!strcmp(argv[i], "--time-ctx") && i + 1 < argc) timing = 1, ctx_list = argv[++i];
         else if (!strcmp(argv[i], "--time-shape") && i + 1 < argc &&
                  (sscanf(argv[++i], "%d,%d,%d", &tshape[0], &tshape[1], &tshape[2]) != 3 || tshape[0] < 1 || tshape[1] < 1 ||
@@ -1176,7 +1258,7 @@ int main(int argc, char **argv) {
     CHECK(s == NEO_OK, "init gave %d", s);
     if (s != NEO_OK) return 1;
     if (timing) {
-        run_timing(stream, short_list, ctx_list);
+        run_timing(stream, short_list, mv_only, ctx_list);
         OPS.release(ST);
         cudaStreamDestroy(stream);
         return 0;
