@@ -95,8 +95,8 @@
    when every call waited for every worker). An engine with a pool of its own passes it
    instead (neo_runtime_desc.parallel_for): the runtime then starts no threads and runs every
    parallel job through it, output unchanged. CPU attention splits every KV head's cells
-   into chunks whose size depends only on the context length, and merges the chunks in a fixed
-   order, so the output is bitwise identical for any thread count on a given CPU path
+   into chunks whose size depends only on the context length, and merges the chunks pairwise up
+   a fixed tree, so the output is bitwise identical for any thread count on a given CPU path
    (scalar, AVX2 or AVX-512; neo_runtime_desc.cpu_isa can force one).
    A runtime, and the layers and sessions made from it, are used from one thread at a time;
    different runtimes are independent.
