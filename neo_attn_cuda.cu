@@ -57,6 +57,8 @@
                              residual add, SwiGLU or RoPE after (E) folded in: 8 warps a block, R
                              = 1..8 warps on each output row (or pair of rows), R chosen so that
                              about 32 warps an SM stream the weights; float4 loads when aligned.
+                             Programmatic dependent launch: each block asks its weight slice into
+                             L2, lets the next kernel launch, and only then waits for the one ahead.
    neo__argmax_kernel        one block of 1024 threads: strided scan, then a (value, index) reduction.
    neo__handoff_kernel<A>    one block of 1024 threads, four loads in flight each: the both-halves
                              handoff (copy_signal / await_copy), rows of floats to or from pinned

@@ -964,6 +964,11 @@ static void CUDART_CB hold_stream(void *user) {
     while (!atomic_load(&gate)) {
     }
 }
+/* a failed call while the stream is held: exit would wait for the stream, so open it first */
+static void fail_held(void) {
+    atomic_store(&gate, 1);
+    exit(2);
+}
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return x < y ? -1 : x > y;
@@ -1024,7 +1029,7 @@ static void time_decode(cudaStream_t stream, int n_head, int n_head_kv, int d, i
             a.k = kv[call % n_sets];
             a.v = (char *)kv[call % n_sets] + half;
             call++;
-            if (OPS.attend(ST, &a, NEO__STREAM_MAIN) != NEO_OK) exit(2);
+            if (OPS.attend(ST, &a, NEO__STREAM_MAIN) != NEO_OK) fail_held();
             CU(cudaEventRecord(ev[i + 1], stream));
         }
         atomic_store(&gate, 1);
@@ -1051,7 +1056,7 @@ static void time_decode(cudaStream_t stream, int n_head, int n_head_kv, int d, i
             a.k = kv[call % n_sets];
             a.v = (char *)kv[call % n_sets] + half;
             call++;
-            if (OPS.attend(ST, &a, NEO__STREAM_MAIN) != NEO_OK) exit(2);
+            if (OPS.attend(ST, &a, NEO__STREAM_MAIN) != NEO_OK) fail_held();
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         hosts[bt] = (float)(((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / 1e3 / BATCH);
@@ -1116,10 +1121,7 @@ static void time_matvec(cudaStream_t stream, int n, int d, int epi, int norm, do
         for (int i = 0; i < BATCH; i++, call++) {
             a.w = w[call % n_sets];
             a.w_mul = epi == NEO__MV_SWIGLU ? w[call % n_sets] + (size_t)n * d : NULL;
-            if (OPS.matvec(ST, &a, NEO__STREAM_MAIN) != NEO_OK) {
-                atomic_store(&gate, 1); /* exit would wait for the held stream */
-                exit(2);
-            }
+            if (OPS.matvec(ST, &a, NEO__STREAM_MAIN) != NEO_OK) fail_held();
         }
         CU(cudaEventRecord(e1, stream));
         atomic_store(&gate, 1);
