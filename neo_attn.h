@@ -661,8 +661,9 @@ NEO_ATTN__PUBLIC const char *neo_cpu_isa_name(neo_cpu_isa isa) {
 /* =============================================================================================
    >>pool: persistent workers and one primitive, a parallel-for the caller takes part in
    =============================================================================================
-   A job is (fn, user, n_tasks); tasks are handed out by an atomic counter, so which thread runs
-   which task varies, and callers must make results independent of that. The caller waits for a
+   A job is (fn, user, n_tasks); each thread first takes the task of its own number, if no one
+   has, then tasks from an atomic counter, so which thread runs which task varies, and callers
+   must make results independent of that. The caller waits for a
    job's tasks, never for its workers: a worker that sleeps, or that the system has not given a
    core (more threads than free cores), misses the job and the others take its share. A worker
    joins a job by counting itself in and then checking that the job is still the published one;
@@ -695,6 +696,7 @@ typedef struct neo__pool {
     int             n_workers;
     pthread_t      *threads; /* [n_workers] */
     neo__worker    *workers; /* [n_workers] */
+    unsigned char  *home;    /* atomic [n_threads]: 1 once task i (< n_threads) of the current job is taken */
     pthread_mutex_t mu;
     pthread_cond_t  cv;       /* workers sleep here between jobs */
     pthread_cond_t  cv_done;  /* the caller sleeps here when a job's tasks (or its workers) are slow to finish */
@@ -746,10 +748,20 @@ NEO_ATTN__PRIVATE void neo__pool_poke(neo__pool *p) {
    1), so a wait for the job is a wait for done too. */
 NEO_ATTN__PRIVATE void neo__pool_take(neo__pool *p, int thread) {
     int n = 0;
-    for (;; n++) {
+    /* Task `thread` first: a decode of as many chunks as threads then runs each chunk on the same
+       thread call after call, so a layer's KV can stay in the cache of the core that reads it
+       (taken by whoever came first, the chunks crossed cores: H200 host, 16 threads, a 256-cell
+       task of 7 queries took 11.5-13 us hot against ~8 on one thread). */
+    if (thread < p->n_tasks && !__atomic_exchange_n(&p->home[thread], 1, __ATOMIC_RELAXED)) {
+        p->fn(p->user, thread, thread);
+        n++;
+    }
+    for (;;) {
         int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
         if (i >= p->n_tasks) break;
+        if (i < p->n_threads && __atomic_exchange_n(&p->home[i], 1, __ATOMIC_RELAXED)) continue;
         p->fn(p->user, i, thread);
+        n++;
     }
     /* seq_cst: with the caller's store of waiting and its reload of the count (neo__pool_settle),
        either the caller sees the job over or this thread sees it waiting and signals */
@@ -815,8 +827,10 @@ NEO_ATTN__PRIVATE void neo__pool_destroy(neo__pool *p) {
     }
     neo__free(p->alloc, p->threads);
     neo__free(p->alloc, p->workers);
+    neo__free(p->alloc, p->home);
     p->threads = NULL;
     p->workers = NULL;
+    p->home = NULL;
 #endif
     p->n_threads = 1;
 }
@@ -838,11 +852,14 @@ NEO_ATTN__PRIVATE neo_status neo__pool_init(neo__pool *p, int n_threads, void (*
     if (n_threads <= 1) return NEO_OK;
     p->threads = (pthread_t *)neo__alloc(p->alloc, sizeof(pthread_t) * (size_t)(n_threads - 1));
     p->workers = (neo__worker *)neo__alloc(p->alloc, sizeof(neo__worker) * (size_t)(n_threads - 1));
-    if (!p->threads || !p->workers) {
+    p->home = (unsigned char *)neo__alloc(p->alloc, (size_t)n_threads);
+    if (!p->threads || !p->workers || !p->home) {
         neo__free(p->alloc, p->threads);
         neo__free(p->alloc, p->workers);
+        neo__free(p->alloc, p->home);
         p->threads = NULL;
         p->workers = NULL;
+        p->home = NULL;
         return NEO_ERR_NO_MEMORY;
     }
     if (pthread_mutex_init(&p->mu, NULL) != 0) goto no_threads;
@@ -866,8 +883,10 @@ NEO_ATTN__PRIVATE neo_status neo__pool_init(neo__pool *p, int n_threads, void (*
 no_threads:
     neo__free(p->alloc, p->threads);
     neo__free(p->alloc, p->workers);
+    neo__free(p->alloc, p->home);
     p->threads = NULL;
     p->workers = NULL;
+    p->home = NULL;
 #else
     (void)n_threads;
 #endif
@@ -910,6 +929,7 @@ NEO_ATTN__PRIVATE void neo__pool_publish(neo__pool *p, int n_tasks, neo_task_fn 
     p->detached = done != NULL;
     __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&p->tasks_done, 0, __ATOMIC_RELAXED);
+    for (int t = 0; t < p->n_threads; t++) __atomic_store_n(&p->home[t], 0, __ATOMIC_RELAXED);
     __atomic_fetch_add(&p->gen, 1u, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)) {
         pthread_mutex_lock(&p->mu);
