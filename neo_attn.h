@@ -700,19 +700,27 @@ typedef struct neo__pool {
     pthread_mutex_t mu;
     pthread_cond_t  cv;       /* workers sleep here between jobs */
     pthread_cond_t  cv_done;  /* the caller sleeps here when a job's tasks (or its workers) are slow to finish */
-    int             waiting;  /* atomic: the caller sleeps on cv_done */
+    int             detached; /* the caller's: the current job is detached (its tasks may still run) */
+    /* What the workers touch at once sits on cache lines of its own, apart by the pads: idle
+       workers spin reading gen while each one joining a job adds to active and takes from next,
+       and on one line every such add is a transfer of the line the other spinners read. */
+    char            pad0[64];
+    unsigned        gen;      /* atomic: even: job gen is open; odd: the slot is closed while the caller writes */
+    int             stop;     /* atomic */
     neo_task_fn     fn;       /* the job: written only while the slot is closed and no worker is inside */
     void           *user;
     int             n_tasks;
     void          (*done)(void *ctx); /* a detached job's last step, run after its last task */
     void           *done_ctx;
-    unsigned        gen;        /* atomic: even: job gen is open; odd: the slot is closed while the caller writes */
-    int             next;       /* atomic: next task index */
-    int             tasks_done; /* atomic: tasks of the current job finished (and its done step, if any, run) */
+    char            pad1[64];
     int             active;     /* atomic: workers inside the current job */
-    int             detached;   /* the caller's: the current job is detached (its tasks may still run) */
     int             sleeping;   /* atomic: workers waiting on cv */
-    int             stop;       /* atomic */
+    char            pad2[64];
+    int             next;       /* atomic: next task index */
+    char            pad3[64];
+    int             tasks_done; /* atomic: tasks of the current job finished (and its done step, if any, run) */
+    int             waiting;    /* atomic: the caller sleeps on cv_done */
+    char            pad4[64];
 #endif
 } neo__pool;
 
