@@ -679,6 +679,7 @@ NEO_ATTN__PUBLIC const char *neo_cpu_isa_name(neo_cpu_isa isa) {
    workers and hands every job of more than one task to it: first, the engine's parallel-for,
    then done, on the caller. */
 typedef int (*neo__first_fn)(void *ctx); /* a neo_status */
+#define NEO__LINE 64 /* bytes that keep atomics different threads write off each other's cache line */
 
 #if !NEO_ATTN_NO_THREADS
 typedef struct neo__worker {
@@ -696,7 +697,7 @@ typedef struct neo__pool {
     int             n_workers;
     pthread_t      *threads; /* [n_workers] */
     neo__worker    *workers; /* [n_workers] */
-    unsigned char  *home;    /* atomic [n_threads]: 1 once task i (< n_threads) of the current job is taken */
+    unsigned char  *home;    /* atomic [n_threads][NEO__LINE]: [i][0] = 1 once task i (< n_threads) of the current job is taken */
     pthread_mutex_t mu;
     pthread_cond_t  cv;       /* workers sleep here between jobs */
     pthread_cond_t  cv_done;  /* the caller sleeps here when a job's tasks (or its workers) are slow to finish */
@@ -704,7 +705,7 @@ typedef struct neo__pool {
     /* What the workers touch at once sits on cache lines of its own, apart by the pads: idle
        workers spin reading gen while each one joining a job adds to active and takes from next,
        and on one line every such add is a transfer of the line the other spinners read. */
-    char            pad0[64];
+    char            pad0[NEO__LINE];
     unsigned        gen;      /* atomic: even: job gen is open; odd: the slot is closed while the caller writes */
     int             stop;     /* atomic */
     neo_task_fn     fn;       /* the job: written only while the slot is closed and no worker is inside */
@@ -712,15 +713,15 @@ typedef struct neo__pool {
     int             n_tasks;
     void          (*done)(void *ctx); /* a detached job's last step, run after its last task */
     void           *done_ctx;
-    char            pad1[64];
+    char            pad1[NEO__LINE];
     int             active;     /* atomic: workers inside the current job */
     int             sleeping;   /* atomic: workers waiting on cv */
-    char            pad2[64];
+    char            pad2[NEO__LINE];
     int             next;       /* atomic: next task index */
-    char            pad3[64];
+    char            pad3[NEO__LINE];
     int             tasks_done; /* atomic: tasks of the current job finished (and its done step, if any, run) */
     int             waiting;    /* atomic: the caller sleeps on cv_done */
-    char            pad4[64];
+    char            pad4[NEO__LINE];
 #endif
 } neo__pool;
 
@@ -760,14 +761,14 @@ NEO_ATTN__PRIVATE void neo__pool_take(neo__pool *p, int thread) {
        thread call after call, so a layer's KV can stay in the cache of the core that reads it
        (taken by whoever came first, the chunks crossed cores: H200 host, 16 threads, a 256-cell
        task of 7 queries took 11.5-13 us hot against ~8 on one thread). */
-    if (thread < p->n_tasks && !__atomic_exchange_n(&p->home[thread], 1, __ATOMIC_RELAXED)) {
+    if (thread < p->n_tasks && !__atomic_exchange_n(&p->home[(size_t)thread * NEO__LINE], 1, __ATOMIC_RELAXED)) {
         p->fn(p->user, thread, thread);
         n++;
     }
     for (;;) {
         int i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
         if (i >= p->n_tasks) break;
-        if (i < p->n_threads && __atomic_exchange_n(&p->home[i], 1, __ATOMIC_RELAXED)) continue;
+        if (i < p->n_threads && __atomic_exchange_n(&p->home[(size_t)i * NEO__LINE], 1, __ATOMIC_RELAXED)) continue;
         p->fn(p->user, i, thread);
         n++;
     }
@@ -860,7 +861,7 @@ NEO_ATTN__PRIVATE neo_status neo__pool_init(neo__pool *p, int n_threads, void (*
     if (n_threads <= 1) return NEO_OK;
     p->threads = (pthread_t *)neo__alloc(p->alloc, sizeof(pthread_t) * (size_t)(n_threads - 1));
     p->workers = (neo__worker *)neo__alloc(p->alloc, sizeof(neo__worker) * (size_t)(n_threads - 1));
-    p->home = (unsigned char *)neo__alloc(p->alloc, (size_t)n_threads);
+    p->home = (unsigned char *)neo__alloc(p->alloc, (size_t)n_threads * NEO__LINE);
     if (!p->threads || !p->workers || !p->home) {
         neo__free(p->alloc, p->threads);
         neo__free(p->alloc, p->workers);
@@ -937,7 +938,7 @@ NEO_ATTN__PRIVATE void neo__pool_publish(neo__pool *p, int n_tasks, neo_task_fn 
     p->detached = done != NULL;
     __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&p->tasks_done, 0, __ATOMIC_RELAXED);
-    for (int t = 0; t < p->n_threads; t++) __atomic_store_n(&p->home[t], 0, __ATOMIC_RELAXED);
+    for (int t = 0; t < p->n_threads; t++) __atomic_store_n(&p->home[(size_t)t * NEO__LINE], 0, __ATOMIC_RELAXED);
     __atomic_fetch_add(&p->gen, 1u, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)) {
         pthread_mutex_lock(&p->mu);
