@@ -19,9 +19,9 @@ export NEO_MODEL_DIR
 UNIT     = test_api test_ref test_model
 FUZZ_SECONDS ?= 30
 
-.PHONY: all test test-unit test-variants test-san test-tsan test-compile test-golden test-fuzz demo bench clean
+.PHONY: all test test-unit test-variants test-san test-tsan test-compile test-golden test-fuzz demo bench probe-cpu clean
 
-all: $(B)/mini-chat $(B)/bench-cpu
+all: $(B)/mini-chat $(B)/bench-cpu $(B)/probe-cpu
 
 $(B):
 	mkdir -p $(B) $(B)/san $(B)/tsan
@@ -30,6 +30,9 @@ $(B)/mini-chat: examples/mini-chat/mini_chat.c $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) $(OPT) -I. $< -o $@ $(LDLIBS)
 
 $(B)/bench-cpu: examples/bench/bench_cpu.c examples/bench/bench_util.h $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) -O3 -g -I. $< -o $@ $(LDLIBS)
+
+$(B)/probe-cpu: examples/bench/probe_cpu.c examples/bench/bench_util.h $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) -O3 -g -I. $< -o $@ $(LDLIBS)
 
 $(B)/test_%: tests/test_%.c tests/check.h $(HDR) | $(B)
@@ -69,6 +72,7 @@ test-compile: | $(B)
 	$(CXX) -std=c++17 $(WARN) -O2 -DNEO_TEST_IMPL -c tests/test_compile.cc -I. -o $(B)/compile_cc_b.o
 	$(CXX) $(B)/compile_cc_a.o $(B)/compile_cc_b.o -o $(B)/compile_cc $(LDLIBS) && ./$(B)/compile_cc
 	$(CC)  $(CSTD) $(CWARN) -DNEO_ATTN_STATIC tests/test_compile_impl.c -DNEO_TEST_MAIN -I. -o $(B)/compile_static $(LDLIBS) && ./$(B)/compile_static
+	$(MAKE) --no-print-directory $(B)/probe-cpu && ./$(B)/probe-cpu --ctx 600 --layers 2 --calls 5 --threads 2 --gap-us 0
 
 test-golden: $(B)/mini-chat
 	sh tests/test_golden.sh $(B)/mini-chat
@@ -88,6 +92,9 @@ demo: $(B)/mini-chat
 
 bench: $(B)/bench-cpu
 	./$(B)/bench-cpu
+
+probe-cpu: $(B)/probe-cpu
+	./$(B)/probe-cpu
 
 clean:
 	rm -rf $(B)

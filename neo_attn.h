@@ -26,6 +26,9 @@
        NEO_ATTN_NO_SIMD          0             1 = only the portable scalar kernels
        NEO_ATTN_SPIN_US          300           how long idle pool workers spin before sleeping
        NEO_ATTN_STAGE_BYTES      16 MiB        stream-back chunk of a split layer (two are allocated)
+       NEO_ATTN_DECODE_HOOK(e,t,th) nothing    a profiler's probe, called by CPU decode task t on
+                                               thread th: e = 0 it starts, 1 its chunk is attended,
+                                               2 it has finished its head's merge (probe_cpu.c)
 
    QUICK START
    -----------
@@ -505,6 +508,9 @@ int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
 #endif
 #ifndef NEO_ATTN_SPIN_US
 #define NEO_ATTN_SPIN_US 300 /* how long an idle worker spins before it sleeps */
+#endif
+#ifndef NEO_ATTN_DECODE_HOOK
+#define NEO_ATTN_DECODE_HOOK(event, task, thread) ((void)0)
 #endif
 
 #if !NEO_ATTN_NO_THREADS
@@ -1785,6 +1791,7 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
     float *first = rt->partial + (size_t)hi * J->n_chunks * G * stride; /* [n_chunks][G][stride] */
     float *part = first + (size_t)c * G * stride;
     neo__qstate st;
+    NEO_ATTN_DECODE_HOOK(0, task, thread);
     neo__await_gate_warm(a, g, c0, c1);
     neo__qstate_init(&st, J, rt->scratch[thread], g, 0, 1);
     neo__attend(J, &rt->kern, &st, c0, c1);
@@ -1793,6 +1800,7 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
         part[r * stride + 1] = st.l[r];
         memcpy(part + r * stride + 2, st.acc + (size_t)r * dv, sizeof(float) * (size_t)dv);
     }
+    NEO_ATTN_DECODE_HOOK(1, task, thread);
     /* The chunks merge up a fixed binary tree, pairs (0, 1), (2, 3), .. then pairs of their
        results, each pair by whichever of its two finishes second, into the left one's slot: the
        order never depends on the threads. The partials are read across cores (H200 host: ~6 us
@@ -1807,6 +1815,7 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
         neo__merge_pair(left, left + ((size_t)1 << k) * G * stride, G, dv);
     }
     for (int r = 0; r < G; r++) neo__merge_head(a, 0, g * G + r, first[r * stride], first[r * stride + 1], first + r * stride + 2);
+    NEO_ATTN_DECODE_HOOK(2, task, thread);
 }
 
 NEO_ATTN__PRIVATE void neo__prefill_task(void *user, int task, int thread) {

@@ -1,8 +1,9 @@
 /* bench_util.h - the helpers both benchmarks (bench_cpu.c, bench.c) use: a monotonic clock, a
    qsort comparator and median, a checked integer flag, the CPU's name and last-level cache, and
-   the host memory read ceiling. Included once by each program. */
+   the host memory read ceiling. Included once by each program, which may use only some. */
 #ifndef NEO_BENCH_UTIL_H
 #define NEO_BENCH_UTIL_H
+#define NEO_BENCH_UNUSED __attribute__((unused))
 
 #include <errno.h>
 #include <math.h>
@@ -14,19 +15,19 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
+static NEO_BENCH_UNUSED double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b) {
+static NEO_BENCH_UNUSED int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y ? 1 : 0;
 }
 
 /* The integer value of a flag, in [lo, hi]; anything else ends the program with a message. */
-static long parse_flag(const char *prog, const char *s, const char *flag, long lo, long hi) {
+static NEO_BENCH_UNUSED long parse_flag(const char *prog, const char *s, const char *flag, long lo, long hi) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -38,14 +39,14 @@ static long parse_flag(const char *prog, const char *s, const char *flag, long l
 }
 
 /* median of v[0..n) (sorts v); NAN for n < 1 */
-static double median(double *v, int n) {
+static NEO_BENCH_UNUSED double median(double *v, int n) {
     if (n < 1) return NAN;
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* the "model name" line of /proc/cpuinfo, or "unknown" */
-static void cpu_model(char *buf, size_t cap) {
+static NEO_BENCH_UNUSED void cpu_model(char *buf, size_t cap) {
     snprintf(buf, cap, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return;
@@ -67,7 +68,7 @@ static void cpu_model(char *buf, size_t cap) {
 }
 
 /* "32768K", "32M", "1G" -> bytes */
-static size_t parse_size(const char *s) {
+static NEO_BENCH_UNUSED size_t parse_size(const char *s) {
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
     if (*end == 'K' || *end == 'k') v <<= 10;
@@ -78,7 +79,7 @@ static size_t parse_size(const char *s) {
 
 /* Largest level-3 cache size this program can find: sysconf and /sys may disagree in VMs
    (CPUID can report the host's total); the larger is the safe choice for "won't fit". */
-static size_t llc_bytes(size_t *from_sysconf, size_t *from_sys) {
+static NEO_BENCH_UNUSED size_t llc_bytes(size_t *from_sysconf, size_t *from_sys) {
     *from_sysconf = 0;
     *from_sys = 0;
 #ifdef _SC_LEVEL3_CACHE_SIZE
@@ -126,11 +127,11 @@ typedef struct bw_arg {
     bw_state *b;
     int       id;
 } bw_arg;
-static bw_arg     bw_args[256];
+static NEO_BENCH_UNUSED bw_arg     bw_args[256];
 volatile uint64_t bench_sink; /* the sums land here, so the reads cannot be optimized away */
 
 /* 8 independent accumulators, so the loads and not the adds are the limit */
-static uint64_t sum_words(const uint64_t *p, size_t n) {
+static NEO_BENCH_UNUSED uint64_t sum_words(const uint64_t *p, size_t n) {
     uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
     size_t   i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -147,12 +148,12 @@ static uint64_t sum_words(const uint64_t *p, size_t n) {
     for (; i < n; i++) a0 += p[i];
     return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
 }
-static void bw_slice(bw_state *b, int id) {
+static NEO_BENCH_UNUSED void bw_slice(bw_state *b, int id) {
     size_t per = b->n_words / (size_t)b->n_threads;
     size_t lo = per * (size_t)id, hi = id == b->n_threads - 1 ? b->n_words : lo + per;
     b->sums[id] += sum_words(b->buf + lo, hi - lo);
 }
-static void *bw_worker(void *p) {
+static NEO_BENCH_UNUSED void *bw_worker(void *p) {
     bw_arg   *a = (bw_arg *)p;
     bw_state *b = a->b;
     for (;;) {
@@ -164,7 +165,7 @@ static void *bw_worker(void *p) {
     return NULL;
 }
 /* 0, or -1 with a message on stderr (no memory, no threads) */
-static int bw_init(bw_state *b, size_t bytes, int n_threads) {
+static NEO_BENCH_UNUSED int bw_init(bw_state *b, size_t bytes, int n_threads) {
     memset(b, 0, sizeof *b);
     if (n_threads < 1 || n_threads > 256) n_threads = n_threads < 1 ? 1 : 256;
     b->n_words = bytes / sizeof(uint64_t);
@@ -190,7 +191,7 @@ static int bw_init(bw_state *b, size_t bytes, int n_threads) {
     }
     return 0;
 }
-static void bw_destroy(bw_state *b) {
+static NEO_BENCH_UNUSED void bw_destroy(bw_state *b) {
     if (!b->buf) return;
     b->quit = 1;
     pthread_barrier_wait(&b->start);
@@ -203,7 +204,7 @@ static void bw_destroy(bw_state *b) {
 }
 /* GB/s of one read of the whole buffer: by every thread, each its own slice, or (one = 1) by
    the calling thread alone */
-static double bw_read(bw_state *b, int one) {
+static NEO_BENCH_UNUSED double bw_read(bw_state *b, int one) {
     double t0 = now_s();
     if (one || b->n_threads == 1) b->sums[0] += sum_words(b->buf, b->n_words);
     else {
@@ -214,7 +215,7 @@ static double bw_read(bw_state *b, int one) {
     return (double)(b->n_words * sizeof(uint64_t)) / (now_s() - t0) * 1e-9;
 }
 /* median of reps (<= 16) reads */
-static double bw_median(bw_state *b, int one, int reps) {
+static NEO_BENCH_UNUSED double bw_median(bw_state *b, int one, int reps) {
     double g[16];
     if (reps > 16) reps = 16;
     for (int r = 0; r < reps; r++) g[r] = bw_read(b, one);
@@ -243,15 +244,15 @@ volatile float bench_fsink;
 __attribute__((target("avx512f"))) static void fma_run512(long n) { FMA_CHAINS(__m512, _mm512_fmadd_ps, _mm512_set1_ps) }
 __attribute__((target("avx2,fma"))) static void fma_run256(long n) { FMA_CHAINS(__m256, _mm256_fmadd_ps, _mm256_set1_ps) }
 #undef FMA_CHAINS
-static int fma_lanes(void) {
+static NEO_BENCH_UNUSED int fma_lanes(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") ? 16 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 8 : 0;
 }
 #else
-static int fma_lanes(void) { return 0; }
+static NEO_BENCH_UNUSED int fma_lanes(void) { return 0; }
 #endif
 #define FMA_ITERS 4000000L /* 64 M FMAs a chain set: tens of ms a thread */
-static void *fma_worker(void *arg) {
+static NEO_BENCH_UNUSED void *fma_worker(void *arg) {
     (void)arg;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     if (fma_lanes() == 16) fma_run512(FMA_ITERS);
@@ -260,7 +261,7 @@ static void *fma_worker(void *arg) {
     return NULL;
 }
 /* median of reps (<= 16) runs on n_threads threads (the caller one of them) */
-static double fma_gflops(int n_threads, int reps) {
+static NEO_BENCH_UNUSED double fma_gflops(int n_threads, int reps) {
     double    g[16];
     pthread_t th[256];
     int       lanes = fma_lanes();

@@ -1,7 +1,7 @@
 #!/bin/bash
 # run_gpu.sh - the whole GPU benchmark in one device call: build/bench (built here if the carried
-# binary does not run), the torch peers, and the plot. Everything lands in $OUT (default /tmp/neo-bench):
-#   bench.txt bench.csv peers.txt peers.csv bench.png
+# binary does not run), the torch peers, the plot, and the CPU probe (probe-cpu). Everything lands in $OUT (default /tmp/neo-bench):
+#   bench.txt bench.csv peers.txt peers.csv bench.png probe.txt
 #   bash examples/bench/run_gpu.sh            the full run (about 3 minutes on the H200 machine)
 #   bash examples/bench/run_gpu.sh --quick    a small subset, to shake out problems
 set -u
@@ -19,4 +19,10 @@ set -o pipefail
 rc=$?
 PYTHONUNBUFFERED=1 python3 examples/bench/peers.py --ceilings "$OUT/bench.csv" --csv "$OUT/peers.csv" $Q 2>&1 | tee "$OUT/peers.txt"
 python3 examples/bench/plot.py "$OUT/bench.csv" "$OUT/peers.csv" --out "$OUT/bench.png" 2>&1 | tail -n 3
+# the host's CPU decode call, task by task: the Qwen layer's host half (1 of 2 KV heads) and one Llama KV head
+if make -s build/probe-cpu >"$OUT/probe_build.log" 2>&1; then
+    { ./build/probe-cpu; ./build/probe-cpu --shape 4,1,128; } 2>&1 | tee "$OUT/probe.txt"
+else
+    cat "$OUT/probe_build.log"
+fi
 exit $rc
