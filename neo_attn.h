@@ -944,7 +944,8 @@ NEO_ATTN__PRIVATE void neo__pool_publish(neo__pool *p, int n_tasks, neo_task_fn 
     p->detached = done != NULL;
     __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&p->tasks_done, 0, __ATOMIC_RELAXED);
-    for (int t = 0; t < p->n_threads; t++) __atomic_store_n(&p->home[(size_t)t * NEO__LINE], 0, __ATOMIC_RELAXED);
+    /* only the flags this job's tasks can read (task t < n_tasks): each is another core's line */
+    for (int t = 0; t < p->n_threads && t < n_tasks; t++) __atomic_store_n(&p->home[(size_t)t * NEO__LINE], 0, __ATOMIC_RELAXED);
     __atomic_fetch_add(&p->gen, 1u, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&p->sleeping, __ATOMIC_SEQ_CST)) {
         pthread_mutex_lock(&p->mu);

@@ -1105,15 +1105,15 @@ static void time_matvec(cudaStream_t stream, int n, int d, int epi, int norm, do
     CU(cudaEventCreate(&e0));
     CU(cudaEventCreate(&e1));
     int call = 0;
-    /* ungated calls first: the first launch of a kernel loads its module (CUDA's lazy loading),
-       which waits for the stream, and would wait forever behind a closed gate */
-    for (; call < 3; call++) {
+    /* a warm-up batch, ungated: the first launch of a kernel loads its module (CUDA's lazy
+       loading), which waits for the stream, and would wait forever behind a closed gate */
+    for (; call < BATCH; call++) {
         a.w = w[call % n_sets];
         a.w_mul = epi == NEO__MV_SWIGLU ? w[call % n_sets] + (size_t)n * d : NULL;
         if (OPS.matvec(ST, &a, NEO__STREAM_MAIN) != NEO_OK) exit(2);
     }
     CU(cudaStreamSynchronize(stream));
-    for (int bt = -1; bt < B2B; bt++) { /* batch -1 warms up */
+    for (int bt = 0; bt < B2B; bt++) {
         float ms;
         atomic_store(&gate, 0);
         CU(cudaLaunchHostFunc(stream, hold_stream, NULL));
@@ -1127,7 +1127,7 @@ static void time_matvec(cudaStream_t stream, int n, int d, int epi, int norm, do
         atomic_store(&gate, 1);
         CU(cudaStreamSynchronize(stream));
         CU(cudaEventElapsedTime(&ms, e0, e1));
-        if (bt >= 0) bmeans[bt] = ms * 1000.0f / BATCH;
+        bmeans[bt] = ms * 1000.0f / BATCH;
     }
     qsort(bmeans, B2B, sizeof(float), cmp_float);
     const char *names[] = {"store", "add", "swiglu", "rope"};

@@ -21,20 +21,12 @@
                                          [--calls N] [--gap-us U]
        defaults: 7,1,64 (the Qwen2.5-0.5B layer's host half with 1 of its 2 KV heads on the
        host), ctx 4096, online cores, 24 layers, 400 calls, 30 us. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
+#include "examples/bench/bench_util.h"
 
 #define MAX_TASKS 4096
 static double t_start[MAX_TASKS], t_attended[MAX_TASKS], t_merged[MAX_TASKS];
 static int    t_thread[MAX_TASKS];
-static double probe_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
+static double probe_now_us(void) { return now_s() * 1e6; }
 /* each task writes only its own slots; the caller reads them after the call has returned */
 static void probe_hook(int event, int task, int thread) {
     if (task < 0 || task >= MAX_TASKS) return;
@@ -46,7 +38,6 @@ static void probe_hook(int event, int task, int thread) {
 #define NEO_ATTN_DECODE_HOOK(event, task, thread) probe_hook(event, task, thread)
 #define NEO_ATTN_IMPLEMENTATION
 #include "neo_attn.h"
-#include "examples/bench/bench_util.h"
 
 static void check(neo_status s, const char *what) {
     if (s != NEO_OK) fprintf(stderr, "probe-cpu: %s failed: %s\n", what, neo_status_string(s)), exit(1);
