@@ -764,9 +764,10 @@ NEO_ATTN__PRIVATE void neo__pool_poke(neo__pool *p) {
 NEO_ATTN__PRIVATE void neo__pool_take(neo__pool *p, int thread) {
     int n = 0;
     /* Task `thread` first: a decode of as many chunks as threads then runs each chunk on the same
-       thread call after call, so a layer's KV can stay in the cache of the core that reads it
-       (taken by whoever came first, the chunks crossed cores: H200 host, 16 threads, a 256-cell
-       task of 7 queries took 11.5-13 us hot against ~8 on one thread). */
+       thread call after call, and a thread that joins late still finds its own task, not the
+       counter's next. H200 host, 16 threads, 7/1/64 at 4k, A/B of probe-cpu: the last thread
+       starts its task 2.0 us into the call against 3.5 with the counter alone; the task itself
+       stayed 11-12 us (against ~8 on one thread), so chunks crossing cores were not why. */
     if (thread < p->n_tasks && !__atomic_exchange_n(&p->home[(size_t)thread * NEO__LINE], 1, __ATOMIC_RELAXED)) {
         p->fn(p->user, thread, thread);
         n++;
