@@ -1494,6 +1494,10 @@ static __device__ void neo__st_release_sys(unsigned *p, unsigned v) {
 template <bool AWAIT>
 __global__ void __launch_bounds__(1024) neo__handoff_kernel(float *__restrict__ dst, size_t dp, const float *__restrict__ src,
                                                             size_t sp, size_t w, size_t rows, unsigned *flag, unsigned seq) {
+    /* The next kernel, if launched as a programmatic dependent (a projection, attention), may
+       start now: it fetches what does not depend on this copy (its weights, its first KV tiles)
+       while this one waits on the other side, and reads the copy only after its own wait. */
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     if (AWAIT) {
         if (threadIdx.x == 0)
             while (neo__ld_acquire_sys(flag) != seq) {}
