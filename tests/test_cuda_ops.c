@@ -1287,7 +1287,10 @@ int main(int argc, char **argv) {
                          {4864, 896, NEO__MV_ADD, 0, 0, 0, 0, 0, 0},          {1001, 77, NEO__MV_ADD, 1, 1, 0, 0, 0, 0},
                          {896, 4864, NEO__MV_SWIGLU, 1, 0, 0, 0, 0, 0},       {1001, 333, NEO__MV_SWIGLU, 0, 1, 0, 0, 0, 0},
                          {896, 1152, NEO__MV_ROPE, 1, 0, 896, 128, 64, 1000}, {4096, 6144, NEO__MV_ROPE, 1, 0, 4096, 1024, 128, 70000},
-                         {288, 288, NEO__MV_ROPE, 0, 0, 288, 0, 48, 0},       {64, 32, NEO__MV_ROPE, 1, 1, 0, 16, 8, 255}};
+                         {288, 288, NEO__MV_ROPE, 0, 0, 288, 0, 48, 0},       {64, 32, NEO__MV_ROPE, 1, 1, 0, 16, 8, 255},
+                         /* few rows of many columns: 8 warps a unit on the float4 path */
+                         {4096, 64, NEO__MV_STORE, 1, 0, 0, 0, 0, 0},         {2048, 40, NEO__MV_SWIGLU, 0, 0, 0, 0, 0, 0},
+                         {2048, 64, NEO__MV_ROPE, 1, 0, 64, 0, 64, 5}};
     for (size_t i = 0; i < sizeof mv / sizeof *mv; i++) test_matvec(mv[i]);
     test_matvec_args();
     test_argmax(32000, 0), test_argmax(512, 1), test_argmax(151936, 2), test_argmax(7, 3), test_argmax(1, 0);
