@@ -1395,8 +1395,10 @@ template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec
     neo__mv_batch<ROWS> wb;
     if (u < a.units && a.vec) wb.load(wr, lo + lane, hi);
     if (u < a.units) {
-        const char *b0 = reinterpret_cast<const char *>(wr[0]), *b1 = reinterpret_cast<const char *>(wr[1]);
-        const size_t e = a.vec ? 16 : 4, o0 = (size_t)lo * e & ~(size_t)127, o1 = (size_t)hi * e;
+        /* past the first batch: the warp's loads have asked for float4s [lo, lo + 32 U) already */
+        const int    from = a.vec ? lo + 32 * neo__mv_batch<ROWS>::U : lo;
+        const char  *b0 = reinterpret_cast<const char *>(wr[0]), *b1 = reinterpret_cast<const char *>(wr[1]);
+        const size_t e = a.vec ? 16 : 4, o0 = (size_t)from * e & ~(size_t)127, o1 = (size_t)hi * e;
         for (size_t o = o0 + (size_t)lane * 128; o < o1; o += 32 * 128) {
             asm volatile("prefetch.global.L2 [%0];" ::"l"(b0 + o));
             if (ROWS == 2) asm volatile("prefetch.global.L2 [%0];" ::"l"(b1 + o));
