@@ -1276,12 +1276,32 @@ NEO__AVX512 static inline __m128 neo__hsum4x16(__m512 a0, __m512 a1, __m512 a2, 
 #undef NEO__HALF
     return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
+/* The lane sums of 16 vectors in one: lane f of the result is the sum of x[NEO__HSUM16_SRC(f)],
+   with the lane pairs added in neo__hsum4x16's order (+8, then adjacent, then +2, then +4), so
+   the two give the same bits. 30 shuffles and 15 adds for 16 sums where four neo__hsum4x16 take
+   44 and 32 narrower adds: Intel cores run every shuffle on one port, so at head_dim 64 (4 FMAs a
+   dot product) the sums cost about as much as the FMAs. */
+#define NEO__HSUM16_SRC(f) ((((f) >> 3) << 3) | (((f) & 3) << 1) | (((f) >> 2) & 1))
+NEO__AVX512 static inline __attribute__((always_inline)) __m512 neo__hsum16x16(const __m512 *x) {
+    __m512 p[8], r[4];
+    for (int k = 0; k < 8; k++) /* lanes 0-7: x[2k] (l) + (l + 8); lanes 8-15: x[2k + 1] */
+        p[k] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(x[2 * k], x[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int k = 0; k < 4; k++) /* adjacent lanes, as hadd */
+        r[k] = _mm512_add_ps(_mm512_shuffle_ps(p[2 * k], p[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(p[2 * k], p[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int k = 0; k < 2; k++) /* pairs of those: each 128-bit lane now holds four inputs' quarter sums */
+        r[k] = _mm512_add_ps(_mm512_shuffle_ps(r[2 * k], r[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(r[2 * k], r[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(r[0], r[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(r[0], r[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
 /* Scores of one tile of NQT queries, CB cells at a time in CB x NQT <= 16 accumulators (every q
    and K load feeds NQT or CB FMAs), then single cells: up to 4 queries take 4 cells, 5 to 8 take
    2, so that a GQA group of up to 8 is one tile and each K element is widened once. Every dot
-   product sums its 16-lane chunks in order and its lanes with neo__hsum4x16 (which sums each of
-   its four inputs alike, whatever the others), so a score does not depend on which tile, cell
-   group or path computed it. */
+   product sums its 16-lane chunks in order and its lanes in neo__hsum4x16's order (which sums
+   each of its four inputs alike, whatever the others; neo__hsum16x16 too), so a score does not
+   depend on which tile, cell group or path computed it. */
 NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_avx512(float *s, const float *q, const void *k,
                                                                                         neo_type t, int NQT, int CB, int nk, int d,
                                                                                         int first) {
@@ -1312,7 +1332,25 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
 #pragma GCC unroll 8
                 for (int i = 0; i < NQT; i++) a[c][i] = _mm512_fmadd_ps(x[i], kv[c], a[c][i]);
         }
-        if (CB == 4) {
+        if (CB * NQT >= 12) { /* lane i * CB + c: query i, cell b + c */
+            __m512 x[16];
+#pragma GCC unroll 16
+            for (int f = 0; f < 16; f++) x[NEO__HSUM16_SRC(f)] = f < CB * NQT ? a[f % CB][f / CB] : z;
+            const __m512 h = neo__hsum16x16(x);
+            /* quarter by quarter: masked stores of h made the whole task a third slower on Zen 4 */
+            const __m128 hq[4] = {_mm512_castps512_ps128(h), _mm512_extractf32x4_ps(h, 1), _mm512_extractf32x4_ps(h, 2),
+                                  _mm512_extractf32x4_ps(h, 3)};
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) {
+                const __m128 o = hq[u];
+                if (u * 4 >= CB * NQT) break;
+                if (CB == 4) _mm_storeu_ps(s + u * NEO__BLOCK + b, o);
+                else {
+                    _mm_store_sd((double *)(void *)(s + 2 * u * NEO__BLOCK + b), _mm_castps_pd(o));
+                    if (2 * u + 1 < NQT) _mm_storeh_pd((double *)(void *)(s + (2 * u + 1) * NEO__BLOCK + b), _mm_castps_pd(o));
+                }
+            }
+        } else if (CB == 4) {
 #pragma GCC unroll 4
             for (int i = 0; i < NQT; i++) _mm_storeu_ps(s + i * NEO__BLOCK + b, neo__hsum4x16(a[0][i], a[1][i], a[2][i], a[3][i]));
         } else { /* two cells of two queries a sum */

@@ -120,6 +120,35 @@ static void test_conversions(void) {
     }
 }
 
+#if NEO__X86
+/* The AVX-512 scores kernel sums the lanes of a tile's dot products with neo__hsum16x16 and of
+   single cells with neo__hsum4x16; a score must not depend on which one ran, so they must agree
+   bit for bit. Lanes of mixed magnitude and sign, so that any other order of additions rounds
+   differently. */
+NEO__AVX512 static int lane_sums_agree(void) {
+    int ok = 1;
+    for (int rep = 0; rep < 200; rep++) {
+        float  in[16][16], want[16], got[16];
+        __m512 x[16];
+        for (int v = 0; v < 16; v++) {
+            for (int l = 0; l < 16; l++) in[v][l] = rng_f(-1.0f, 1.0f) * ldexpf(1.0f, (int)(rng_u64() % 40) - 20);
+            x[v] = _mm512_loadu_ps(in[v]);
+        }
+        for (int v = 0; v < 16; v += 4) _mm_storeu_ps(want + v, neo__hsum4x16(x[v], x[v + 1], x[v + 2], x[v + 3]));
+        _mm512_storeu_ps(got, neo__hsum16x16(x));
+        for (int f = 0; f < 16; f++) ok &= f2u(got[f]) == f2u(want[NEO__HSUM16_SRC(f)]);
+    }
+    return ok;
+}
+#endif
+static void test_lane_sums(void) {
+#if NEO__X86
+    if (!test_cpu_has(NEO_CPU_AVX512)) return;
+    check_context("AVX-512 lane sums: neo__hsum16x16 against neo__hsum4x16");
+    CHECK(lane_sums_agree());
+#endif
+}
+
 /* --- the runtimes: every CPU path this machine has, with 1 to 4 threads --- */
 
 static const neo_cpu_isa isa_list[3] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512};
@@ -728,6 +757,7 @@ int main(void) {
     fflush(stdout);
 
     test_conversions();
+    test_lane_sums();
     open_runtimes();
     if ((env = getenv("NEO_TEST_ONLY_SPLIT")) && *env) { /* NEO_TEST_ONLY_SPLIT=N: the split cases, N times */
         for (i = atoi(env); i > 0; i--) timed("split layers", test_split);
