@@ -1346,8 +1346,9 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
                 if (u * 4 >= CB * NQT) break;
                 if (CB == 4) _mm_storeu_ps(s + u * NEO__BLOCK + b, o);
                 else {
-                    _mm_store_sd((double *)(void *)(s + 2 * u * NEO__BLOCK + b), _mm_castps_pd(o));
-                    if (2 * u + 1 < NQT) _mm_storeh_pd((double *)(void *)(s + (2 * u + 1) * NEO__BLOCK + b), _mm_castps_pd(o));
+                    /* __m64 may alias floats (a double store would not) */
+                    _mm_storel_pi((__m64 *)(void *)(s + 2 * u * NEO__BLOCK + b), o);
+                    if (2 * u + 1 < NQT) _mm_storeh_pi((__m64 *)(void *)(s + (2 * u + 1) * NEO__BLOCK + b), o);
                 }
             }
         } else if (CB == 4) {
