@@ -1332,7 +1332,7 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
 #pragma GCC unroll 8
                 for (int i = 0; i < NQT; i++) a[c][i] = _mm512_fmadd_ps(x[i], kv[c], a[c][i]);
         }
-        if (CB * NQT >= 12) { /* lane i * CB + c: query i, cell b + c */
+        if (CB * NQT > 8) { /* 2 cells x 5-8 queries, 4 x 3-4; lane i * CB + c: query i, cell b + c */
             __m512 x[16];
 #pragma GCC unroll 16
             for (int f = 0; f < 16; f++) x[NEO__HSUM16_SRC(f)] = f < CB * NQT ? a[f % CB][f / CB] : z;
@@ -1341,9 +1341,8 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
             const __m128 hq[4] = {_mm512_castps512_ps128(h), _mm512_extractf32x4_ps(h, 1), _mm512_extractf32x4_ps(h, 2),
                                   _mm512_extractf32x4_ps(h, 3)};
 #pragma GCC unroll 4
-            for (int u = 0; u < 4; u++) {
+            for (int u = 0; u * 4 < CB * NQT; u++) {
                 const __m128 o = hq[u];
-                if (u * 4 >= CB * NQT) break;
                 if (CB == 4) _mm_storeu_ps(s + u * NEO__BLOCK + b, o);
                 else {
                     /* __m64 may alias floats (a double store would not) */
@@ -1351,18 +1350,9 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
                     if (2 * u + 1 < NQT) _mm_storeh_pi((__m64 *)(void *)(s + (2 * u + 1) * NEO__BLOCK + b), o);
                 }
             }
-        } else if (CB == 4) {
+        } else { /* 1-2 queries x 4 cells: a query's four cells a sum */
 #pragma GCC unroll 4
             for (int i = 0; i < NQT; i++) _mm_storeu_ps(s + i * NEO__BLOCK + b, neo__hsum4x16(a[0][i], a[1][i], a[2][i], a[3][i]));
-        } else { /* two cells of two queries a sum */
-#pragma GCC unroll 4
-            for (int i = 0; i < NQT; i += 2) {
-                float o[4];
-                _mm_storeu_ps(o, neo__hsum4x16(a[0][i], a[1][i], i + 1 < NQT ? a[0][i + 1] : z, i + 1 < NQT ? a[1][i + 1] : z));
-                s[i * NEO__BLOCK + b] = o[0];
-                s[i * NEO__BLOCK + b + 1] = o[1];
-                if (i + 1 < NQT) s[(i + 1) * NEO__BLOCK + b] = o[2], s[(i + 1) * NEO__BLOCK + b + 1] = o[3];
-            }
         }
     }
     for (int b = bg; b < nk; b++) {
