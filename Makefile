@@ -157,3 +157,15 @@ $(B)/bench: examples/bench/bench.c examples/bench/bench_util.h $(HDR) $(B)/neo_a
 bench-gpu: $(B)/bench
 
 .PHONY: bench-gpu
+
+# --- bitwise identity and lint -------------------------------------------------------------------
+# test-bits: the outputs of a fixed set of cases (every CPU path this machine has, the stand-in,
+# the decode loop) hashed and compared with tests/data/bits_d3e7625.txt, made by the header at
+# d3e7625; `build/test_bits --write` adds the lines of a CPU path that file lacks (AVX-512).
+test-bits: $(B)/test_bits
+	./$(B)/test_bits
+
+$(B)/test_bits: tests/test_bits.c tests/check.h tests/cpu_isa.h tests/synth_model.h $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) $(OPT) -I. $< -o $@ $(LDLIBS)
+
+.PHONY: test-bits
