@@ -169,3 +169,17 @@ $(B)/test_bits: tests/test_bits.c tests/check.h tests/cpu_isa.h tests/synth_mode
 	$(CC) $(CSTD) $(CWARN) $(OPT) -I. $< -o $@ $(LDLIBS)
 
 .PHONY: test-bits
+
+# lint: the complexity gates (no function over 120 lines or cyclomatic complexity 40) and no
+# repeated block of 6 or more lines, over the library's two files (lizard: pip install -r
+# tests/requirements.txt). LINT_FILES may name fewer files.
+LINT_FILES ?= neo_attn.h neo_attn_cuda.cu
+LIZARD     ?= lizard
+
+lint:
+	$(LIZARD) -C 40 -L 120 -w $(LINT_FILES)
+	@$(LIZARD) -Eduplicate $(LINT_FILES) | awk ' \
+	  /^[^ ]+:[0-9]+ ~ [0-9]+$$/ { split($$1, a, ":"); if ($$3 - a[2] + 1 >= 6) { print "repeated block of " ($$3 - a[2] + 1) " lines: " $$0; bad = 1 } } \
+	  END { if (bad) exit 1; print "lint: no repeated block of 6 or more lines" }'
+
+.PHONY: lint

@@ -572,9 +572,8 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 /* Internal limits. Cells per block bound the per-thread scratch; a decode splits each KV head
    into at most NEO__MAX_CHUNKS chunks of NEO__MIN_CHUNK to NEO__MAX_CHUNK cells (more past
    NEO__MAX_CHUNK * NEO__MAX_CHUNKS cells). A block's softmax steps (max, exp-sum, rescale) run
-   once per query: 64 cells rather than 32 halve them (development machine, AVX-512, 1 thread,
-   hot: 7/1/64 4k decode 57-68 -> 52-57 us, 32/8/128 4k 454-482 -> 406-438, 14/2/64 32k 853-893
-   -> 790-840; prefill 512 tokens of 14/2/64 at 4k, 2 threads, 25.4 -> 23.8 ms; AVX2 unchanged). */
+   once per query and block, so larger blocks mean fewer of them; the block also bounds the
+   per-thread scores scratch. */
 #define NEO__BLOCK 64
 #define NEO__MIN_CHUNK 256
 #define NEO__MAX_CHUNK 1024
@@ -801,9 +800,7 @@ NEO_ATTN__PRIVATE void neo__pool_take(neo__pool *p, int thread) {
     int n = 0;
     /* Task `thread` first: a decode of as many chunks as threads then runs each chunk on the same
        thread call after call, and a thread that joins late still finds its own task, not the
-       counter's next. H200 host, 16 threads, 7/1/64 at 4k, A/B of probe-cpu: the last thread
-       starts its task 2.0 us into the call against 3.5 with the counter alone; the task itself
-       stayed 11-12 us (against ~8 on one thread), so chunks crossing cores were not why. */
+       counter's next, so the last task of a job starts sooner (docs/ has the measurement). */
     if (thread < p->n_tasks && !__atomic_exchange_n(&p->home[(size_t)thread * NEO__LINE], 1, __ATOMIC_RELAXED)) {
         p->fn(p->user, thread, thread);
         n++;
@@ -1138,9 +1135,7 @@ NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v,
 /* One core's hardware prefetcher does not keep enough misses in flight to stream at DRAM speed
    while the core also computes, so each K or V row read asks for the row NEO__PREFETCH bytes
    ahead as well; prefetches never fault, so running past the cache's end is harmless. */
-#ifndef NEO__PREFETCH
 #define NEO__PREFETCH 4096
-#endif
 static inline __attribute__((always_inline)) void neo__prefetch_row(const char *row, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + NEO__PREFETCH + o, _MM_HINT_T0);
 }
