@@ -691,7 +691,7 @@ NEO_ATTN__PUBLIC const char *neo_cpu_isa_name(neo_cpu_isa isa) {
 }
 
 /* =============================================================================================
-   >>pool: persistent workers and one primitive, a parallel-for the caller takes part in
+   >>pool: persistent workers and a parallel-for the caller takes part in (launch, help, wait)
    =============================================================================================
    A job is (fn, user, n_tasks); each thread first takes the task of its own number, if no one
    has, then tasks from an atomic counter, so which thread runs which task varies, and callers
