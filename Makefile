@@ -157,3 +157,42 @@ $(B)/bench: examples/bench/bench.c examples/bench/bench_util.h $(HDR) $(B)/neo_a
 bench-gpu: $(B)/bench
 
 .PHONY: bench-gpu
+
+# --- bitwise identity and lint -------------------------------------------------------------------
+# test-bits: the outputs of a fixed set of cases (every CPU path this machine has, the stand-in,
+# the decode loop) hashed and compared with tests/data/bits_d3e7625.txt, made by the header at
+# d3e7625; `build/test_bits --write` adds the lines of a CPU path that file lacks (AVX-512).
+test-bits: $(B)/test_bits
+	./$(B)/test_bits
+
+$(B)/test_bits: tests/test_bits.c tests/check.h tests/cpu_isa.h tests/synth_model.h $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) $(OPT) -I. $< -o $@ $(LDLIBS)
+
+# test-bits-ref: writes this machine's lines of that file from a build against the header at
+# d3e7625 (how the AVX-512 lines are made, on a machine that has AVX-512); then run test-bits.
+BITS_REF ?= d3e7625
+test-bits-ref: | $(B)
+	mkdir -p $(B)/bits_ref && git show $(BITS_REF):neo_attn.h > $(B)/bits_ref/neo_attn.h
+	$(CC) $(CSTD) $(CWARN) $(OPT) -I$(B)/bits_ref tests/test_bits.c -o $(B)/bits_ref/test_bits $(LDLIBS)
+	./$(B)/bits_ref/test_bits --write
+
+# test-no-model: the header without the decode loop (NEO_ATTN_NO_MODEL) compiles, links and runs
+test-no-model: | $(B)
+	$(CC) $(CSTD) $(CWARN) -DNEO_ATTN_NO_MODEL -DNEO_ATTN_STATIC -DNEO_TEST_MAIN -I. tests/test_compile_impl.c \
+	  -o $(B)/compile_no_model $(LDLIBS) && ./$(B)/compile_no_model
+
+.PHONY: test-bits test-bits-ref test-no-model
+
+# lint: the complexity gates (no function over 120 lines or cyclomatic complexity 40) and no
+# repeated block of 6 or more lines, over the library's two files (lizard: pip install -r
+# tests/requirements.txt). LINT_FILES may name fewer files.
+LINT_FILES ?= neo_attn.h neo_attn_cuda.cu
+LIZARD     ?= lizard
+
+lint:
+	$(LIZARD) -C 40 -L 120 -w $(LINT_FILES)
+	@$(LIZARD) -Eduplicate $(LINT_FILES) | awk ' \
+	  /^[^ ]+:[0-9]+ ~ [0-9]+$$/ { split($$1, a, ":"); if ($$3 - a[2] + 1 >= 6) { print "repeated block of " ($$3 - a[2] + 1) " lines: " $$0; bad = 1 } } \
+	  END { if (bad) exit 1; print "lint: no repeated block of 6 or more lines" }'
+
+.PHONY: lint

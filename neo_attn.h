@@ -295,7 +295,8 @@ typedef struct neo_layer_info {
 } neo_layer_info;
 NEO_ATTN_API neo_status neo_layer_get_info(const neo_layer *layer, neo_layer_info *info);
 
-/* --- decode loop: llama2.c checkpoints --- */
+/* --- decode loop: llama2.c checkpoints (compiled out with NEO_ATTN_NO_MODEL) --- */
+#if !defined(NEO_ATTN_NO_MODEL)
 
 typedef struct neo_model neo_model;
 typedef struct neo_model_info {
@@ -341,17 +342,23 @@ NEO_ATTN_API int        neo_session_length(const neo_session *s);   /* 0 for NUL
 NEO_ATTN_API neo_status neo_session_truncate(neo_session *s, int n_tokens);   /* as neo_layer_truncate */
 /* Sums of every layer's neo_layer_info (heads per layer, bytes and calls over all layers). */
 NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_info *info);
+#endif /* NEO_ATTN_NO_MODEL */
 
 
 /* --- the GPU bridge ------------------------------------------------------------------------
-   Private, but declared here because two files share it: the header drives every device
-   operation through a neo__dev_ops table, filled either by neo_attn_cuda.cu (neo__cuda_get_ops,
-   NEO_ATTN_CUDA=1) or by the header's own host stand-in (neo_runtime_desc.gpu_standin = 1),
-   which runs the same orchestration in CI with no GPU. Only plain C crosses: pointers, ints,
-   size_t and the POD structs below. Every entry returns a neo_status (as int).
+   Private, but declared here because two files share it. The header drives the device through
+   three small tables, each with one concern and its own ABI version: memory, copies and streams
+   (neo__dev_mem); attention, append and the both-halves handoff (neo__dev_attn); and the decode
+   loop's optional ops (neo__dev_model: an entry left NULL runs on the host). neo_attn_cuda.cu
+   fills them (neo__cuda_get_mem / _attn / _model, NEO_ATTN_CUDA=1); the header's own host
+   backend (a CPU runtime) and its GPU stand-in (neo_runtime_desc.gpu_standin = 1, which runs
+   the split paths in CI with no GPU) fill them too. Only plain C crosses: pointers, ints, size_t
+   and the POD structs below. Every entry that can fail returns a neo_status (as int).
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
-#define NEO_ATTN_CUDA_ABI_VERSION 4
+#define NEO__DEV_MEM_ABI 1
+#define NEO__DEV_ATTN_ABI 1
+#define NEO__DEV_MODEL_ABI 1
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
 #define NEO__EVENTS 8
@@ -423,43 +430,60 @@ static inline int neo__matvec_ok(const neo__matvec_args *a) {
     return 1;
 }
 
-typedef struct neo__dev_ops {
-    int  (*init)(int device, void *engine_stream, void **state);
+/* Memory, copies and streams. */
+typedef struct neo__dev_mem {
+    /* Makes the device's state; on failure writes why (the device's own reason, NUL-terminated,
+       at most why_size bytes) for the runtime's log. */
+    int  (*init)(int device, void *engine_stream, void **state, char *why, size_t why_size);
     void (*release)(void *state);
     int  (*dev_alloc)(void *state, void **ptr, size_t bytes);   /* NEO_ERR_DEVICE_MEMORY when out */
     void (*dev_free)(void *state, void *ptr);
-    int  (*host_alloc)(void *state, void **ptr, size_t bytes);  /* pinned; NEO_ERR_NO_MEMORY when out */
+    /* host memory the device copies from and to (pinned); NEO_ERR_NO_MEMORY when out */
+    int  (*host_alloc)(void *state, void **ptr, size_t bytes);
     void (*host_free)(void *state, void *ptr);
-    /* asynchronous on stream; any direction (pinned or device memory) */
+    /* asynchronous on stream; any direction (host memory from host_alloc, or device memory) */
     int  (*copy)(void *state, void *dst, const void *src, size_t bytes, int stream);
     int  (*copy2d)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
                    size_t rows, int stream);
-    /* The both-halves handoff, with no host call on its critical path: rows of floats (widths and
-       pitches in bytes, multiples of 4) between device and pinned host memory, copied by the device
-       itself. copy_signal copies, then sets *flag = seq once the rows are visible to the host;
-       await_copy waits in stream order until the host has set *flag = seq, then copies. flag:
-       pinned host memory. Both return NEO_ERR_UNSUPPORTED on a stream that is being captured. */
-    int  (*copy_signal)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
-                        size_t rows, unsigned *flag, unsigned seq, int stream);
-    int  (*await_copy)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
-                       size_t rows, const unsigned *flag, unsigned seq, int stream);
     int  (*record)(void *state, int event, int stream);
     int  (*wait)(void *state, int stream, int event);         /* stream waits for event */
     int  (*event_sync)(void *state, int event);               /* the host waits for event */
     int  (*stream_sync)(void *state, int stream);
-    /* 1 = a kernel launch returns only once the kernel is done (CUDA_LAUNCH_BLOCKING=1), so an
-       await_copy must not be enqueued before its flag is set */
-    int  (*launch_blocking)(void *state);
+} neo__dev_mem;
+
+/* Attention, append and the both-halves handoff. */
+typedef struct neo__dev_attn {
     int  (*append)(void *state, const neo__append_args *a, int stream);
     int  (*attend)(void *state, const neo__attn_args *a, int stream);
-    /* the decode loop; all pointers device memory */
+    /* The both-halves handoff, with no host call on its critical path: rows of floats (widths and
+       pitches in bytes, multiples of 4) between device and pinned host memory, copied by the device
+       itself. copy_signal copies, then sets *flag = seq once the rows are visible to the host;
+       await_copy waits in stream order until the host has set *flag = seq, then copies. flag:
+       pinned host memory. Both return NEO_ERR_UNSUPPORTED on a stream that is being captured.
+       NULL on a backend with no device memory (a CPU runtime). */
+    int  (*copy_signal)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                        size_t rows, unsigned *flag, unsigned seq, int stream);
+    int  (*await_copy)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                       size_t rows, const unsigned *flag, unsigned seq, int stream);
+    /* 1 = a launch returns at once and the device runs concurrently with the host, so the
+       both-halves call enqueues all its device work before it takes part in the CPU half;
+       0 = an op is done when it returns (the stand-in, or CUDA_LAUNCH_BLOCKING=1), so an
+       await_copy must not be enqueued before its flag is set */
+    int  (*launch_async)(void *state);
+} neo__dev_attn;
+
+/* The decode loop's ops on the device; all pointers device memory. A NULL entry runs on the
+   host (activations in host memory). */
+typedef struct neo__dev_model {
     int  (*matvec)(void *state, const neo__matvec_args *a, int stream);
     /* *out (device int) = the lowest index of the largest of x[n] (NaN never wins; 0 if none is > -inf) */
     int  (*argmax)(void *state, int *out, const float *x, int n, int stream);
-} neo__dev_ops;
+} neo__dev_model;
 
-/* Fills ops when the caller's ABI version matches; NEO_ERR_UNSUPPORTED otherwise. */
-int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
+/* Each fills its table when the caller's ABI version of it matches; NEO_ERR_UNSUPPORTED otherwise. */
+int neo__cuda_get_mem(int abi_version, neo__dev_mem *t);
+int neo__cuda_get_attn(int abi_version, neo__dev_attn *t);
+int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 
 #ifdef __cplusplus
 }
@@ -548,9 +572,8 @@ int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
 /* Internal limits. Cells per block bound the per-thread scratch; a decode splits each KV head
    into at most NEO__MAX_CHUNKS chunks of NEO__MIN_CHUNK to NEO__MAX_CHUNK cells (more past
    NEO__MAX_CHUNK * NEO__MAX_CHUNKS cells). A block's softmax steps (max, exp-sum, rescale) run
-   once per query: 64 cells rather than 32 halve them (development machine, AVX-512, 1 thread,
-   hot: 7/1/64 4k decode 57-68 -> 52-57 us, 32/8/128 4k 454-482 -> 406-438, 14/2/64 32k 853-893
-   -> 790-840; prefill 512 tokens of 14/2/64 at 4k, 2 threads, 25.4 -> 23.8 ms; AVX2 unchanged). */
+   once per query and block, so larger blocks mean fewer of them; the block also bounds the
+   per-thread scores scratch. */
 #define NEO__BLOCK 64
 #define NEO__MIN_CHUNK 256
 #define NEO__MAX_CHUNK 1024
@@ -668,7 +691,7 @@ NEO_ATTN__PUBLIC const char *neo_cpu_isa_name(neo_cpu_isa isa) {
 }
 
 /* =============================================================================================
-   >>pool: persistent workers and one primitive, a parallel-for the caller takes part in
+   >>pool: persistent workers and a parallel-for the caller takes part in (launch, help, wait)
    =============================================================================================
    A job is (fn, user, n_tasks); each thread first takes the task of its own number, if no one
    has, then tasks from an atomic counter, so which thread runs which task varies, and callers
@@ -679,15 +702,23 @@ NEO_ATTN__PUBLIC const char *neo_cpu_isa_name(neo_cpu_isa isa) {
    before it writes the next job, the caller closes the slot and waits until no worker is inside
    (a few instructions after the last task), so job fields are never read while written. Idle
    workers spin for NEO_ATTN_SPIN_US, then sleep on a condition variable; the caller signals only
-   when someone sleeps. A job may carry a first step that the caller runs once the workers have
-   it, before taking tasks (the both-halves call enqueues the device's work there, so the workers
-   are already spinning when their input lands). A detached job (one with a done step) does not
-   make the caller wait for its tasks: it returns once no task is left to take, the thread that
-   finishes the last task runs the done step, and the next job (or neo__pool_wait) first waits
-   for that. With an engine's parallel-for (neo_runtime_desc.parallel_for) the pool has no
-   workers and hands every job of more than one task to it: first, the engine's parallel-for,
-   then done, on the caller. */
-typedef int (*neo__first_fn)(void *ctx); /* a neo_status */
+   when someone sleeps.
+   A job runs in two calls, so the caller can do its own work between them while the workers
+   already spin on the job: neo__pool_launch hands it out, neo__pool_help takes tasks on the
+   caller until none is left. A job without a finish step is then over. One with a finish step
+   is asynchronous: the thread that finishes its last task runs the step, and the next launch
+   (or neo__pool_wait) first waits for that. A serial job, a job of one task and every job of a
+   pool without workers run on the caller in neo__pool_help, the finish step after them. With an
+   engine's parallel-for (neo_runtime_desc.parallel_for) the pool has no workers, and
+   neo__pool_help hands every job of more than one task to it. */
+typedef struct neo__job {
+    neo_task_fn fn;
+    void       *user;           /* fn's; must outlive an asynchronous job */
+    int         n_tasks;
+    void      (*finish)(void *ctx); /* or NULL: run once after the last task */
+    void       *finish_ctx;
+    int         serial;         /* 1 = on the caller alone (a job too small to wake the workers for) */
+} neo__job;
 #define NEO__LINE 64 /* bytes that keep atomics different threads write off each other's cache line */
 
 #if !NEO_ATTN_NO_THREADS
@@ -702,6 +733,8 @@ typedef struct neo__pool {
     const neo_allocator *alloc;     /* the runtime's */
     void               (*ext)(void *user, int n_tasks, neo_task_fn task, void *arg); /* the engine's parallel-for, or NULL */
     void                *ext_user;
+    int                  pending;   /* the caller's: 1 = the published job may still run; 2 = held waits for help */
+    neo__job             held;      /* a job neo__pool_help runs on the caller */
 #if !NEO_ATTN_NO_THREADS
     int             n_workers;
     pthread_t      *threads; /* [n_workers] */
@@ -710,7 +743,6 @@ typedef struct neo__pool {
     pthread_mutex_t mu;
     pthread_cond_t  cv;       /* workers sleep here between jobs */
     pthread_cond_t  cv_done;  /* the caller sleeps here when a job's tasks (or its workers) are slow to finish */
-    int             detached; /* the caller's: the current job is detached (its tasks may still run) */
     /* What the workers touch at once sits on cache lines of its own, apart by the pads: idle
        workers spin reading gen while each one joining a job adds to active and takes from next,
        and on one line every such add is a transfer of the line the other spinners read. */
@@ -720,15 +752,15 @@ typedef struct neo__pool {
     neo_task_fn     fn;       /* the job: written only while the slot is closed and no worker is inside */
     void           *user;
     int             n_tasks;
-    void          (*done)(void *ctx); /* a detached job's last step, run after its last task */
-    void           *done_ctx;
+    void          (*finish)(void *ctx); /* the job's finish step, run after its last task */
+    void           *finish_ctx;
     char            pad1[NEO__LINE];
     int             active;     /* atomic: workers inside the current job */
     int             sleeping;   /* atomic: workers waiting on cv */
     char            pad2[NEO__LINE];
     int             next;       /* atomic: next task index */
     char            pad3[NEO__LINE];
-    int             tasks_done; /* atomic: tasks of the current job finished (and its done step, if any, run) */
+    int             tasks_done; /* atomic: tasks of the current job finished (and its finish step, if any, run) */
     int             waiting;    /* atomic: the caller sleeps on cv_done */
     char            pad4[NEO__LINE];
 #endif
@@ -762,15 +794,13 @@ NEO_ATTN__PRIVATE void neo__pool_poke(neo__pool *p) {
 
 /* Takes tasks of the current job until none is left, then counts them finished in one add (one
    write to the shared line a thread and job, not one a task). The thread whose add completes the
-   count runs a detached job's done step and only then marks the job over (tasks_done = n_tasks +
-   1), so a wait for the job is a wait for done too. */
+   count runs the job's finish step and only then marks the job over (tasks_done = n_tasks + 1),
+   so a wait for the job is a wait for its finish step too. */
 NEO_ATTN__PRIVATE void neo__pool_take(neo__pool *p, int thread) {
     int n = 0;
     /* Task `thread` first: a decode of as many chunks as threads then runs each chunk on the same
        thread call after call, and a thread that joins late still finds its own task, not the
-       counter's next. H200 host, 16 threads, 7/1/64 at 4k, A/B of probe-cpu: the last thread
-       starts its task 2.0 us into the call against 3.5 with the counter alone; the task itself
-       stayed 11-12 us (against ~8 on one thread), so chunks crossing cores were not why. */
+       counter's next, so the last task of a job starts sooner (docs/ has the measurement). */
     if (thread < p->n_tasks && !__atomic_exchange_n(&p->home[(size_t)thread * NEO__LINE], 1, __ATOMIC_RELAXED)) {
         p->fn(p->user, thread, thread);
         n++;
@@ -785,7 +815,7 @@ NEO_ATTN__PRIVATE void neo__pool_take(neo__pool *p, int thread) {
     /* seq_cst: with the caller's store of waiting and its reload of the count (neo__pool_settle),
        either the caller sees the job over or this thread sees it waiting and signals */
     if (!n || __atomic_add_fetch(&p->tasks_done, n, __ATOMIC_SEQ_CST) < p->n_tasks) return;
-    if (p->done) p->done(p->done_ctx);
+    if (p->finish) p->finish(p->finish_ctx);
     __atomic_add_fetch(&p->tasks_done, 1, __ATOMIC_SEQ_CST);
     neo__pool_poke(p);
 }
@@ -936,16 +966,16 @@ NEO_ATTN__PRIVATE void neo__pool_settle(neo__pool *p, int what) {
 
 /* Publishes a job to the workers; the last one is over. The slot is closed (gen odd) and the
    workers still inside the last job (past its last task) are let out before its fields change. */
-NEO_ATTN__PRIVATE void neo__pool_publish(neo__pool *p, int n_tasks, neo_task_fn fn, void *user, void (*done)(void *),
-                                         void *done_ctx) {
+NEO_ATTN__PRIVATE void neo__pool_publish(neo__pool *p, const neo__job *j) {
+    int n_tasks = j->n_tasks;
     __atomic_fetch_add(&p->gen, 1u, __ATOMIC_SEQ_CST);
     neo__pool_settle(p, 1);
-    p->fn = fn;
-    p->user = user;
+    p->fn = j->fn;
+    p->user = j->user;
     p->n_tasks = n_tasks;
-    p->done = done;
-    p->done_ctx = done_ctx;
-    p->detached = done != NULL;
+    p->finish = j->finish;
+    p->finish_ctx = j->finish_ctx;
+    p->pending = 1;
     __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&p->tasks_done, 0, __ATOMIC_RELAXED);
     /* only the flags this job's tasks can read (task t < n_tasks): each is another core's line */
@@ -959,46 +989,64 @@ NEO_ATTN__PRIVATE void neo__pool_publish(neo__pool *p, int n_tasks, neo_task_fn 
 }
 #endif
 
-/* Waits for a detached job to be over (no-op if none): before anything the job reads or writes
-   is reused. */
+/* Waits for an asynchronous job to be over (no-op if none): before anything the job reads or
+   writes is reused. */
 NEO_ATTN__PRIVATE void neo__pool_wait(neo__pool *p) {
 #if !NEO_ATTN_NO_THREADS
-    if (!p->detached) return;
+    if (p->pending != 1) return;
     neo__pool_settle(p, 0);
-    p->detached = 0;
+    p->pending = 0;
 #else
     (void)p;
 #endif
 }
 
-/* Runs first(ctx) if given, and fn(user, task, thread) for task in [0, n_tasks) with thread in
-   [0, n_threads), the caller taking tasks too; returns first's status when all are done. With
-   done set the job is detached: the caller returns once no task is left to take, the thread that
-   finishes the last task runs done(done_ctx), and the next job (or neo__pool_wait) waits for
-   that; user must outlive the job. */
-NEO_ATTN__PRIVATE int neo__pool_run(neo__pool *p, int n_tasks, neo_task_fn fn, void *user, neo__first_fn first, void *ctx,
-                                    void (*done)(void *), void *done_ctx) {
-    int s = NEO_OK;
+/* Hands job j out (after the last asynchronous job is over): published to the workers, or held
+   for neo__pool_help to run on the caller. */
+NEO_ATTN__PRIVATE void neo__pool_launch(neo__pool *p, const neo__job *j) {
     neo__pool_wait(p);
-    if (p->ext && n_tasks > 1) {
-        if (first) s = first(ctx);
-        p->ext(p->ext_user, n_tasks, fn, user);
-        if (done) done(done_ctx);
-        return s;
-    }
 #if !NEO_ATTN_NO_THREADS
-    if (p->n_workers > 0 && n_tasks > 1) {
-        neo__pool_publish(p, n_tasks, fn, user, done, done_ctx);
-        if (first) s = first(ctx);
-        neo__pool_take(p, 0);
-        if (!done) neo__pool_settle(p, 0);
-        return s;
+    if (!j->serial && !p->ext && p->n_workers > 0 && j->n_tasks > 1) {
+        neo__pool_publish(p, j);
+        return;
     }
 #endif
-    if (first) s = first(ctx);
-    for (int i = 0; i < n_tasks; i++) fn(user, i, 0);
-    if (done) done(done_ctx);
-    return s;
+    p->held = *j;
+    p->pending = 2;
+}
+
+/* The caller's part of the launched job: tasks until none is left to take; for a job without a
+   finish step, until all are done. */
+NEO_ATTN__PRIVATE void neo__pool_help(neo__pool *p) {
+    if (p->pending == 2) {
+        const neo__job j = p->held;
+        p->pending = 0;
+        if (p->ext && !j.serial && j.n_tasks > 1) p->ext(p->ext_user, j.n_tasks, j.fn, j.user);
+        else
+            for (int i = 0; i < j.n_tasks; i++) j.fn(j.user, i, 0);
+        if (j.finish) j.finish(j.finish_ctx);
+        return;
+    }
+#if !NEO_ATTN_NO_THREADS
+    if (p->pending != 1) return;
+    neo__pool_take(p, 0);
+    if (!p->finish) {
+        neo__pool_settle(p, 0);
+        p->pending = 0;
+    }
+#endif
+}
+
+/* fn(user, task, thread) for task in [0, n_tasks) with thread in [0, n_threads), the caller
+   taking tasks too; returns when all are done. */
+NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo_task_fn fn, void *user) {
+    neo__job j;
+    memset(&j, 0, sizeof j);
+    j.fn = fn;
+    j.user = user;
+    j.n_tasks = n_tasks;
+    neo__pool_launch(p, &j);
+    neo__pool_help(p);
 }
 
 /* =============================================================================================
@@ -1087,9 +1135,7 @@ NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v,
 /* One core's hardware prefetcher does not keep enough misses in flight to stream at DRAM speed
    while the core also computes, so each K or V row read asks for the row NEO__PREFETCH bytes
    ahead as well; prefetches never fault, so running past the cache's end is harmless. */
-#ifndef NEO__PREFETCH
 #define NEO__PREFETCH 4096
-#endif
 static inline __attribute__((always_inline)) void neo__prefetch_row(const char *row, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + NEO__PREFETCH + o, _MM_HINT_T0);
 }
@@ -1562,40 +1608,27 @@ typedef struct neo__attn_job {
     int                   tok_per_task, n_tok_blocks; /* prefill: tokens per task, tasks per KV head */
 } neo__attn_job;
 
+/* A runtime: the CPU attention's pool, kernels and buffers (used here), the engine's logger and
+   allocator, and the device's tables (the host backend's on a CPU runtime). The split paths'
+   buffers and handoff state live in >>split. */
 struct neo_runtime {
     neo__pool    pool;
     neo__kernels kern;
-    void       (*log)(void *user, neo_log_level level, const char *msg); /* the engine's logger, or NULL */
-    void        *log_user;
-    neo_allocator alloc;         /* host memory (see neo_runtime_desc.allocator) */
-    int          gpu;            /* 1 = layers keep gpu_heads in device memory */
-    neo__dev_ops dev;            /* device operations: CUDA, or the host ones (CPU runtime, stand-in) */
-    void        *dev_state;
-    int          dev_async;      /* 1 = device work runs concurrently with the host (real CUDA) */
-    int          hand_early;     /* 1 = the both-halves call enqueues all its device work before the CPU
-                                    half (a device that runs concurrently and whose launches return at once) */
     float      **scratch;        /* [pool.n_threads] per-thread attention scratch */
     size_t       scratch_floats; /* floats in each */
     float       *partial;        /* decode chunk partials: [kv heads][n_chunks][group][head_dim_v + 2] */
     size_t       partial_floats;
     int         *pair_done;      /* decode merge tree: [n_head_kv][2 * NEO__MAX_CHUNKS] arrivals at each pair */
     size_t       pair_done_n;
-    /* buffers of the split paths, shared by the layers (used one at a time), grown on demand */
-    void        *d_stage[2];     /* device: stream-back chunks, [host heads][chunk][head_dim + head_dim_v] */
-    size_t       d_stage_bytes;
-    void        *d_state;        /* device: stream-back online-softmax state */
-    size_t       d_state_bytes;
-    void        *h_q, *h_out;    /* pinned: the CPU half's queries and output */
-    size_t       h_q_bytes, h_out_bytes;
-    /* pinned, read and written by both sides: [0] = the device has put the queries in h_q,
-       [NEO__FLAG_OUT] = the host has put the output in h_out; each holds the number of the
-       both-halves call (hand_seq) it was last set for. Apart, so the two writers never share a line. */
-    unsigned    *hand;
-    unsigned     hand_seq;
-    neo__attn_args hand_args;    /* the both-halves call's CPU half, a detached job: outlives the call */
-    neo__attn_job  hand_job;
-    float       *mv_scratch;     /* host ops' matvec: the normalised x, then w_mul . x or RoPE's cos / sin */
-    size_t       mv_scratch_floats;
+    void       (*log)(void *user, neo_log_level level, const char *msg); /* the engine's logger, or NULL */
+    void        *log_user;
+    neo_allocator alloc;         /* host memory (see neo_runtime_desc.allocator) */
+    int          gpu;            /* 1 = layers keep gpu_heads in device memory (CUDA or the stand-in) */
+    neo__dev_mem   mem;          /* the device's tables and state */
+    neo__dev_attn  attn;
+    neo__dev_model model;
+    void          *dev_state;
+    struct neo__split *split;    /* the split paths' buffers and handoff state, made with the first split layer */
 };
 
 /* One line to the engine's logger, if it has one. */
@@ -1869,18 +1902,17 @@ NEO_ATTN__PRIVATE void neo__prefill_task(void *user, int task, int thread) {
 /* The pool runs a task list serially below this many multiply-adds: waking it costs more. */
 #define NEO__SERIAL_MACS 65536.0
 
-/* Runs first (if given), the tasks and done (if given) as neo__pool_run does, or on the calling
-   thread alone when the job is small; returns first's status. Which thread runs a task never
-   changes its result. */
-NEO_ATTN__PRIVATE int neo__run(neo_runtime *rt, int n_tasks, double macs, neo_task_fn fn, void *user, neo__first_fn first,
-                               void *ctx, void (*done)(void *), void *done_ctx) {
-    int s = NEO_OK;
-    if (macs >= NEO__SERIAL_MACS) return neo__pool_run(&rt->pool, n_tasks, fn, user, first, ctx, done, done_ctx);
-    neo__pool_wait(&rt->pool);
-    if (first) s = first(ctx);
-    for (int i = 0; i < n_tasks; i++) fn(user, i, 0);
-    if (done) done(done_ctx);
-    return s;
+/* The tasks on the pool, or on the calling thread alone when the job is small. Which thread runs
+   a task never changes its result. */
+NEO_ATTN__PRIVATE void neo__run(neo_runtime *rt, int n_tasks, double macs, neo_task_fn fn, void *user) {
+    neo__job j;
+    memset(&j, 0, sizeof j);
+    j.fn = fn;
+    j.user = user;
+    j.n_tasks = n_tasks;
+    j.serial = macs < NEO__SERIAL_MACS;
+    neo__pool_launch(&rt->pool, &j);
+    neo__pool_help(&rt->pool);
 }
 
 NEO_ATTN__PRIVATE double neo__cpu_macs(const neo__attn_args *a) {
@@ -1907,21 +1939,22 @@ NEO_ATTN__PRIVATE int neo__cpu_job(neo_runtime *rt, const neo__attn_args *a, neo
     return n_heads * J->n_tok_blocks;
 }
 
-/* CPU attention of a range, on the runtime's pool (activations in host memory); first as for
-   neo__run. */
-NEO_ATTN__PRIVATE int neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a, neo__first_fn first, void *ctx) {
+/* CPU attention of a range, on the runtime's pool (activations in host memory). */
+NEO_ATTN__PRIVATE int neo__cpu_attend(neo_runtime *rt, const neo__attn_args *a) {
     neo__attn_job J;
     neo_task_fn   fn;
     int           n;
     neo__pool_wait(&rt->pool); /* a detached CPU half may still use the chunk counters */
     n = neo__cpu_job(rt, a, &J, &fn);
-    return neo__run(rt, n, neo__cpu_macs(a), fn, &J, first, ctx, NULL, NULL);
+    neo__run(rt, n, neo__cpu_macs(a), fn, &J);
+    return NEO_OK;
 }
 
 /* =============================================================================================
-   >>dev: the device operations done on the host: the CPU runtime's decode loop, and the
-   stand-in GPU (neo_runtime_desc.gpu_standin) that runs the split paths where there is none.
-   Everything completes before the call returns, so streams and events are no-ops.
+   >>host: the CPU backend. A CPU runtime's tables: memory from the runtime's allocator, copies
+   that are done when they return, streams and events with nothing to order; append narrows into
+   the cache, attention runs on the pool. Its device memory is host memory too, which is what
+   lets the stand-in (>>standin) reuse this memory table.
    ============================================================================================= */
 /* dst: [n] of type t <- src: [n] f32 */
 NEO_ATTN__PRIVATE void neo__narrow(void *dst, const float *src, int n, neo_type t) {
@@ -1933,13 +1966,13 @@ NEO_ATTN__PRIVATE void neo__narrow(void *dst, const float *src, int n, neo_type 
         for (int i = 0; i < n; i++) d16[i] = neo__f32_to_bf16(src[i]);
 }
 
-NEO_ATTN__PRIVATE int neo__host_init(int device, void *stream, void **state) {
-    (void)device, (void)stream;
-    *state = NULL; /* the runtime sets it to itself */
+/* The host backend's state is its runtime, once it has set it (see neo_runtime_create). */
+NEO_ATTN__PRIVATE int neo__host_init(int device, void *stream, void **state, char *why, size_t why_size) {
+    (void)device, (void)stream, (void)why, (void)why_size;
+    *state = NULL;
     return NEO_OK;
 }
 NEO_ATTN__PRIVATE void neo__host_release(void *state) { (void)state; }
-/* The host ops' state is their runtime, once it has set it (see neo_runtime_create). */
 NEO_ATTN__PRIVATE const neo_allocator *neo__host_allocator(void *state) {
     return state ? &((const neo_runtime *)state)->alloc : NULL;
 }
@@ -1962,23 +1995,6 @@ NEO_ATTN__PRIVATE int neo__host_copy2d(void *state, void *dst, size_t dst_pitch,
     (void)state, (void)stream;
     for (size_t r = 0; r < rows; r++) memcpy((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, width);
     return NEO_OK;
-}
-NEO_ATTN__PRIVATE int neo__host_launch_blocking(void *state) {
-    (void)state;
-    return 1;
-}
-NEO_ATTN__PRIVATE int neo__host_copy_signal(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
-                                            size_t width, size_t rows, unsigned *flag, unsigned seq, int stream) {
-    neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
-    __atomic_store_n(flag, seq, __ATOMIC_RELEASE);
-    return NEO_OK;
-}
-/* The stand-in runs every op at once: the flag is set already, or by a CPU half the workers are
-   finishing. */
-NEO_ATTN__PRIVATE int neo__host_await_copy(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
-                                           size_t width, size_t rows, const unsigned *flag, unsigned seq, int stream) {
-    neo__spin_until(flag, seq);
-    return neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
 }
 NEO_ATTN__PRIVATE int neo__host_record(void *state, int event, int stream) {
     (void)state, (void)event, (void)stream;
@@ -2004,162 +2020,124 @@ NEO_ATTN__PRIVATE int neo__host_append(void *state, const neo__append_args *a, i
 }
 NEO_ATTN__PRIVATE int neo__host_attend(void *state, const neo__attn_args *a, int stream) {
     (void)stream;
-    return neo__cpu_attend((neo_runtime *)state, a, NULL, NULL);
+    return neo__cpu_attend((neo_runtime *)state, a);
 }
 
-/* out: [d] = (or +=) w: [d][n] . x: [n], and out2: [d] = w2: [d][n] . x when w2 is set, in one
-   job: rows spread over the pool (each row is one dot product, so the result does not depend on
-   the split). */
-typedef struct neo__matmul_job {
-    float              *out, *out2;
-    const float        *x, *w, *w2;
-    int                 n, d, rows_per_task, add;
-    const neo__kernels *kern;
-} neo__matmul_job;
 
-NEO_ATTN__PRIVATE void neo__matmul_task(void *user, int task, int thread) {
-    const neo__matmul_job *J = (const neo__matmul_job *)user;
-    int rows = J->w2 ? 2 * J->d : J->d, i1 = (task + 1) * J->rows_per_task < rows ? (task + 1) * J->rows_per_task : rows;
-    (void)thread;
-    for (int i = task * J->rows_per_task; i < i1; i++) {
-        if (i >= J->d) { /* a row of w2 */
-            J->out2[i - J->d] = J->kern->dot(J->w2 + (size_t)(i - J->d) * J->n, J->x, J->n);
-            continue;
-        }
-        float v = J->kern->dot(J->w + (size_t)i * J->n, J->x, J->n);
-        J->out[i] = J->add ? J->out[i] + v : v;
-    }
-}
-NEO_ATTN__PRIVATE void neo__host_matmul(neo_runtime *rt, float *y, const float *w, float *y2, const float *w2, const float *x, int n,
-                                        int d, int add) {
-    neo__matmul_job J;
-    int             rows = w2 ? 2 * d : d;
-    J.out = y;
-    J.out2 = y2;
-    J.x = x;
-    J.w = w;
-    J.w2 = w2;
-    J.n = n;
-    J.d = d;
-    J.add = add;
-    J.kern = &rt->kern;
-    J.rows_per_task = (rows + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
-    neo__run(rt, (rows + J.rows_per_task - 1) / J.rows_per_task, (double)n * rows, neo__matmul_task, &J, NULL, NULL, NULL, NULL);
-}
-/* o = w * x / rms(x), as run.c computes it; o may be x */
-NEO_ATTN__PRIVATE void neo__rmsnorm_host(float *o, const float *x, const float *w, int n) {
-    float ss = 0.0f;
-    for (int j = 0; j < n; j++) ss += x[j] * x[j];
-    ss /= (float)n;
-    ss += 1e-5f;
-    ss = 1.0f / sqrtf(ss);
-    for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
-}
-/* The same arithmetic as run.c: rmsnorm into scratch, the matmul, then the epilogue on y. */
-NEO_ATTN__PRIVATE int neo__host_matvec(void *state, const neo__matvec_args *a, int stream) {
-    neo_runtime *rt = (neo_runtime *)state;
-    const float *x;
-    float       *tail; /* scratch past the normalised x: SWIGLU's w_mul . x, or RoPE's cos / sin */
-    size_t       need;
-    (void)stream;
-    if (!neo__matvec_ok(a)) return NEO_ERR_INVALID_ARG;
-    if (!a->d) return NEO_OK;
-    x = a->x;
-    need = (a->norm ? (size_t)a->n : 0) + (a->epilogue == NEO__MV_SWIGLU ? (size_t)a->d : 0) +
-           (a->epilogue == NEO__MV_ROPE ? (size_t)a->head_size : 0);
-    if (need > rt->mv_scratch_floats) {
-        float *p = (float *)neo__alloc(&rt->alloc, need * sizeof(float));
-        if (!p) return NEO_ERR_NO_MEMORY;
-        neo__free(&rt->alloc, rt->mv_scratch);
-        rt->mv_scratch = p;
-        rt->mv_scratch_floats = need;
-    }
-    tail = rt->mv_scratch;
-    if (a->norm) {
-        neo__rmsnorm_host(rt->mv_scratch, x, a->norm, a->n);
-        x = rt->mv_scratch;
-        tail += a->n;
-    }
-    neo__host_matmul(rt, a->y, a->w, tail, a->epilogue == NEO__MV_SWIGLU ? a->w_mul : NULL, x, a->n, a->d, a->epilogue == NEO__MV_ADD);
-    if (a->epilogue == NEO__MV_SWIGLU) {
-        for (int i = 0; i < a->d; i++) a->y[i] = a->y[i] * (1.0f / (1.0f + expf(-a->y[i]))) * tail[i];
-    } else if (a->epilogue == NEO__MV_ROPE) {
-        /* run.c's angle depends only on the pair's place in its head: each cos / sin once */
-        float *cs = tail;
-        for (int hd = 0; hd < a->head_size; hd += 2) {
-            float freq = 1.0f / powf(10000.0f, (float)hd / (float)a->head_size), val = (float)a->pos * freq;
-            cs[hd] = cosf(val);
-            cs[hd + 1] = sinf(val);
-        }
-        for (int r = 0; r < a->rope_q + a->rope_k; r += 2) {
-            int   hd = (r < a->rope_q ? r : r - a->rope_q) % a->head_size;
-            float fcr = cs[hd], fci = cs[hd + 1], v0 = a->y[r], v1 = a->y[r + 1];
-            a->y[r] = v0 * fcr - v1 * fci;
-            a->y[r + 1] = v0 * fci + v1 * fcr;
-        }
-    }
-    return NEO_OK;
-}
-
-NEO_ATTN__PRIVATE int neo__host_argmax(void *state, int *out, const float *x, int n, int stream) {
-    float best = -INFINITY;
-    int   idx = 0;
-    (void)state, (void)stream;
-    for (int i = 0; i < n; i++)
-        if (x[i] > best) best = x[i], idx = i;
-    *out = idx;
-    return NEO_OK;
-}
-
-NEO_ATTN__PRIVATE void neo__host_ops(neo__dev_ops *o) {
-    o->init = neo__host_init;
-    o->release = neo__host_release;
-    o->dev_alloc = neo__host_dev_alloc;
-    o->dev_free = neo__host_free;
-    o->host_alloc = neo__host_alloc;
-    o->host_free = neo__host_free;
-    o->copy = neo__host_copy;
-    o->copy2d = neo__host_copy2d;
-    o->copy_signal = neo__host_copy_signal;
-    o->await_copy = neo__host_await_copy;
-    o->record = neo__host_record;
-    o->wait = neo__host_record;
-    o->event_sync = neo__host_sync;
-    o->stream_sync = neo__host_sync;
-    o->launch_blocking = neo__host_launch_blocking;
-    o->append = neo__host_append;
-    o->attend = neo__host_attend;
-    o->matvec = neo__host_matvec;
-    o->argmax = neo__host_argmax;
+NEO_ATTN__PRIVATE void neo__host_tables(neo__dev_mem *m, neo__dev_attn *t) {
+    memset(m, 0, sizeof *m);
+    memset(t, 0, sizeof *t);
+    m->init = neo__host_init;
+    m->release = neo__host_release;
+    m->dev_alloc = neo__host_dev_alloc;
+    m->dev_free = neo__host_free;
+    m->host_alloc = neo__host_alloc;
+    m->host_free = neo__host_free;
+    m->copy = neo__host_copy;
+    m->copy2d = neo__host_copy2d;
+    m->record = neo__host_record;
+    m->wait = neo__host_record;
+    m->event_sync = neo__host_sync;
+    m->stream_sync = neo__host_sync;
+    t->append = neo__host_append;
+    t->attend = neo__host_attend;
 }
 
 /* =============================================================================================
-   >>runtime
+   >>standin: the test backend (neo_runtime_desc.gpu_standin): a GPU played on the host, so that
+   the split paths run in CI with no GPU. Its memory is the host backend's; its attention and
+   append too; it adds the handoff. Every op is done before it returns.
    ============================================================================================= */
+NEO_ATTN__PRIVATE int neo__standin_copy_signal(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                               size_t width, size_t rows, unsigned *flag, unsigned seq, int stream) {
+    neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
+    __atomic_store_n(flag, seq, __ATOMIC_RELEASE);
+    return NEO_OK;
+}
+/* The flag is set already, or by a CPU half the workers are finishing. */
+NEO_ATTN__PRIVATE int neo__standin_await_copy(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                              size_t width, size_t rows, const unsigned *flag, unsigned seq, int stream) {
+    neo__spin_until(flag, seq);
+    return neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
+}
+NEO_ATTN__PRIVATE int neo__standin_launch_async(void *state) {
+    (void)state;
+    return 0;
+}
+NEO_ATTN__PRIVATE void neo__standin_tables(neo__dev_mem *m, neo__dev_attn *t) {
+    neo__host_tables(m, t);
+    t->copy_signal = neo__standin_copy_signal;
+    t->await_copy = neo__standin_await_copy;
+    t->launch_async = neo__standin_launch_async;
+}
+
+/* =============================================================================================
+   >>runtime: the descriptor's defaults resolved in one place, the backend chosen, and the few
+   device calls the layer, the split paths and the decode loop make
+   ============================================================================================= */
+/* *d = desc with its defaults filled in, or NEO_ERR_INVALID_ARG / _UNSUPPORTED. */
+NEO_ATTN__PRIVATE neo_status neo__rt_resolve(const neo_runtime_desc *desc, neo_runtime_desc *d) {
+    memset(d, 0, sizeof *d);
+    if (desc) *d = *desc;
+    if (d->n_threads < 0 || d->n_threads > 1024 || (d->gpu != 0 && d->gpu != 1) || d->gpu_device < 0) return NEO_ERR_INVALID_ARG;
+    if ((d->gpu_standin != 0 && d->gpu_standin != 1) || (d->gpu_standin && !d->gpu)) return NEO_ERR_INVALID_ARG;
+    if ((unsigned)d->cpu_isa > (unsigned)NEO_CPU_AVX512) return NEO_ERR_INVALID_ARG;
+    if (d->parallel_for && d->n_threads == 0) return NEO_ERR_INVALID_ARG; /* the engine's pool size is needed */
+    if (!d->allocator.alloc != !d->allocator.free) return NEO_ERR_INVALID_ARG;
+#if !NEO_ATTN_CUDA
+    if (d->gpu && !d->gpu_standin) return NEO_ERR_UNSUPPORTED; /* built without neo_attn_cuda.cu */
+#endif
+    if (d->n_threads == 0) {
+#if !NEO_ATTN_NO_THREADS
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        d->n_threads = n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+#else
+        d->n_threads = 1;
+#endif
+    }
+    return NEO_OK;
+}
+
+/* The backend's tables and state: the host's, the stand-in's, or CUDA's. */
+NEO_ATTN__PRIVATE neo_status neo__rt_backend(neo_runtime *rt, const neo_runtime_desc *d) {
+    if (d->gpu_standin) neo__standin_tables(&rt->mem, &rt->attn);
+    else neo__host_tables(&rt->mem, &rt->attn);
+    memset(&rt->model, 0, sizeof rt->model);
+    rt->dev_state = rt;
+    rt->gpu = d->gpu;
+#if NEO_ATTN_CUDA
+    if (d->gpu && !d->gpu_standin) {
+        neo__dev_mem  mem;
+        neo__dev_attn attn;
+        void         *st = NULL;
+        char          why[160] = "the CUDA companion's ABI differs from this header's";
+        neo_status    s;
+        memset(&mem, 0, sizeof mem);
+        memset(&attn, 0, sizeof attn);
+        if ((s = (neo_status)neo__cuda_get_mem(NEO__DEV_MEM_ABI, &mem)) != NEO_OK ||
+            (s = (neo_status)neo__cuda_get_attn(NEO__DEV_ATTN_ABI, &attn)) != NEO_OK ||
+            (s = (neo_status)neo__cuda_get_model(NEO__DEV_MODEL_ABI, &rt->model)) != NEO_OK ||
+            (why[0] = 0, s = (neo_status)mem.init(d->gpu_device, d->gpu_stream, &st, why, sizeof why)) != NEO_OK) {
+            memset(&rt->model, 0, sizeof rt->model);
+            neo__log(rt, NEO_LOG_ERROR, "neo_runtime_create: GPU %d: %s (%s)", d->gpu_device, neo_status_string(s),
+                     why[0] ? why : "no reason given");
+            return s;
+        }
+        rt->mem = mem;
+        rt->attn = attn;
+        rt->dev_state = st;
+    }
+#endif
+    return NEO_OK;
+}
+
 NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo_runtime **out) {
     neo_runtime_desc d;
     neo_runtime     *rt;
     neo_status       s;
     if (!out) return NEO_ERR_INVALID_ARG;
     *out = NULL;
-    memset(&d, 0, sizeof d);
-    if (desc) d = *desc;
-    if (d.n_threads < 0 || d.n_threads > 1024 || (d.gpu != 0 && d.gpu != 1) || d.gpu_device < 0) return NEO_ERR_INVALID_ARG;
-    if ((d.gpu_standin != 0 && d.gpu_standin != 1) || (d.gpu_standin && !d.gpu)) return NEO_ERR_INVALID_ARG;
-    if ((unsigned)d.cpu_isa > (unsigned)NEO_CPU_AVX512) return NEO_ERR_INVALID_ARG;
-    if (d.parallel_for && d.n_threads == 0) return NEO_ERR_INVALID_ARG; /* the engine's pool size is needed */
-    if (!d.allocator.alloc != !d.allocator.free) return NEO_ERR_INVALID_ARG;
-#if !NEO_ATTN_CUDA
-    if (d.gpu && !d.gpu_standin) return NEO_ERR_UNSUPPORTED; /* built without neo_attn_cuda.cu */
-#endif
-    if (d.n_threads == 0) {
-#if !NEO_ATTN_NO_THREADS
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        d.n_threads = n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
-#else
-        d.n_threads = 1;
-#endif
-    }
+    if ((s = neo__rt_resolve(desc, &d)) != NEO_OK) return s;
     rt = (neo_runtime *)neo__calloc(&d.allocator, sizeof *rt);
     if (!rt) return NEO_ERR_NO_MEMORY;
     rt->log = d.log;
@@ -2176,23 +2154,12 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
     if (rt->pool.n_threads < d.n_threads)
         neo__log(rt, NEO_LOG_WARN, "neo_runtime_create: %d of %d threads running (%s)", rt->pool.n_threads, d.n_threads,
                  NEO_ATTN_NO_THREADS ? "built with NEO_ATTN_NO_THREADS" : "the system refused the rest");
-    neo__host_ops(&rt->dev);
-    rt->dev_state = rt;
-    rt->gpu = d.gpu;
-#if NEO_ATTN_CUDA
-    if (d.gpu && !d.gpu_standin) {
-        void *st = NULL;
-        if ((s = (neo_status)neo__cuda_get_ops(NEO_ATTN_CUDA_ABI_VERSION, &rt->dev)) != NEO_OK ||
-            (s = (neo_status)rt->dev.init(d.gpu_device, d.gpu_stream, &st)) != NEO_OK) {
-            neo__host_ops(&rt->dev); /* nothing of the device's to release */
-            neo_runtime_destroy(rt);
-            return s;
-        }
-        rt->dev_state = st;
-        rt->dev_async = 1;
-        rt->hand_early = !rt->dev.launch_blocking(st);
+    if ((s = neo__rt_backend(rt, &d)) != NEO_OK) {
+        neo__host_tables(&rt->mem, &rt->attn); /* nothing of the device's to release */
+        rt->dev_state = rt;
+        neo_runtime_destroy(rt);
+        return s;
     }
-#endif
     rt->scratch = (float **)neo__calloc(&rt->alloc, sizeof(float *) * (size_t)rt->pool.n_threads);
     if (!rt->scratch) {
         neo_runtime_destroy(rt);
@@ -2202,24 +2169,20 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
     return NEO_OK;
 }
 
+NEO_ATTN__PRIVATE void neo__split_release(neo_runtime *rt);
+
 NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     neo_allocator a; /* a copy: rt itself is freed with it */
     if (!rt) return;
     a = rt->alloc;
-    if (rt->dev_async) rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
+    rt->mem.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
     neo__pool_wait(&rt->pool); /* a detached CPU half writes the buffers freed below */
-    rt->dev.dev_free(rt->dev_state, rt->d_stage[0]);
-    rt->dev.dev_free(rt->dev_state, rt->d_stage[1]);
-    rt->dev.dev_free(rt->dev_state, rt->d_state);
-    rt->dev.host_free(rt->dev_state, rt->h_q);
-    rt->dev.host_free(rt->dev_state, rt->h_out);
-    rt->dev.host_free(rt->dev_state, rt->hand);
-    rt->dev.release(rt->dev_state);
+    neo__split_release(rt);
+    rt->mem.release(rt->dev_state);
     if (rt->scratch)
         for (int t = 0; t < rt->pool.n_threads; t++) neo__free(&a, rt->scratch[t]);
     neo__pool_destroy(&rt->pool);
     neo__free(&a, rt->scratch);
-    neo__free(&a, rt->mv_scratch);
     neo__free(&a, rt->partial);
     neo__free(&a, rt->pair_done);
     neo__free(&a, rt);
@@ -2233,17 +2196,34 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_get_info(const neo_runtime *rt, neo_runt
     return NEO_OK;
 }
 
-/* Grows one of the runtime's split-path buffers (device memory, or pinned when host is 1). */
+/* The device calls of the layer, the split paths and the decode loop, on MAIN. */
+NEO_ATTN__PRIVATE neo_status neo__dev_alloc(neo_runtime *rt, void **ptr, size_t bytes) {
+    return (neo_status)rt->mem.dev_alloc(rt->dev_state, ptr, bytes);
+}
+NEO_ATTN__PRIVATE void neo__dev_free(neo_runtime *rt, void *ptr) { rt->mem.dev_free(rt->dev_state, ptr); }
+NEO_ATTN__PRIVATE neo_status neo__dev_copy(neo_runtime *rt, void *dst, const void *src, size_t bytes) {
+    return (neo_status)rt->mem.copy(rt->dev_state, dst, src, bytes, NEO__STREAM_MAIN);
+}
+/* rows of width bytes, from src every src_pitch bytes to dst every dst_pitch */
+NEO_ATTN__PRIVATE neo_status neo__dev_copy2d(neo_runtime *rt, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                             size_t width, size_t rows) {
+    return (neo_status)rt->mem.copy2d(rt->dev_state, dst, dst_pitch, src, src_pitch, width, rows, NEO__STREAM_MAIN);
+}
+NEO_ATTN__PRIVATE neo_status neo__dev_sync(neo_runtime *rt) {
+    return (neo_status)rt->mem.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
+}
+
+/* Grows a device buffer (or a pinned one when host is 1) to bytes. */
 NEO_ATTN__PRIVATE neo_status neo__rt_buffer(neo_runtime *rt, void **buf, size_t *cap, size_t bytes, int host) {
     void *p = NULL;
     int   s;
     if (bytes <= *cap) return NEO_OK;
     /* the old buffer may still be read by queued work */
-    if ((s = rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
-    s = host ? rt->dev.host_alloc(rt->dev_state, &p, bytes) : rt->dev.dev_alloc(rt->dev_state, &p, bytes);
+    if ((s = neo__dev_sync(rt)) != NEO_OK) return (neo_status)s;
+    s = host ? rt->mem.host_alloc(rt->dev_state, &p, bytes) : rt->mem.dev_alloc(rt->dev_state, &p, bytes);
     if (s != NEO_OK) return (neo_status)s;
-    if (host) rt->dev.host_free(rt->dev_state, *buf);
-    else rt->dev.dev_free(rt->dev_state, *buf);
+    if (host) rt->mem.host_free(rt->dev_state, *buf);
+    else rt->mem.dev_free(rt->dev_state, *buf);
     *buf = p;
     *cap = bytes;
     return NEO_OK;
@@ -2313,27 +2293,15 @@ NEO_ATTN__PRIVATE neo_status neo__check_layer_desc(const neo_layer_desc *d, cons
 
 /* A host array of n floats copied to new device memory. */
 NEO_ATTN__PRIVATE neo_status neo__to_device(neo_runtime *rt, float **dst, const float *src, size_t n) {
-    int s;
-    if ((s = rt->dev.dev_alloc(rt->dev_state, (void **)dst, n * sizeof(float))) != NEO_OK) return (neo_status)s;
-    if ((s = rt->dev.copy(rt->dev_state, *dst, src, n * sizeof(float), NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
-    return (neo_status)rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
+    neo_status s;
+    if ((s = neo__dev_alloc(rt, (void **)dst, n * sizeof(float))) != NEO_OK) return s;
+    if ((s = neo__dev_copy(rt, *dst, src, n * sizeof(float))) != NEO_OK) return s;
+    return neo__dev_sync(rt);
 }
 
-NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_desc *desc, neo_layer **out) {
-    neo_layer *L;
-    neo_status s;
-    size_t     es, row, host_heads, gk, gv, hk, hv, partial, nq;
-    if (!out) return NEO_ERR_INVALID_ARG;
-    *out = NULL;
-    const char *why;
-    if (!rt || !desc) return NEO_ERR_INVALID_ARG;
-    if ((s = neo__check_layer_desc(desc, &why)) != NEO_OK) {
-        neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s", why);
-        return s;
-    }
-    L = (neo_layer *)neo__calloc(&rt->alloc, sizeof *L);
-    if (!L) return NEO_ERR_NO_MEMORY;
-    L->rt = rt;
+/* The layer's shape from a checked descriptor. A CPU runtime keeps every head on the host; on a
+   GPU, gpu_heads 0 means all on the device. */
+NEO_ATTN__PRIVATE void neo__layer_shape(neo_layer *L, const neo_layer_desc *desc) {
     L->n_head = desc->n_head;
     L->n_head_kv = desc->n_head_kv;
     L->head_dim = desc->head_dim;
@@ -2344,35 +2312,33 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
     L->pipeline = desc->pipeline;
     L->scale = desc->scale > 0.0f ? desc->scale : 1.0f / sqrtf((float)desc->head_dim);
     L->softcap = desc->softcap;
-    /* a CPU runtime keeps every head on the host; on a GPU, 0 means all on the device */
-    L->gpu_heads = !rt->gpu ? 0 : desc->gpu_heads ? desc->gpu_heads : desc->n_head_kv;
-    host_heads = (size_t)(L->n_head_kv - L->gpu_heads);
-    es = neo__type_size(L->kv_type);
-    s = NEO_ERR_NO_MEMORY;
+    L->gpu_heads = !L->rt->gpu ? 0 : desc->gpu_heads ? desc->gpu_heads : desc->n_head_kv;
+}
+
+/* The cache: device heads in device memory, host heads in the backend's host memory (pinned on
+   a GPU, because the split paths copy it with DMA). */
+NEO_ATTN__PRIVATE neo_status neo__layer_alloc_kv(neo_layer *L) {
+    neo_runtime *rt = L->rt;
+    size_t       es = neo__type_size(L->kv_type), row, hh = (size_t)(L->n_head_kv - L->gpu_heads), gk, gv, hk, hv;
+    neo_status   s;
     if (!neo__mul(es, (size_t)L->n_ctx, &row) || !neo__mul3(row, (size_t)L->gpu_heads, (size_t)L->head_dim, &gk) ||
-        !neo__mul3(row, (size_t)L->gpu_heads, (size_t)L->head_dim_v, &gv) || !neo__mul3(row, host_heads, (size_t)L->head_dim, &hk) ||
-        !neo__mul3(row, host_heads, (size_t)L->head_dim_v, &hv) || !neo__add(gk, gv, &L->gpu_bytes) ||
-        !neo__add(hk, hv, &L->host_bytes))
-        goto fail;
-    if (L->gpu_heads) {
-        if ((s = (neo_status)rt->dev.dev_alloc(rt->dev_state, &L->k_dev, gk)) != NEO_OK ||
-            (s = (neo_status)rt->dev.dev_alloc(rt->dev_state, &L->v_dev, gv)) != NEO_OK)
-            goto fail;
-    }
-    if (host_heads) {
-        /* pinned on a GPU runtime, because the split paths copy it with DMA */
-        s = NEO_ERR_NO_MEMORY;
-        if (rt->gpu) {
-            if ((s = (neo_status)rt->dev.host_alloc(rt->dev_state, &L->k_host, hk)) != NEO_OK ||
-                (s = (neo_status)rt->dev.host_alloc(rt->dev_state, &L->v_host, hv)) != NEO_OK)
-                goto fail;
-        } else if (!(L->k_host = neo__alloc(&rt->alloc, hk)) || !(L->v_host = neo__alloc(&rt->alloc, hv))) {
-            goto fail;
-        }
-    }
-    s = NEO_ERR_NO_MEMORY;
+        !neo__mul3(row, (size_t)L->gpu_heads, (size_t)L->head_dim_v, &gv) || !neo__mul3(row, hh, (size_t)L->head_dim, &hk) ||
+        !neo__mul3(row, hh, (size_t)L->head_dim_v, &hv) || !neo__add(gk, gv, &L->gpu_bytes) || !neo__add(hk, hv, &L->host_bytes))
+        return NEO_ERR_NO_MEMORY;
+    if (L->gpu_heads && ((s = neo__dev_alloc(rt, &L->k_dev, gk)) != NEO_OK || (s = neo__dev_alloc(rt, &L->v_dev, gv)) != NEO_OK))
+        return s;
+    if (hh && ((s = (neo_status)rt->mem.host_alloc(rt->dev_state, &L->k_host, hk)) != NEO_OK ||
+               (s = (neo_status)rt->mem.host_alloc(rt->dev_state, &L->v_host, hv)) != NEO_OK))
+        return s;
+    return NEO_OK;
+}
+
+/* Sinks and ALiBi slopes, on the host and, on a GPU runtime, on the device. */
+NEO_ATTN__PRIVATE neo_status neo__layer_params(neo_layer *L, const neo_layer_desc *desc) {
+    neo_runtime *rt = L->rt;
+    neo_status   s;
     if (desc->sinks) {
-        if (!(L->sinks = (float *)neo__alloc(&rt->alloc, sizeof(float) * (size_t)L->n_head))) goto fail;
+        if (!(L->sinks = (float *)neo__alloc(&rt->alloc, sizeof(float) * (size_t)L->n_head))) return NEO_ERR_NO_MEMORY;
         memcpy(L->sinks, desc->sinks, sizeof(float) * (size_t)L->n_head);
     }
     if (desc->max_alibi_bias > 0.0f) {
@@ -2381,25 +2347,39 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
         while (n2 * 2 <= L->n_head) n2 *= 2;
         m0 = pow(2.0, -(double)desc->max_alibi_bias / n2);
         m1 = pow(2.0, -(double)desc->max_alibi_bias / (2.0 * n2));
-        if (!(L->slopes = (float *)neo__alloc(&rt->alloc, sizeof(float) * (size_t)L->n_head))) goto fail;
+        if (!(L->slopes = (float *)neo__alloc(&rt->alloc, sizeof(float) * (size_t)L->n_head))) return NEO_ERR_NO_MEMORY;
         for (int h = 0; h < L->n_head; h++) L->slopes[h] = (float)(h < n2 ? pow(m0, h + 1) : pow(m1, 2 * (h - n2) + 1));
     }
     if (rt->gpu && ((L->sinks && (s = neo__to_device(rt, &L->sinks_dev, L->sinks, (size_t)L->n_head)) != NEO_OK) ||
                     (L->slopes && (s = neo__to_device(rt, &L->slopes_dev, L->slopes, (size_t)L->n_head)) != NEO_OK)))
-        goto fail;
+        return s;
+    return NEO_OK;
+}
+
+NEO_ATTN__PRIVATE neo_status neo__split_prepare(neo_layer *L);
+
+NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_desc *desc, neo_layer **out) {
+    neo_layer  *L;
+    neo_status  s;
+    size_t      partial, nq;
+    const char *why;
+    if (!out) return NEO_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!rt || !desc) return NEO_ERR_INVALID_ARG;
+    if ((s = neo__check_layer_desc(desc, &why)) != NEO_OK) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s", why);
+        return s;
+    }
+    L = (neo_layer *)neo__calloc(&rt->alloc, sizeof *L);
+    if (!L) return NEO_ERR_NO_MEMORY;
+    L->rt = rt;
+    neo__layer_shape(L, desc);
+    if ((s = neo__layer_alloc_kv(L)) != NEO_OK || (s = neo__layer_params(L, desc)) != NEO_OK) goto fail;
     nq = (size_t)neo__max_queries(L->group);
     partial = (size_t)L->n_head * NEO__MAX_CHUNKS * ((size_t)L->head_dim_v + 2);
     if ((s = neo__rt_reserve(rt, neo__scratch_floats(L->head_dim, L->head_dim_v, (int)nq), partial, (size_t)L->n_head_kv * 2 * NEO__MAX_CHUNKS)) != NEO_OK)
         goto fail;
-    if (rt->gpu && host_heads) {
-        /* stream-back chunks of about NEO_ATTN_STAGE_BYTES, double-buffered */
-        size_t cell_bytes = host_heads * (size_t)(L->head_dim + L->head_dim_v) * es;
-        size_t cells = NEO_ATTN_STAGE_BYTES / cell_bytes;
-        L->stage_cells = cells < NEO__BLOCK ? NEO__BLOCK : cells > (size_t)L->n_ctx ? L->n_ctx : (int)cells;
-        if ((s = neo__rt_buffer(rt, &rt->d_stage[0], &rt->d_stage_bytes, cell_bytes * L->stage_cells, 0)) != NEO_OK) goto fail;
-        rt->d_stage_bytes = 0; /* grow the second to the same size */
-        if ((s = neo__rt_buffer(rt, &rt->d_stage[1], &rt->d_stage_bytes, cell_bytes * L->stage_cells, 0)) != NEO_OK) goto fail;
-    }
+    if (rt->gpu && L->gpu_heads < L->n_head_kv && (s = neo__split_prepare(L)) != NEO_OK) goto fail;
     *out = L;
     return NEO_OK;
 fail:
@@ -2411,19 +2391,14 @@ NEO_ATTN__PUBLIC void neo_layer_destroy(neo_layer *L) {
     neo_runtime *rt;
     if (!L) return;
     rt = L->rt;
-    if (rt->dev_async) rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN); /* queued work may read the cache */
-    neo__pool_wait(&rt->pool);                                                  /* and a detached CPU half */
-    rt->dev.dev_free(rt->dev_state, L->k_dev);
-    rt->dev.dev_free(rt->dev_state, L->v_dev);
-    rt->dev.dev_free(rt->dev_state, L->sinks_dev);
-    rt->dev.dev_free(rt->dev_state, L->slopes_dev);
-    if (rt->gpu) {
-        rt->dev.host_free(rt->dev_state, L->k_host);
-        rt->dev.host_free(rt->dev_state, L->v_host);
-    } else {
-        neo__free(&rt->alloc, L->k_host);
-        neo__free(&rt->alloc, L->v_host);
-    }
+    neo__dev_sync(rt);         /* queued work may read the cache */
+    neo__pool_wait(&rt->pool); /* and a detached CPU half */
+    neo__dev_free(rt, L->k_dev);
+    neo__dev_free(rt, L->v_dev);
+    neo__dev_free(rt, L->sinks_dev);
+    neo__dev_free(rt, L->slopes_dev);
+    rt->mem.host_free(rt->dev_state, L->k_host);
+    rt->mem.host_free(rt->dev_state, L->v_host);
     neo__free(&rt->alloc, L->sinks);
     neo__free(&rt->alloc, L->slopes);
     neo__free(&rt->alloc, L);
@@ -2442,35 +2417,23 @@ NEO_ATTN__PRIVATE void neo__append_args_init(const neo_layer *L, neo__append_arg
     a->kv_type = (int)L->kv_type;
 }
 
+/* One call of the backend's append: the device heads' rows, and the host heads' straight into
+   their (pinned) host memory. */
 NEO_ATTN__PUBLIC neo_status neo_attn_append(neo_layer *L, const float *k, const float *v, int n_tokens) {
-    neo_runtime     *rt;
     neo__append_args a;
-    int              s = NEO_OK, hh;
+    int              s;
     if (!L || !k || !v || n_tokens < 1) return NEO_ERR_INVALID_ARG;
     if (n_tokens > L->n_ctx - L->len) return NEO_ERR_FULL;
-    rt = L->rt;
-    hh = L->n_head_kv - L->gpu_heads;
     neo__append_args_init(L, &a, k, v, n_tokens);
-    if (!rt->gpu) { /* the activations are in host memory: narrow straight into the cache */
-        a.k = L->k_host;
-        a.v = L->v_host;
-        a.h1 = L->n_head_kv;
-        neo__host_append(rt, &a, NEO__STREAM_MAIN);
-        L->len += n_tokens;
-        return NEO_OK;
-    }
-    /* one launch: the device heads' rows, and the host heads' straight into pinned memory */
     a.h1 = L->n_head_kv;
-    if (L->gpu_heads) {
-        a.k = L->k_dev;
-        a.v = L->v_dev;
-    }
-    if (hh > 0) {
+    a.k = L->k_dev;
+    a.v = L->v_dev;
+    if (L->gpu_heads < L->n_head_kv) {
         a.k2 = L->k_host;
         a.v2 = L->v_host;
         a.h2 = L->gpu_heads;
     }
-    if ((s = rt->dev.append(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
+    if ((s = L->rt->attn.append(L->rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
     L->len += n_tokens;
     return NEO_OK;
 }
@@ -2497,11 +2460,59 @@ NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_inf
 }
 
 /* =============================================================================================
-   >>orchestration: one attention call over both halves
+   >>split: one attention call over both halves of a split layer: stream-back (OFF), both halves
+   at once (ON) with their handoff state, and AUTO
    =============================================================================================
    Events: START (the queries are ready on MAIN), READY0/1 (a stream-back chunk is on the
    device), USED0/1 (its attention is done, the buffer may be refilled). */
 enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1 };
+
+/* The split paths' buffers, shared by a runtime's layers (used one at a time), grown on demand,
+   and the both-halves handoff's state. */
+typedef struct neo__split {
+    void          *d_stage[2];     /* device: stream-back chunks, [host heads][chunk][head_dim + head_dim_v] */
+    size_t         d_stage_bytes;
+    void          *d_state;        /* device: stream-back online-softmax state */
+    size_t         d_state_bytes;
+    void          *h_q, *h_out;    /* pinned: the CPU half's queries and output */
+    size_t         h_q_bytes, h_out_bytes;
+    /* pinned, read and written by both sides: [0] = the device has put the queries in h_q,
+       [NEO__FLAG_OUT] = the host has put the output in h_out; each holds the number of the
+       both-halves call (seq) it was last set for. Apart, so the two writers never share a line. */
+    unsigned      *hand;
+    unsigned       seq;
+    neo__attn_args args;           /* the both-halves call's CPU half, an asynchronous job: outlives the call */
+    neo__attn_job  job;
+} neo__split;
+
+NEO_ATTN__PRIVATE void neo__split_release(neo_runtime *rt) {
+    neo__split *S = rt->split;
+    if (!S) return;
+    neo__dev_free(rt, S->d_stage[0]);
+    neo__dev_free(rt, S->d_stage[1]);
+    neo__dev_free(rt, S->d_state);
+    rt->mem.host_free(rt->dev_state, S->h_q);
+    rt->mem.host_free(rt->dev_state, S->h_out);
+    rt->mem.host_free(rt->dev_state, S->hand);
+    neo__free(&rt->alloc, S);
+    rt->split = NULL;
+}
+
+/* A split layer's share of the runtime's split state: the stream-back chunks of about
+   NEO_ATTN_STAGE_BYTES, double-buffered. */
+NEO_ATTN__PRIVATE neo_status neo__split_prepare(neo_layer *L) {
+    neo_runtime *rt = L->rt;
+    neo__split  *S = rt->split;
+    size_t       es = neo__type_size(L->kv_type), cells;
+    size_t       cell_bytes = (size_t)(L->n_head_kv - L->gpu_heads) * (size_t)(L->head_dim + L->head_dim_v) * es;
+    neo_status   s;
+    if (!S && !(S = rt->split = (neo__split *)neo__calloc(&rt->alloc, sizeof *S))) return NEO_ERR_NO_MEMORY;
+    cells = NEO_ATTN_STAGE_BYTES / cell_bytes;
+    L->stage_cells = cells < NEO__BLOCK ? NEO__BLOCK : cells > (size_t)L->n_ctx ? L->n_ctx : (int)cells;
+    if ((s = neo__rt_buffer(rt, &S->d_stage[0], &S->d_stage_bytes, cell_bytes * L->stage_cells, 0)) != NEO_OK) return s;
+    S->d_stage_bytes = 0; /* grow the second to the same size */
+    return neo__rt_buffer(rt, &S->d_stage[1], &S->d_stage_bytes, cell_bytes * L->stage_cells, 0);
+}
 
 NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, const float *q, int n_tokens, float *out, int dev) {
     memset(a, 0, sizeof *a);
@@ -2528,22 +2539,23 @@ NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, co
    caller has made COPY wait for START. */
 NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, int n_tokens, float *out) {
     neo_runtime   *rt = L->rt;
-    neo__dev_ops  *D = &rt->dev;
+    neo__split    *SP = rt->split;
+    neo__dev_mem  *D = &rt->mem;
     void          *S = rt->dev_state;
     neo__attn_args a;
     int            hh = L->n_head_kv - L->gpu_heads, s, CH = L->stage_cells;
     size_t         es = neo__type_size(L->kv_type), kpitch = (size_t)L->n_ctx * L->head_dim * es;
     size_t         vpitch = (size_t)L->n_ctx * L->head_dim_v * es;
     size_t         state_bytes = (size_t)n_tokens * L->n_head * ((size_t)L->head_dim_v + 2) * sizeof(float);
-    if ((s = neo__rt_buffer(rt, &rt->d_state, &rt->d_state_bytes, state_bytes, 0)) != NEO_OK) return (neo_status)s;
+    if ((s = neo__rt_buffer(rt, &SP->d_state, &SP->d_state_bytes, state_bytes, 0)) != NEO_OK) return (neo_status)s;
     neo__layer_args(L, &a, q, n_tokens, NULL, 1);
     a.kv_h0 = a.h0 = L->gpu_heads;
     a.h1 = L->n_head_kv;
     a.kv_cells = CH;
-    a.state = (float *)rt->d_state;
+    a.state = (float *)SP->d_state;
     for (int i = 0, c0 = 0; c0 < L->len; i++, c0 += CH) {
         int    b = i & 1, c1 = c0 + CH < L->len ? c0 + CH : L->len;
-        char  *kst = (char *)rt->d_stage[b], *vst = kst + (size_t)hh * CH * L->head_dim * es;
+        char  *kst = (char *)SP->d_stage[b], *vst = kst + (size_t)hh * CH * L->head_dim * es;
         size_t kw = (size_t)(c1 - c0) * L->head_dim * es, vw = (size_t)(c1 - c0) * L->head_dim_v * es;
         if ((i >= 2 && (s = D->wait(S, NEO__STREAM_COPY, NEO__EV_USED0 + b)) != NEO_OK) ||
             (s = D->copy2d(S, kst, (size_t)CH * L->head_dim * es, (const char *)L->k_host + (size_t)c0 * L->head_dim * es,
@@ -2559,7 +2571,7 @@ NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, 
         a.c1 = c1;
         a.accumulate = i > 0;
         a.out = c1 == L->len ? out : NULL;
-        if ((s = D->attend(S, &a, NEO__STREAM_MAIN)) != NEO_OK || (s = D->record(S, NEO__EV_USED0 + b, NEO__STREAM_MAIN)) != NEO_OK)
+        if ((s = rt->attn.attend(S, &a, NEO__STREAM_MAIN)) != NEO_OK || (s = D->record(S, NEO__EV_USED0 + b, NEO__STREAM_MAIN)) != NEO_OK)
             return (neo_status)s;
     }
     return NEO_OK;
@@ -2580,6 +2592,7 @@ typedef struct neo__both {
     const float   *q;               /* [n_tokens][n_head][head_dim], device */
     float         *out;             /* [n_tokens][n_head][head_dim_v], device */
     int            n_tokens;
+    int            early;           /* the device's launches return at once: enqueue all before the CPU half */
     unsigned       seq;
     size_t         qrow, orow;      /* bytes of a token's q and out */
     size_t         qoff, ooff;      /* where in them the CPU half's heads start */
@@ -2588,39 +2601,58 @@ typedef struct neo__both {
 /* The device's copy of the CPU half's output, once the host has flagged it. */
 NEO_ATTN__PRIVATE int neo__both_pull(const neo__both *B) {
     neo_runtime *rt = B->L->rt;
-    return rt->dev.await_copy(rt->dev_state, (char *)B->out + B->ooff, B->orow, (const char *)rt->h_out + B->ooff, B->orow,
-                              B->orow - B->ooff, (size_t)B->n_tokens, rt->hand + NEO__FLAG_OUT, B->seq, NEO__STREAM_MAIN);
+    return rt->attn.await_copy(rt->dev_state, (char *)B->out + B->ooff, B->orow, (const char *)rt->split->h_out + B->ooff,
+                               B->orow, B->orow - B->ooff, (size_t)B->n_tokens, rt->split->hand + NEO__FLAG_OUT, B->seq,
+                               NEO__STREAM_MAIN);
 }
 
-/* The device's part, run by the caller once the pool has the CPU half. A real device gets all
-   three ops now; the stand-in, which runs ops at once (and on this pool), and a device whose
-   launches block (which would wait for a flag not yet set) only the queries. */
-NEO_ATTN__PRIVATE int neo__both_first(void *ctx) {
-    neo__both   *B = (neo__both *)ctx;
+/* The device's part, run by the caller once the pool has the CPU half. A device whose launches
+   return at once gets all three ops now; the stand-in, which runs ops at once (and on this pool),
+   and a device whose launches block (which would wait for a flag not yet set) only the queries. */
+NEO_ATTN__PRIVATE int neo__both_first(neo__both *B) {
     neo_runtime *rt = B->L->rt;
+    neo__split  *S = rt->split;
     int          s;
-    s = rt->dev.copy_signal(rt->dev_state, (char *)rt->h_q + B->qoff, B->qrow, (const char *)B->q + B->qoff, B->qrow,
-                            B->qrow - B->qoff, (size_t)B->n_tokens, rt->hand, B->seq, NEO__STREAM_MAIN);
-    if (s == NEO_OK && rt->hand_early) s = rt->dev.attend(rt->dev_state, &B->g, NEO__STREAM_MAIN);
-    if (s == NEO_OK && rt->hand_early) s = neo__both_pull(B);
+    s = rt->attn.copy_signal(rt->dev_state, (char *)S->h_q + B->qoff, B->qrow, (const char *)B->q + B->qoff, B->qrow,
+                             B->qrow - B->qoff, (size_t)B->n_tokens, S->hand, B->seq, NEO__STREAM_MAIN);
+    if (s == NEO_OK && B->early) s = rt->attn.attend(rt->dev_state, &B->g, NEO__STREAM_MAIN);
+    if (s == NEO_OK && B->early) s = neo__both_pull(B);
     /* on failure the CPU half's tasks still wait for their queries: let them run on stale ones
        (their output is never pulled up) */
-    if (s != NEO_OK) __atomic_store_n(rt->hand, B->seq, __ATOMIC_RELEASE);
+    if (s != NEO_OK) __atomic_store_n(S->hand, B->seq, __ATOMIC_RELEASE);
     return s;
 }
 
-/* The CPU half's last step: its output is in h_out. */
+/* The CPU half's finish step: its output is in h_out. */
 NEO_ATTN__PRIVATE void neo__both_done(void *ctx) {
-    neo_runtime *rt = (neo_runtime *)ctx;
-    __atomic_store_n(rt->hand + NEO__FLAG_OUT, rt->hand_seq, __ATOMIC_RELEASE);
+    neo__split *S = (neo__split *)ctx;
+    __atomic_store_n(S->hand + NEO__FLAG_OUT, S->seq, __ATOMIC_RELEASE);
+}
+
+/* The pinned buffers and flags of a call of n_tokens, and its sequence number. */
+NEO_ATTN__PRIVATE neo_status neo__both_reserve(neo_runtime *rt, neo__both *B) {
+    neo__split *S = rt->split;
+    neo_status  s;
+    if ((s = neo__rt_buffer(rt, &S->h_q, &S->h_q_bytes, B->qrow * B->n_tokens, 1)) != NEO_OK ||
+        (s = neo__rt_buffer(rt, &S->h_out, &S->h_out_bytes, B->orow * B->n_tokens, 1)) != NEO_OK)
+        return s;
+    if (!S->hand) {
+        if ((s = (neo_status)rt->mem.host_alloc(rt->dev_state, (void **)&S->hand, sizeof(unsigned) * 2 * NEO__FLAG_OUT)) != NEO_OK)
+            return s;
+        memset(S->hand, 0, sizeof(unsigned) * 2 * NEO__FLAG_OUT);
+    }
+    B->seq = ++S->seq;
+    if (B->seq == 0) B->seq = ++S->seq; /* 0 is the flags' value before any call */
+    return NEO_OK;
 }
 
 NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int n_tokens, float *out) {
     neo_runtime   *rt = L->rt;
+    neo__split    *S = rt->split;
     neo__both      B;
     neo__attn_args c;
-    neo_task_fn    fn;
-    int            s, n;
+    neo__job       j;
+    int            s;
     size_t         qh0 = (size_t)L->gpu_heads * L->group; /* first query head of the CPU half */
     neo__pool_wait(&rt->pool); /* the last call's CPU half may still be on the workers */
     memset(&B, 0, sizeof B);
@@ -2628,37 +2660,36 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     B.q = q;
     B.out = out;
     B.n_tokens = n_tokens;
+    B.early = rt->attn.launch_async(rt->dev_state);
     B.qrow = (size_t)L->n_head * L->head_dim * sizeof(float);
     B.orow = (size_t)L->n_head * L->head_dim_v * sizeof(float);
     B.qoff = qh0 * L->head_dim * sizeof(float);
     B.ooff = qh0 * L->head_dim_v * sizeof(float);
-    if ((s = neo__rt_buffer(rt, &rt->h_q, &rt->h_q_bytes, B.qrow * n_tokens, 1)) != NEO_OK ||
-        (s = neo__rt_buffer(rt, &rt->h_out, &rt->h_out_bytes, B.orow * n_tokens, 1)) != NEO_OK)
-        return (neo_status)s;
-    if (!rt->hand) {
-        if ((s = rt->dev.host_alloc(rt->dev_state, (void **)&rt->hand, sizeof(unsigned) * 2 * NEO__FLAG_OUT)) != NEO_OK)
-            return (neo_status)s;
-        memset(rt->hand, 0, sizeof(unsigned) * 2 * NEO__FLAG_OUT);
-    }
-    B.seq = ++rt->hand_seq;
-    if (B.seq == 0) B.seq = ++rt->hand_seq; /* 0 is the flags' value before any call */
+    if ((s = neo__both_reserve(rt, &B)) != NEO_OK) return (neo_status)s;
     neo__layer_args(L, &B.g, q, n_tokens, out, 1);
     B.g.k = L->k_dev;
     B.g.v = L->v_dev;
     B.g.h1 = L->gpu_heads;
-    neo__layer_args(L, &c, (const float *)rt->h_q, n_tokens, (float *)rt->h_out, 0);
+    neo__layer_args(L, &c, (const float *)S->h_q, n_tokens, (float *)S->h_out, 0);
     c.k = L->k_host;
     c.v = L->v_host;
     c.kv_h0 = c.h0 = L->gpu_heads;
     c.h1 = L->n_head_kv;
-    c.gate = rt->hand;
+    c.gate = S->hand;
     c.gate_seq = B.seq;
-    rt->hand_args = c;
-    n = neo__cpu_job(rt, &rt->hand_args, &rt->hand_job, &fn);
-    s = neo__run(rt, n, neo__cpu_macs(&c), fn, &rt->hand_job, neo__both_first, &B, neo__both_done, rt);
-    if (s == NEO_OK && !rt->hand_early) s = rt->dev.attend(rt->dev_state, &B.g, NEO__STREAM_MAIN);
-    if (s == NEO_OK && !rt->hand_early) s = neo__both_pull(&B);
-    if (s == NEO_OK && rt->dev_async && n_tokens == 1) L->n_overlapped++;
+    S->args = c;
+    memset(&j, 0, sizeof j);
+    j.n_tasks = neo__cpu_job(rt, &S->args, &S->job, &j.fn);
+    j.user = &S->job;
+    j.finish = neo__both_done;
+    j.finish_ctx = S;
+    j.serial = neo__cpu_macs(&c) < NEO__SERIAL_MACS;
+    neo__pool_launch(&rt->pool, &j); /* the workers spin on the query flag ... */
+    s = neo__both_first(&B);         /* ... which the device sets */
+    neo__pool_help(&rt->pool);
+    if (s == NEO_OK && !B.early) s = rt->attn.attend(rt->dev_state, &B.g, NEO__STREAM_MAIN);
+    if (s == NEO_OK && !B.early) s = neo__both_pull(&B);
+    if (s == NEO_OK && B.early && n_tokens == 1) L->n_overlapped++;
     if (s != NEO_OK)
         neo__log(rt, NEO_LOG_ERROR, "both halves of a split layer: %s%s", neo_status_string((neo_status)s),
                  s == NEO_ERR_UNSUPPORTED ? " (the stream is being captured into a CUDA graph)" : "");
@@ -2670,26 +2701,26 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
     neo_runtime   *rt = L->rt;
     neo__attn_args a;
     neo_status     s;
-    if (!rt->gpu || L->gpu_heads == L->n_head_kv) { /* one side holds every head */
+    if (L->gpu_heads == 0 || L->gpu_heads == L->n_head_kv) { /* one side holds every head */
         neo__layer_args(L, &a, q, n_tokens, out, rt->gpu);
-        a.k = rt->gpu ? L->k_dev : L->k_host;
-        a.v = rt->gpu ? L->v_dev : L->v_host;
+        a.k = L->gpu_heads ? L->k_dev : L->k_host;
+        a.v = L->gpu_heads ? L->v_dev : L->v_host;
         a.h1 = L->n_head_kv;
-        return (neo_status)rt->dev.attend(rt->dev_state, &a, NEO__STREAM_MAIN);
+        return (neo_status)rt->attn.attend(rt->dev_state, &a, NEO__STREAM_MAIN);
     }
     /* prefill under AUTO follows the last decision; before any, both halves */
     if (L->pipeline == NEO_PIPELINE_ON ||
         (L->pipeline == NEO_PIPELINE_AUTO && (L->auto_n < 2 * NEO__AUTO_PROBES || L->auto_choice == NEO_PIPELINE_ON)))
         return neo__attend_both(L, q, n_tokens, out);
     /* the host rows depend only on earlier work on MAIN, so their copies start before the GPU half */
-    if ((s = (neo_status)rt->dev.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
-        (s = (neo_status)rt->dev.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
+    if ((s = (neo_status)rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+        (s = (neo_status)rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
         return s;
     neo__layer_args(L, &a, q, n_tokens, out, 1);
     a.k = L->k_dev;
     a.v = L->v_dev;
     a.h1 = L->gpu_heads;
-    if ((s = (neo_status)rt->dev.attend(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return s;
+    if ((s = (neo_status)rt->attn.attend(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return s;
     return neo__attend_streamed(L, q, n_tokens, out);
 }
 
@@ -2711,7 +2742,7 @@ NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, floa
     L->pipeline = mode ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
     t0 = neo__now_us();
     s = neo__layer_attend(L, q, 1, out);
-    if (s == NEO_OK && probe) s = (neo_status)rt->dev.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
+    if (s == NEO_OK && probe) s = neo__dev_sync(rt);
     L->pipeline = NEO_PIPELINE_AUTO;
     if (s != NEO_OK || !probe) return s;
     L->auto_us[mode][L->auto_n >> 1] = neo__now_us() - t0;
@@ -2730,7 +2761,7 @@ NEO_ATTN__PUBLIC neo_status neo_attn_decode(neo_layer *L, const float *q, float 
     neo_status s;
     int        split;
     if (!L || !q || !out || L->len == 0) return NEO_ERR_INVALID_ARG;
-    split = L->rt->gpu && L->gpu_heads < L->n_head_kv;
+    split = L->gpu_heads > 0 && L->gpu_heads < L->n_head_kv;
     s = split && L->pipeline == NEO_PIPELINE_AUTO ? neo__decode_auto(L, q, out) : neo__layer_attend(L, q, 1, out);
     if (s == NEO_OK) L->n_decode++;
     return s;
@@ -2742,8 +2773,11 @@ NEO_ATTN__PUBLIC neo_status neo_attn_prefill(neo_layer *L, const float *q, int n
 }
 
 /* =============================================================================================
-   >>model: the llama2.c decode loop (model, session, step)
+   >>model: the llama2.c decode loop (model, session, step) and its ops: on the device through
+   the backend's model table, or on the host (matmuls on the runtime's pool). Compiled out with
+   NEO_ATTN_NO_MODEL.
    ============================================================================================= */
+#if !defined(NEO_ATTN_NO_MODEL)
 struct neo_model {
     neo_model_info info;
     float         *data;      /* every float of the file after the header */
@@ -2906,6 +2940,117 @@ NEO_ATTN__PUBLIC neo_status neo_model_get_info(const neo_model *m, neo_model_inf
     return NEO_OK;
 }
 
+/* out: [d] = (or +=) w: [d][n] . x: [n], and out2: [d] = w2: [d][n] . x when w2 is set, in one
+   job: rows spread over the pool (each row is one dot product, so the result does not depend on
+   the split). */
+typedef struct neo__matmul_job {
+    float              *out, *out2;
+    const float        *x, *w, *w2;
+    int                 n, d, rows_per_task, add;
+    const neo__kernels *kern;
+} neo__matmul_job;
+
+NEO_ATTN__PRIVATE void neo__matmul_task(void *user, int task, int thread) {
+    const neo__matmul_job *J = (const neo__matmul_job *)user;
+    int rows = J->w2 ? 2 * J->d : J->d, i1 = (task + 1) * J->rows_per_task < rows ? (task + 1) * J->rows_per_task : rows;
+    (void)thread;
+    for (int i = task * J->rows_per_task; i < i1; i++) {
+        if (i >= J->d) { /* a row of w2 */
+            J->out2[i - J->d] = J->kern->dot(J->w2 + (size_t)(i - J->d) * J->n, J->x, J->n);
+            continue;
+        }
+        float v = J->kern->dot(J->w + (size_t)i * J->n, J->x, J->n);
+        J->out[i] = J->add ? J->out[i] + v : v;
+    }
+}
+NEO_ATTN__PRIVATE void neo__host_matmul(neo_runtime *rt, float *y, const float *w, float *y2, const float *w2, const float *x, int n,
+                                        int d, int add) {
+    neo__matmul_job J;
+    int             rows = w2 ? 2 * d : d;
+    J.out = y;
+    J.out2 = y2;
+    J.x = x;
+    J.w = w;
+    J.w2 = w2;
+    J.n = n;
+    J.d = d;
+    J.add = add;
+    J.kern = &rt->kern;
+    J.rows_per_task = (rows + 4 * rt->pool.n_threads - 1) / (4 * rt->pool.n_threads);
+    neo__run(rt, (rows + J.rows_per_task - 1) / J.rows_per_task, (double)n * rows, neo__matmul_task, &J);
+}
+/* o = w * x / rms(x), as run.c computes it; o may be x */
+NEO_ATTN__PRIVATE void neo__rmsnorm_host(float *o, const float *x, const float *w, int n) {
+    float ss = 0.0f;
+    for (int j = 0; j < n; j++) ss += x[j] * x[j];
+    ss /= (float)n;
+    ss += 1e-5f;
+    ss = 1.0f / sqrtf(ss);
+    for (int j = 0; j < n; j++) o[j] = w[j] * (ss * x[j]);
+}
+/* The host matvec's runtime and scratch (the normalised x, then w_mul . x or RoPE's cos / sin),
+   a session's own. */
+typedef struct neo__mv_host {
+    neo_runtime *rt;
+    float       *scratch;
+    size_t       floats;
+} neo__mv_host;
+
+/* The same arithmetic as run.c: rmsnorm into scratch, the matmul, then the epilogue on y. */
+NEO_ATTN__PRIVATE int neo__host_matvec(neo__mv_host *h, const neo__matvec_args *a) {
+    neo_runtime *rt = h->rt;
+    const float *x;
+    float       *tail; /* scratch past the normalised x: SWIGLU's w_mul . x, or RoPE's cos / sin */
+    size_t       need;
+    if (!neo__matvec_ok(a)) return NEO_ERR_INVALID_ARG;
+    if (!a->d) return NEO_OK;
+    x = a->x;
+    need = (a->norm ? (size_t)a->n : 0) + (a->epilogue == NEO__MV_SWIGLU ? (size_t)a->d : 0) +
+           (a->epilogue == NEO__MV_ROPE ? (size_t)a->head_size : 0);
+    if (need > h->floats) {
+        float *p = (float *)neo__alloc(&rt->alloc, need * sizeof(float));
+        if (!p) return NEO_ERR_NO_MEMORY;
+        neo__free(&rt->alloc, h->scratch);
+        h->scratch = p;
+        h->floats = need;
+    }
+    tail = h->scratch;
+    if (a->norm) {
+        neo__rmsnorm_host(h->scratch, x, a->norm, a->n);
+        x = h->scratch;
+        tail += a->n;
+    }
+    neo__host_matmul(rt, a->y, a->w, tail, a->epilogue == NEO__MV_SWIGLU ? a->w_mul : NULL, x, a->n, a->d, a->epilogue == NEO__MV_ADD);
+    if (a->epilogue == NEO__MV_SWIGLU) {
+        for (int i = 0; i < a->d; i++) a->y[i] = a->y[i] * (1.0f / (1.0f + expf(-a->y[i]))) * tail[i];
+    } else if (a->epilogue == NEO__MV_ROPE) {
+        /* run.c's angle depends only on the pair's place in its head: each cos / sin once */
+        float *cs = tail;
+        for (int hd = 0; hd < a->head_size; hd += 2) {
+            float freq = 1.0f / powf(10000.0f, (float)hd / (float)a->head_size), val = (float)a->pos * freq;
+            cs[hd] = cosf(val);
+            cs[hd + 1] = sinf(val);
+        }
+        for (int r = 0; r < a->rope_q + a->rope_k; r += 2) {
+            int   hd = (r < a->rope_q ? r : r - a->rope_q) % a->head_size;
+            float fcr = cs[hd], fci = cs[hd + 1], v0 = a->y[r], v1 = a->y[r + 1];
+            a->y[r] = v0 * fcr - v1 * fci;
+            a->y[r + 1] = v0 * fci + v1 * fcr;
+        }
+    }
+    return NEO_OK;
+}
+
+NEO_ATTN__PRIVATE int neo__host_argmax(int *out, const float *x, int n) {
+    float best = -INFINITY;
+    int   idx = 0;
+    for (int i = 0; i < n; i++)
+        if (x[i] > best) best = x[i], idx = i;
+    *out = idx;
+    return NEO_OK;
+}
+
+
 struct neo_session {
     neo_runtime     *rt;
     const neo_model *m;
@@ -2926,6 +3071,7 @@ struct neo_session {
     float           *hb;        /* [hidden_dim] */
     float           *logits;    /* [vocab_size] */
     int             *next;      /* [1] argmax of the logits, activation memory */
+    neo__mv_host     mv;        /* the host matvec's scratch, when the backend has no matvec */
 };
 
 NEO_ATTN__PUBLIC void neo_session_destroy(neo_session *s) {
@@ -2933,30 +3079,28 @@ NEO_ATTN__PUBLIC void neo_session_destroy(neo_session *s) {
     if (s->layers)
         for (int l = 0; l < s->m->info.n_layers; l++) neo_layer_destroy(s->layers[l]);
     neo__free(&s->rt->alloc, s->layers);
-    s->rt->dev.dev_free(s->rt->dev_state, s->act);
-    s->rt->dev.dev_free(s->rt->dev_state, s->next);
-    s->rt->dev.dev_free(s->rt->dev_state, s->w_dev);
+    neo__dev_free(s->rt, s->act);
+    neo__dev_free(s->rt, s->next);
+    neo__dev_free(s->rt, s->w_dev);
+    neo__free(&s->rt->alloc, s->mv.scratch);
     neo__free(&s->rt->alloc, s);
 }
 
 /* The model's floats into w (device, n_floats) in the fused layout (see neo_session): the same
    regions as m->data in the same order, the wq, wk, wv rows of each layer back to back. */
 NEO_ATTN__PRIVATE neo_status neo__upload_fused(neo_runtime *rt, const neo_model *m, float *w) {
-    neo__dev_ops         *D = &rt->dev;
-    void                 *S = rt->dev_state;
     const neo_model_info *mi = &m->info;
-    const int             M = NEO__STREAM_MAIN;
     size_t                L = (size_t)mi->n_layers, dim = (size_t)mi->dim, f = sizeof(float);
     size_t                kv = dim / (size_t)mi->n_heads * (size_t)mi->n_kv_heads, qkv = (dim + 2 * kv) * dim;
     size_t                oq = (size_t)(m->wq - m->data), owo = (size_t)(m->wo - m->data);
-    int                   e;
-    if ((e = D->copy(S, w, m->data, oq * f, M)) != NEO_OK ||
-        (e = D->copy2d(S, w + oq, qkv * f, m->wq, dim * dim * f, dim * dim * f, L, M)) != NEO_OK ||
-        (e = D->copy2d(S, w + oq + dim * dim, qkv * f, m->wk, kv * dim * f, kv * dim * f, L, M)) != NEO_OK ||
-        (e = D->copy2d(S, w + oq + (dim + kv) * dim, qkv * f, m->wv, kv * dim * f, kv * dim * f, L, M)) != NEO_OK ||
-        (e = D->copy(S, w + owo, m->wo, (m->n_floats - owo) * f, M)) != NEO_OK)
-        return (neo_status)e;
-    return (neo_status)D->stream_sync(S, M);
+    neo_status            e;
+    if ((e = neo__dev_copy(rt, w, m->data, oq * f)) != NEO_OK ||
+        (e = neo__dev_copy2d(rt, w + oq, qkv * f, m->wq, dim * dim * f, dim * dim * f, L)) != NEO_OK ||
+        (e = neo__dev_copy2d(rt, w + oq + dim * dim, qkv * f, m->wk, kv * dim * f, kv * dim * f, L)) != NEO_OK ||
+        (e = neo__dev_copy2d(rt, w + oq + (dim + kv) * dim, qkv * f, m->wv, kv * dim * f, kv * dim * f, L)) != NEO_OK ||
+        (e = neo__dev_copy(rt, w + owo, m->wo, (m->n_floats - owo) * f)) != NEO_OK)
+        return e;
+    return neo__dev_sync(rt);
 }
 
 NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model *m, const neo_session_desc *desc,
@@ -2977,11 +3121,12 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
     kv = (size_t)(mi->dim / mi->n_heads) * (size_t)mi->n_kv_heads;
     if (!(s = (neo_session *)neo__calloc(&rt->alloc, sizeof *s))) return NEO_ERR_NO_MEMORY;
     s->rt = rt;
+    s->mv.rt = rt;
     s->m = m;
     s->n_ctx = d.n_ctx ? d.n_ctx : mi->seq_len;
     base = m->data;
     if (rt->gpu) {
-        if ((st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->w_dev, m->n_floats * sizeof(float))) != NEO_OK ||
+        if ((st = neo__dev_alloc(rt, (void **)&s->w_dev, m->n_floats * sizeof(float))) != NEO_OK ||
             (st = neo__upload_fused(rt, m, s->w_dev)) != NEO_OK)
             goto fail;
         base = s->w_dev;
@@ -3005,8 +3150,8 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
 #undef NEO__REBASE
     /* x, xb, q, k, v, hb, logits */
     floats = 3 * (size_t)mi->dim + 2 * kv + (size_t)mi->hidden_dim + (size_t)mi->vocab_size;
-    if ((st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->act, floats * sizeof(float))) != NEO_OK ||
-        (st = (neo_status)rt->dev.dev_alloc(rt->dev_state, (void **)&s->next, sizeof(int))) != NEO_OK)
+    if ((st = neo__dev_alloc(rt, (void **)&s->act, floats * sizeof(float))) != NEO_OK ||
+        (st = neo__dev_alloc(rt, (void **)&s->next, sizeof(int))) != NEO_OK)
         goto fail;
     s->x = s->act;
     s->xb = s->x + mi->dim;
@@ -3052,10 +3197,16 @@ NEO_ATTN__PRIVATE neo__matvec_args neo__mv_args(float *y, const float *w, const 
     return a;
 }
 
+/* The backend's matvec, or the host's. */
+NEO_ATTN__PRIVATE int neo__matvec(neo_session *s, const neo__matvec_args *a) {
+    neo_runtime *rt = s->rt;
+    return rt->model.matvec ? rt->model.matvec(rt->dev_state, a, NEO__STREAM_MAIN) : neo__host_matvec(&s->mv, a);
+}
+
 NEO_ATTN__PRIVATE int neo__mv(neo_session *s, float *y, const float *w, const float *w_mul, const float *x, const float *norm, int n,
                               int d, int epi) {
     neo__matvec_args a = neo__mv_args(y, w, w_mul, x, norm, n, d, epi);
-    return s->rt->dev.matvec(s->rt->dev_state, &a, NEO__STREAM_MAIN);
+    return neo__matvec(s, &a);
 }
 
 /* d rows of q, k, v projections of x (normalised when norm is set) from y on, the first rope_q
@@ -3068,15 +3219,14 @@ NEO_ATTN__PRIVATE int neo__mv_rope(neo_session *s, float *y, const float *w, con
     a.rope_q = rope_q;
     a.rope_k = rope_k;
     a.head_size = mi->dim / mi->n_heads;
-    return s->rt->dev.matvec(s->rt->dev_state, &a, NEO__STREAM_MAIN);
+    return neo__matvec(s, &a);
 }
 
 /* One token through every layer, as run.c's forward() (all on the runtime's device ops). */
 NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int pos) {
     const neo_model_info *mi = &s->m->info;
     int                   dim = mi->dim, hid = mi->hidden_dim, kv = dim / mi->n_heads * mi->n_kv_heads;
-    int                   e = s->rt->dev.copy(s->rt->dev_state, s->x, s->tok_emb + (size_t)token * dim, sizeof(float) * (size_t)dim,
-                                              NEO__STREAM_MAIN);
+    int                   e = neo__dev_copy(s->rt, s->x, s->tok_emb + (size_t)token * dim, sizeof(float) * (size_t)dim);
     for (int l = 0; l < mi->n_layers && e == NEO_OK; l++) {
         size_t       ld = (size_t)l * dim;
         const float *rms = s->rms_att + ld;
@@ -3108,22 +3258,21 @@ NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int
 
 /* A step that hands back either the logits (logits set) or their argmax (next set). */
 NEO_ATTN__PRIVATE neo_status neo__session_step(neo_session *s, int token, float *logits, int *next) {
-    neo__dev_ops *D;
-    void         *S;
-    neo_status    st;
-    int           pos, V;
+    neo_runtime *rt;
+    neo_status   st;
+    int          pos, V;
     if (!s || (!logits && !next)) return NEO_ERR_INVALID_ARG;
     V = s->m->info.vocab_size;
     if (token < 0 || token >= V) return NEO_ERR_INVALID_ARG;
     pos = neo_layer_length(s->layers[0]);
     if (pos >= s->n_ctx) return NEO_ERR_FULL;
-    D = &s->rt->dev;
-    S = s->rt->dev_state;
+    rt = s->rt;
     if ((st = neo__session_forward(s, token, pos)) == NEO_OK) {
-        if (logits) st = (neo_status)D->copy(S, logits, s->logits, sizeof(float) * (size_t)V, NEO__STREAM_MAIN);
-        else if ((st = (neo_status)D->argmax(S, s->next, s->logits, V, NEO__STREAM_MAIN)) == NEO_OK)
-            st = (neo_status)D->copy(S, next, s->next, sizeof(int), NEO__STREAM_MAIN);
-        if (st == NEO_OK) st = (neo_status)D->stream_sync(S, NEO__STREAM_MAIN);
+        if (logits) st = neo__dev_copy(rt, logits, s->logits, sizeof(float) * (size_t)V);
+        else if ((st = (neo_status)(rt->model.argmax ? rt->model.argmax(rt->dev_state, s->next, s->logits, V, NEO__STREAM_MAIN)
+                                                     : neo__host_argmax(s->next, s->logits, V))) == NEO_OK)
+            st = neo__dev_copy(rt, next, s->next, sizeof(int));
+        if (st == NEO_OK) st = neo__dev_sync(rt);
     }
     if (st != NEO_OK) /* leave no layer a token ahead of the others */
         for (int l = 0; l < s->m->info.n_layers; l++)
@@ -3164,6 +3313,8 @@ NEO_ATTN__PUBLIC neo_status neo_session_get_info(const neo_session *s, neo_layer
     }
     return NEO_OK;
 }
+
+#endif /* NEO_ATTN_NO_MODEL */
 
 #endif /* NEO_ATTN_IMPLEMENTATION_INCLUDED */
 #endif /* NEO_ATTN_IMPLEMENTATION */

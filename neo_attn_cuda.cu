@@ -2123,27 +2123,62 @@ static int neo__cu_argmax(void *state, int *out, const float *x, int n, int stre
     return neo__cu_launched();
 }
 
-extern "C" int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops) {
-    if (abi_version != NEO_ATTN_CUDA_ABI_VERSION) return (int)NEO_ERR_UNSUPPORTED;
-    if (!ops) return (int)NEO_ERR_INVALID_ARG;
-    ops->init = neo__cu_init;
-    ops->release = neo__cu_release;
-    ops->dev_alloc = neo__cu_dev_alloc;
-    ops->dev_free = neo__cu_dev_free;
-    ops->host_alloc = neo__cu_host_alloc;
-    ops->host_free = neo__cu_host_free;
-    ops->copy = neo__cu_copy;
-    ops->copy2d = neo__cu_copy2d;
-    ops->copy_signal = neo__cu_copy_signal;
-    ops->await_copy = neo__cu_await_copy;
-    ops->record = neo__cu_record;
-    ops->wait = neo__cu_wait;
-    ops->event_sync = neo__cu_event_sync;
-    ops->stream_sync = neo__cu_stream_sync;
-    ops->launch_blocking = neo__cu_launch_blocking;
-    ops->append = neo__cu_append;
-    ops->attend = neo__cu_attend;
-    ops->matvec = neo__cu_matvec;
-    ops->argmax = neo__cu_argmax;
+/* ---------------------------------------------------------------------------------------------
+   The bridge's three tables (neo_attn.h, "the GPU bridge"), each filled when the caller's ABI
+   version of it matches. init gives the runtime's log CUDA's own reason when it fails (a driver
+   too old for this runtime, no device, a bad ordinal).
+   --------------------------------------------------------------------------------------------- */
+#include <stdio.h>
+
+static int neo__cu_init_why(int device, void *engine_stream, void **state, char *why, size_t why_size) {
+    int rc = neo__cu_init(device, engine_stream, state);
+    if (rc != NEO_OK && why && why_size) {
+        int         n = 0;
+        cudaError_t e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess) snprintf(why, why_size, "%s", cudaGetErrorString(e));
+        else if (device < 0 || device >= n) snprintf(why, why_size, "no CUDA device %d (%d present)", device, n);
+        else if (rc == NEO_ERR_NO_MEMORY) snprintf(why, why_size, "out of host memory");
+        else if ((e = cudaSetDevice(device)) != cudaSuccess) snprintf(why, why_size, "%s", cudaGetErrorString(e));
+        else snprintf(why, why_size, "CUDA stream, event or attribute setup failed");
+        (void)cudaGetLastError();
+    }
+    return rc;
+}
+static int neo__cu_launch_async(void *state) { return state && !neo__cu_launch_blocking(state); }
+
+extern "C" int neo__cuda_get_mem(int abi_version, neo__dev_mem *t) {
+    if (abi_version != NEO__DEV_MEM_ABI) return (int)NEO_ERR_UNSUPPORTED;
+    if (!t) return (int)NEO_ERR_INVALID_ARG;
+    t->init = neo__cu_init_why;
+    t->release = neo__cu_release;
+    t->dev_alloc = neo__cu_dev_alloc;
+    t->dev_free = neo__cu_dev_free;
+    t->host_alloc = neo__cu_host_alloc;
+    t->host_free = neo__cu_host_free;
+    t->copy = neo__cu_copy;
+    t->copy2d = neo__cu_copy2d;
+    t->record = neo__cu_record;
+    t->wait = neo__cu_wait;
+    t->event_sync = neo__cu_event_sync;
+    t->stream_sync = neo__cu_stream_sync;
+    return (int)NEO_OK;
+}
+
+extern "C" int neo__cuda_get_attn(int abi_version, neo__dev_attn *t) {
+    if (abi_version != NEO__DEV_ATTN_ABI) return (int)NEO_ERR_UNSUPPORTED;
+    if (!t) return (int)NEO_ERR_INVALID_ARG;
+    t->append = neo__cu_append;
+    t->attend = neo__cu_attend;
+    t->copy_signal = neo__cu_copy_signal;
+    t->await_copy = neo__cu_await_copy;
+    t->launch_async = neo__cu_launch_async;
+    return (int)NEO_OK;
+}
+
+extern "C" int neo__cuda_get_model(int abi_version, neo__dev_model *t) {
+    if (abi_version != NEO__DEV_MODEL_ABI) return (int)NEO_ERR_UNSUPPORTED;
+    if (!t) return (int)NEO_ERR_INVALID_ARG;
+    t->matvec = neo__cu_matvec;
+    t->argmax = neo__cu_argmax;
     return (int)NEO_OK;
 }

@@ -1,4 +1,4 @@
-/* test_cuda_ops.c - every entry of the CUDA neo__dev_ops table (neo_attn_cuda.cu) against float64
+/* test_cuda_ops.c - every entry of the CUDA bridge's tables (neo_attn_cuda.cu) against float64
    references on the CPU. Needs a CUDA GPU; CI does not run it (make test-cuda-ops does).
 
        cc -std=c11 -O2 -I. -isystem $CUDA_HOME/include tests/test_cuda_ops.c build/neo_attn_cuda.o \
@@ -48,8 +48,48 @@ static long n_checks, n_fail;
         }                                                                                                               \
     } while (0)
 
-static neo__dev_ops OPS;
-static void        *ST;
+/* the bridge's three tables' entries side by side, so the tests name every entry alike
+   (OPS.copy, OPS.attend) */
+static struct {
+    int  (*init)(int, void *, void **, char *, size_t);
+    void (*release)(void *);
+    int  (*dev_alloc)(void *, void **, size_t);
+    void (*dev_free)(void *, void *);
+    int  (*host_alloc)(void *, void **, size_t);
+    void (*host_free)(void *, void *);
+    int  (*copy)(void *, void *, const void *, size_t, int);
+    int  (*copy2d)(void *, void *, size_t, const void *, size_t, size_t, size_t, int);
+    int  (*copy_signal)(void *, void *, size_t, const void *, size_t, size_t, size_t, unsigned *, unsigned, int);
+    int  (*await_copy)(void *, void *, size_t, const void *, size_t, size_t, size_t, const unsigned *, unsigned, int);
+    int  (*record)(void *, int, int);
+    int  (*wait)(void *, int, int);
+    int  (*event_sync)(void *, int);
+    int  (*stream_sync)(void *, int);
+    int  (*launch_async)(void *);
+    int  (*append)(void *, const neo__append_args *, int);
+    int  (*attend)(void *, const neo__attn_args *, int);
+    int  (*matvec)(void *, const neo__matvec_args *, int);
+    int  (*argmax)(void *, int *, const float *, int, int);
+} OPS;
+static void *ST;
+
+/* Fills OPS from the three tables; NEO_OK when every getter took its ABI version. */
+static int get_ops(void) {
+    neo__dev_mem   m;
+    neo__dev_attn  a;
+    neo__dev_model d;
+    int            s;
+    memset(&m, 0, sizeof m), memset(&a, 0, sizeof a), memset(&d, 0, sizeof d);
+    if ((s = neo__cuda_get_mem(NEO__DEV_MEM_ABI, &m)) != NEO_OK || (s = neo__cuda_get_attn(NEO__DEV_ATTN_ABI, &a)) != NEO_OK ||
+        (s = neo__cuda_get_model(NEO__DEV_MODEL_ABI, &d)) != NEO_OK)
+        return s;
+    OPS.init = m.init, OPS.release = m.release, OPS.dev_alloc = m.dev_alloc, OPS.dev_free = m.dev_free;
+    OPS.host_alloc = m.host_alloc, OPS.host_free = m.host_free, OPS.copy = m.copy, OPS.copy2d = m.copy2d;
+    OPS.record = m.record, OPS.wait = m.wait, OPS.event_sync = m.event_sync, OPS.stream_sync = m.stream_sync;
+    OPS.copy_signal = a.copy_signal, OPS.await_copy = a.await_copy, OPS.launch_async = a.launch_async;
+    OPS.append = a.append, OPS.attend = a.attend, OPS.matvec = d.matvec, OPS.argmax = d.argmax;
+    return NEO_OK;
+}
 
 /* --- random numbers --- */
 static uint64_t rng_s = 0x9e3779b97f4a7c15ull;
@@ -873,7 +913,7 @@ static int test_handoff(unsigned char *pin, unsigned char *d1, unsigned char *d2
         cudaGraph_t  g = NULL;
         void        *st2 = NULL;
         int          s1 = -1, s2 = -1;
-        if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess && OPS.init(0, cs, &st2) == NEO_OK &&
+        if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess && OPS.init(0, cs, &st2, NULL, 0) == NEO_OK &&
             cudaStreamBeginCapture(cs, cudaStreamCaptureModeRelaxed) == cudaSuccess) {
             s1 = OPS.copy_signal(st2, h, 1100 * 4, d1, 1200 * 4, 1000 * 4, 3, fl, 11u, NEO__STREAM_MAIN);
             s2 = OPS.await_copy(st2, d2, 1200 * 4, h, 1100 * 4, 1000 * 4, 3, fl + 32, 11u, NEO__STREAM_MAIN);
@@ -1236,27 +1276,33 @@ int main(int argc, char **argv) {
     printf("test_cuda_ops: seed %llu%s\n", (unsigned long long)rng_s, quick ? " (quick)" : "");
 
     /* the ABI check */
-    neo__dev_ops bad;
-    int s = neo__cuda_get_ops(NEO_ATTN_CUDA_ABI_VERSION + 1, &bad);
-    CHECK(s == NEO_ERR_UNSUPPORTED, "wrong ABI version gave %d", s);
-    memset(&OPS, 0, sizeof OPS);
-    s = neo__cuda_get_ops(NEO_ATTN_CUDA_ABI_VERSION, &OPS);
+    neo__dev_mem   bad_m;
+    neo__dev_attn  bad_a;
+    neo__dev_model bad_d;
+    int s = neo__cuda_get_mem(NEO__DEV_MEM_ABI + 1, &bad_m);
+    CHECK(s == NEO_ERR_UNSUPPORTED, "wrong memory-table ABI version gave %d", s);
+    s = neo__cuda_get_attn(NEO__DEV_ATTN_ABI + 1, &bad_a);
+    CHECK(s == NEO_ERR_UNSUPPORTED, "wrong attention-table ABI version gave %d", s);
+    s = neo__cuda_get_model(NEO__DEV_MODEL_ABI + 1, &bad_d);
+    CHECK(s == NEO_ERR_UNSUPPORTED, "wrong model-table ABI version gave %d", s);
+    s = get_ops();
     CHECK(s == NEO_OK, "get_ops gave %d", s);
     const int all = OPS.init && OPS.release && OPS.dev_alloc && OPS.dev_free && OPS.host_alloc && OPS.host_free && OPS.copy &&
                     OPS.copy2d && OPS.copy_signal && OPS.await_copy && OPS.record && OPS.wait && OPS.event_sync &&
-                    OPS.stream_sync && OPS.launch_blocking && OPS.append && OPS.attend && OPS.matvec && OPS.argmax;
+                    OPS.stream_sync && OPS.launch_async && OPS.append && OPS.attend && OPS.matvec && OPS.argmax;
     CHECK(all, "an ops entry is NULL");
-    add_result("abi", "wrong version -> UNSUPPORTED, every entry set", -1, -1, s == NEO_OK && all);
+    add_result("abi", "wrong versions -> UNSUPPORTED, every entry set", -1, -1, s == NEO_OK && all);
     if (s != NEO_OK) return 1;
     void *tmp = (void *)1;
-    s = OPS.init(999, NULL, &tmp);
-    CHECK(s == NEO_ERR_DEVICE && tmp == NULL, "init on device 999 gave %d", s);
+    char  why[160] = "";
+    s = OPS.init(999, NULL, &tmp, why, sizeof why);
+    CHECK(s == NEO_ERR_DEVICE && tmp == NULL && why[0], "init on device 999 gave %d (%s)", s, why);
     add_result("init bad device", "device 999 -> NEO_ERR_DEVICE", -1, -1, s == NEO_ERR_DEVICE);
 
     cudaStream_t stream;
     CU(cudaSetDevice(0));
     CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    s = OPS.init(0, stream, &ST);
+    s = OPS.init(0, stream, &ST, NULL, 0);
     CHECK(s == NEO_OK, "init gave %d", s);
     if (s != NEO_OK) return 1;
     if (timing) {
@@ -1267,7 +1313,7 @@ int main(int argc, char **argv) {
     }
     /* a runtime with its own streams, released at once */
     void *own = NULL;
-    s = OPS.init(0, NULL, &own);
+    s = OPS.init(0, NULL, &own, NULL, 0);
     CHECK(s == NEO_OK, "init without an engine stream gave %d", s);
     OPS.release(own);
 

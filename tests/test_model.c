@@ -646,31 +646,33 @@ static int write_seeds(const char *dir) {
 static void test_matvec_args(neo_runtime *rt) {
     float            buf[64];
     neo__matvec_args a;
+    neo__mv_host     h = {rt, NULL, 0};
     for (int i = 0; i < 64; i++) buf[i] = 0.5f;
     memset(&a, 0, sizeof a);
     a.y = buf, a.w = buf + 16, a.x = buf + 32, a.n = 16, a.d = 4, a.epilogue = NEO__MV_SWIGLU; /* no w_mul */
     check_context("host matvec: SWIGLU without w_mul");
-    CHECK_STATUS((neo_status)rt->dev.matvec(rt->dev_state, &a, NEO__STREAM_MAIN), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS((neo_status)neo__host_matvec(&h, &a), NEO_ERR_INVALID_ARG);
     a.epilogue = NEO__MV_ROPE, a.head_size = 4, a.rope_q = 3;
     check_context("host matvec: odd RoPE rows");
-    CHECK_STATUS((neo_status)rt->dev.matvec(rt->dev_state, &a, NEO__STREAM_MAIN), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS((neo_status)neo__host_matvec(&h, &a), NEO_ERR_INVALID_ARG);
     a.rope_q = 4, a.rope_k = 2;
     check_context("host matvec: RoPE rows past d");
-    CHECK_STATUS((neo_status)rt->dev.matvec(rt->dev_state, &a, NEO__STREAM_MAIN), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS((neo_status)neo__host_matvec(&h, &a), NEO_ERR_INVALID_ARG);
     a.rope_q = 2, a.rope_k = 0, a.d = 3;
     check_context("host matvec: RoPE with an odd d");
-    CHECK_STATUS((neo_status)rt->dev.matvec(rt->dev_state, &a, NEO__STREAM_MAIN), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS((neo_status)neo__host_matvec(&h, &a), NEO_ERR_INVALID_ARG);
     a.d = 4, a.epilogue = 7;
     check_context("host matvec: unknown epilogue");
-    CHECK_STATUS((neo_status)rt->dev.matvec(rt->dev_state, &a, NEO__STREAM_MAIN), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS((neo_status)neo__host_matvec(&h, &a), NEO_ERR_INVALID_ARG);
     a.epilogue = NEO__MV_STORE, a.n = 0;
     check_context("host matvec: n = 0");
-    CHECK_STATUS((neo_status)rt->dev.matvec(rt->dev_state, &a, NEO__STREAM_MAIN), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS((neo_status)neo__host_matvec(&h, &a), NEO_ERR_INVALID_ARG);
     check_context("host matvec: y untouched by the refusals");
     CHECK(buf[0] == 0.5f && buf[3] == 0.5f);
     a.n = 16, a.d = 0;
     check_context("host matvec: d = 0");
-    CHECK_STATUS((neo_status)rt->dev.matvec(rt->dev_state, &a, NEO__STREAM_MAIN), NEO_OK);
+    CHECK_STATUS((neo_status)neo__host_matvec(&h, &a), NEO_OK);
+    free(h.scratch);
 }
 
 int main(int argc, char **argv) {

@@ -646,7 +646,7 @@ static void test_gated(void) {
         a.gate_seq = go.seq;
         check_context("gated decode: round %d", round);
         if (!CHECK(pthread_create(&th, NULL, open_gate_later, &go) == 0)) break;
-        CHECK_STATUS((neo_status)neo__cpu_attend(rt, &a, NULL, NULL), NEO_OK);
+        CHECK_STATUS((neo_status)neo__cpu_attend(rt, &a), NEO_OK);
         pthread_join(th, NULL);
         CHECK(memcmp(out, ref, sizeof out) == 0);
     }

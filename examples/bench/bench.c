@@ -541,7 +541,7 @@ static void time_halves(neo_layer **L, int n, double *gpu_s, double *cpu_s) {
             a.k = l->k_dev;
             a.v = l->v_dev;
             a.h1 = l->gpu_heads;
-            check((neo_status)rt->dev.attend(rt->dev_state, &a, NEO__STREAM_MAIN), "device half");
+            check((neo_status)rt->attn.attend(rt->dev_state, &a, NEO__STREAM_MAIN), "device half");
         }
         CU(cudaEventRecord(e1, stream));
         CU(cudaEventSynchronize(e1));
@@ -555,7 +555,7 @@ static void time_halves(neo_layer **L, int n, double *gpu_s, double *cpu_s) {
             a.v = l->v_host;
             a.kv_h0 = a.h0 = l->gpu_heads;
             a.h1 = l->n_head_kv;
-            neo__cpu_attend(rt, &a, NULL, NULL);
+            neo__cpu_attend(rt, &a);
         }
         tc[reps++] = (now_s() - w0) / per;
     }
@@ -771,9 +771,8 @@ static void e2e_step(neo_session *s, int token, float *logits, int vocab, double
     double a = now_s();
     check(neo__session_forward(s, token, neo_session_length(s)), "the decode step's forward pass");
     double b = now_s();
-    check((neo_status)s->rt->dev.copy(s->rt->dev_state, logits, s->logits, sizeof(float) * (size_t)vocab, NEO__STREAM_MAIN),
-          "the logits' copy");
-    check((neo_status)s->rt->dev.stream_sync(s->rt->dev_state, NEO__STREAM_MAIN), "the step's synchronisation");
+    check(neo__dev_copy(s->rt, logits, s->logits, sizeof(float) * (size_t)vocab), "the logits' copy");
+    check(neo__dev_sync(s->rt), "the step's synchronisation");
     *host_s = b - a;
     *step_s = now_s() - a;
 }
@@ -783,7 +782,7 @@ static void e2e_step(neo_session *s, int token, float *logits, int vocab, double
    replay rewrites cell pos, so the session is truncated back after each. -1 when the step cannot
    be captured (a split layer's both-halves call refuses a capturing stream). */
 static void e2e_graph_probe(neo_session *s, int token, double *eager_us, double *graph_us) {
-    neo__dev_ops   *D = &s->rt->dev;
+    neo__dev_model *D = &s->rt->model;
     void           *S = s->rt->dev_state;
     int             pos = neo_session_length(s) - 1, V = s->m->info.vocab_size, next, ok;
     cudaGraph_t     g = NULL;
