@@ -157,3 +157,12 @@ $(B)/bench: examples/bench/bench.c examples/bench/bench_util.h $(HDR) $(B)/neo_a
 bench-gpu: $(B)/bench
 
 .PHONY: bench-gpu
+
+# --- the documentation's programs ---------------------------------------------------------------
+# test-snippets cuts the quick-start programs out of README.md and neo_attn.h's manual, checks
+# that the two copies agree, and builds and runs each as C (ASan + UBSan, leaks fail) and as C++
+# (tests/test_snippets.sh).
+test-snippets: | $(B)
+	CC="$(CC)" CXX="$(CXX)" sh tests/test_snippets.sh $(B)
+
+.PHONY: test-snippets
