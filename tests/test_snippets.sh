@@ -11,6 +11,7 @@
 # lines say the same. Usage: sh tests/test_snippets.sh [build-dir]
 set -u
 B=${1:-build}/snippets
+case "$B" in /*) ;; *) B="./$B" ;; esac
 CC=${CC:-cc}
 CXX=${CXX:-c++}
 WARN="-Wall -Wextra -Wpedantic -Werror -Wshadow"
@@ -53,7 +54,7 @@ for n in $PROGRAMS; do
     fi
     if $CC -std=c11 -D_POSIX_C_SOURCE=200809L $WARN -Wstrict-prototypes -O1 -g $SAN -I. "$src" \
            -o "$B/quick_start_$n" -lm -lpthread &&
-       ASAN_OPTIONS=detect_leaks=1 "./$B/quick_start_$n"; then
+       ASAN_OPTIONS=detect_leaks=1 "$B/quick_start_$n"; then
         passed=$((passed + 1))
     else
         fail "quick start $n as C (ASan + UBSan)"
@@ -61,7 +62,7 @@ for n in $PROGRAMS; do
     sed 's/= {0};/= {};/g' "$src" > "$B/quick_start_$n.cc"
     if $CXX -std=c++17 $WARN -Wmissing-field-initializers -O1 -g -I. "$B/quick_start_$n.cc" \
            -o "$B/quick_start_${n}_cc" -lm -lpthread &&
-       "./$B/quick_start_${n}_cc"; then
+       "$B/quick_start_${n}_cc"; then
         passed=$((passed + 1))
     else
         fail "quick start $n as C++"
