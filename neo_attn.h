@@ -210,10 +210,12 @@
    FINDING YOUR WAY
    ----------------
    The implementation is in banners, each with a grep tag, in dependency order:
-       >>config  >>util  >>status  >>pool (thread pool)  >>cpu (SIMD kernels)  >>attn (CPU
-       flash-attention)  >>dev (host device-ops: CPU runtime and GPU stand-in)  >>runtime
-       >>layer (KV cache, append)  >>orchestration (no split / OFF / ON / AUTO)  >>model
-       (llama2.c decode loop). The GPU kernels are in neo_attn_cuda.cu, behind neo__dev_ops.
+       >>config  >>util  >>status  >>pool (thread pool: launch, help, wait)  >>cpu (SIMD
+       kernels)  >>attn (CPU flash-attention: ranges, merge tree)  >>host (the CPU backend)
+       >>standin (the GPU stand-in for tests)  >>runtime  >>layer (KV cache, append)  >>split
+       (stream-back OFF, both halves ON, AUTO)  >>model (llama2.c decode loop and its ops;
+       NEO_ATTN_NO_MODEL leaves it out). The GPU kernels are in neo_attn_cuda.cu, with banners of
+       their own, behind three tables: neo__dev_mem, neo__dev_attn, neo__dev_model.
 
    neo_attn DOES NOT
    -----------------
