@@ -12,8 +12,9 @@ LDLIBS   = -lm -lpthread
 SAN      = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 B        = build
 HDR      = neo_attn.h
-# The model files the tests read (never copied into the repository).
-NEO_MODEL_DIR ?= ../shared/models
+# The model files the tests read: the repository's own copy (tests/data/README.md says where it
+# came from).
+NEO_MODEL_DIR ?= tests/data
 export NEO_MODEL_DIR
 
 UNIT     = test_api test_ref test_model
