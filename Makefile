@@ -141,6 +141,9 @@ test-unit: $(addprefix $(B)/,$(UNIT))
 test-variants: $(B)/test_ref_plain $(B)/test_api_plain
 	@f=0; for t in test_ref test_api; do $(RUN) "$$t no-threads no-simd" ./$(B)/$${t}_plain || f=1; done; exit $$f
 
+# test_api asks for a 1 PiB cache on purpose (NEO_ERR_NO_MEMORY must come back), with ASan's
+# allocator_may_return_null=1, so ASan warns "failed to allocate 0x1fffffffc0000 bytes": that
+# line stays in build/log/test_api_asan_ubsan.log with the rest of the test's output.
 test-san: $(addprefix $(B)/san/,$(UNIT))
 	@f=0; for t in $(UNIT); do $(RUN) "$$t asan+ubsan" ./$(B)/san/$$t || f=1; done; exit $$f
 
