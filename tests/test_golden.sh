@@ -161,7 +161,8 @@ load_error "a model of one token, chat mode" "needs at least 3" "$T/bad/vocab1.b
 # tokens of at most 7 bytes), or after (1000 bytes that take a token each)
 long=$(head -c 5000 /dev/zero | tr '\000' a)
 load_error "a 5000-byte prompt: refused before encoding" "needs at least 715 tokens" "$MODEL" -z "$TOK" -i "$long"
-load_error "a prompt of 1002 tokens" "the prompt is 1002 tokens" "$MODEL" -z "$TOK" -i "$(head -c 1000 /dev/zero | tr '\000' '~')"
+tildes=$(head -c 1000 /dev/zero | tr '\000' '~')
+load_error "a prompt of 1002 tokens" "the prompt is 1002 tokens" "$MODEL" -z "$TOK" -i "$tildes"
 
 # --- flags ---------------------------------------------------------------------------------------
 load_error "--gpu-heads-frac without --gpu: refused" "--gpu-heads-frac needs --gpu or --gpu-standin" \

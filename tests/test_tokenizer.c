@@ -125,9 +125,11 @@ static void test_tok512(const char *dir) {
     /* the merges' own letters, so that long merges happen */
     {
         size_t k = 0;
+        alphabet[0] = '\0';
         for (int i = 259; i < 512 && k + 8 < sizeof alphabet; i++)
             for (int j = 0; j < t.vocab_len[i] && k + 1 < sizeof alphabet; j++)
-                if (t.vocab[i][j] != '\0' && !strchr(alphabet, t.vocab[i][j])) alphabet[k++] = t.vocab[i][j], alphabet[k] = '\0';
+                if (t.vocab[i][j] != '\0' && !strchr(alphabet, t.vocab[i][j]))
+                    alphabet[k++] = t.vocab[i][j], alphabet[k] = '\0';
         alphabet[k] = '\0';
         if (k == 0) strcpy(alphabet, "ab");
     }
