@@ -22,6 +22,13 @@
 
 #define TOL 1e-4
 
+/* NEO_TEST_QUICK=1 (make test's sanitizer runs): every case, path and kind of call, with fewer
+   repetitions: each CPU path once per shape case (not the best one twice), 1 and 3 threads in
+   the determinism cases, and prefills of at most QUICK_TOKENS queries (more than one prefill
+   task at every GQA group). The plain runs do everything. */
+enum { QUICK_TOKENS = 70 };
+static int quick;
+
 /* With NEO_TEST_CUDA=1 (make test-cuda: NEO_ATTN_CUDA=1, linked with neo_attn_cuda.cu) every
    case also runs on a real GPU runtime: the shape cases with no split, the split cases as they
    are; q, k, v and out go through device memory. */
@@ -281,7 +288,8 @@ static int tc_open(tcase *c, const neo_layer_desc *d, int mode, const char *name
         int best = i == (isa_ok[2] ? 2 : isa_ok[1] ? 1 : 0), tsel = 1 + (case_no + i) % 4;
         if (!isa_ok[i]) continue;
         for (t = 1; t <= 4; t++) {
-            if (mode == 0 && t != tsel && !(best && t == 1 + tsel % 4)) continue;
+            if (mode == 0 && t != tsel && !(best && !quick && t == 1 + tsel % 4)) continue;
+            if (mode == 1 && quick && t % 2 == 0) continue;
             if (!CHECK_STATUS(neo_layer_create(rts[i][t], &c->d, &c->l[c->n]), NEO_OK)) return 0;
             c->isa[c->n] = i, c->thr[c->n] = t, c->n++;
         }
@@ -379,6 +387,7 @@ static void reference(const tcase *c, const float *q, int n_tok, double *ref) {
 /* n_tok 0: decode; else prefill of n_tok queries. Every layer against the reference, and bitwise
    against the first layer of the same CPU path. */
 static void tc_query(tcase *c, int n_tok) {
+    if (quick && n_tok > QUICK_TOKENS && n_tok <= c->len) n_tok = QUICK_TOKENS;
     int nq = n_tok ? n_tok : 1, i, first[5] = {-1, -1, -1, -1, -1};
     size_t nqe = (size_t)nq * (size_t)c->d.n_head * (size_t)c->d.head_dim;
     size_t no = (size_t)nq * (size_t)c->d.n_head * (size_t)c->dv, e;
@@ -753,7 +762,8 @@ int main(void) {
     int i, t;
     if (seed == 0) seed = 1;
     rng_s = seed;
-    printf("test_ref: seed %llu (NEO_TEST_SEED=%llu repeats this run)\n", seed, seed);
+    quick = (env = getenv("NEO_TEST_QUICK")) && *env && strcmp(env, "0") != 0;
+    printf("test_ref: seed %llu (NEO_TEST_SEED=%llu repeats this run)%s\n", seed, seed, quick ? ", quick" : "");
     fflush(stdout);
 
     test_conversions();
