@@ -168,10 +168,10 @@ test-build: $(TEST_BINS)
 # the ones that use both cores one at a time, then two lanes of single-threaded ones at once.
 TWO_CORES = run-test_api run-test_ref run-test_model run-test_bits run-test_tokenizer run-compile_cc \
             run-probe-cpu run-test_golden run-san-test_api run-san-test_ref run-san-test_model \
-            run-san-test_tokenizer run-tsan-test_pool
-LANE_1    = run-test_ref_plain run-test_api_plain run-compile_c run-compile_static run-compile_no_model \
-            run-test_snippets
-LANE_2    = test-fuzz
+            run-tsan-test_pool
+LANE_1    = run-test_ref_plain run-san-test_tokenizer run-test_api_plain run-compile_c run-compile_static \
+            run-compile_no_model run-test_snippets
+LANE_2    = run-fuzz_model run-fuzz_tokenizer
 
 test-run:
 	@f=0; $(MAKE) --no-print-directory -j1 -k $(TWO_CORES) || f=1; \
@@ -209,15 +209,14 @@ test-bits:     run-test_bits
 test-snippets: run-test_snippets
 test-no-model: run-compile_no_model
 
-# The two fuzzers run at once (each is one thread), FUZZ_SECONDS each from their seeds; their
-# output is in build/log/fuzz_*.log.
+# Each fuzzer runs FUZZ_SECONDS from its seeds (tests/fuzz_seeds/NAME), its output in
+# build/log/fuzz_NAME.log; test-fuzz runs the two at once (each is one thread).
 FUZZ_RUN = -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1
+run-fuzz_%: $(B)/fuzz_%
+	@rm -rf $(B)/corpus_$* && mkdir -p $(B)/corpus_$* && cp tests/fuzz_seeds/$*/* $(B)/corpus_$*/
+	@$(RUN) fuzz_$* ./$(B)/fuzz_$* $(FUZZ_RUN) $(B)/corpus_$*
 test-fuzz: $(FUZZ_BINS)
-	@rm -rf $(B)/corpus_model $(B)/corpus_tokenizer
-	@mkdir -p $(B)/corpus_model $(B)/corpus_tokenizer
-	@cp tests/fuzz_seeds/model/* $(B)/corpus_model/ && cp tests/fuzz_seeds/tokenizer/* $(B)/corpus_tokenizer/
-	@f=0; $(RUN) fuzz_tokenizer ./$(B)/fuzz_tokenizer $(FUZZ_RUN) $(B)/corpus_tokenizer & \
-	$(RUN) fuzz_model ./$(B)/fuzz_model $(FUZZ_RUN) $(B)/corpus_model || f=1; wait $$! || f=1; exit $$f
+	@$(MAKE) --no-print-directory -j2 -k run-fuzz_model run-fuzz_tokenizer
 
 demo: $(B)/mini-chat
 	./$(B)/mini-chat $(NEO_MODEL_DIR)/stories260K.bin -z $(NEO_MODEL_DIR)/tok512.bin -t 0.8 -p 0.9 -s 7 -n 200 \
