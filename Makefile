@@ -86,39 +86,49 @@ install: $(B)/mini-chat
 # (test_ref, test_model), set the implementation's macros (test_ref, probe-cpu) or need their own
 # flags (fuzzers, TSan, no threads / no SIMD) keep the implementation in their translation unit.
 LINK_IMPL = -DNEO_ATTN_IMPLEMENTATION_INCLUDED
-# The sanitizer runs: every case kind and path, fewer random repetitions (the plain runs do them all).
+# The sanitizer runs and the build without threads and SIMD: every case kind and path, fewer
+# random repetitions (test_ref's and test_pool's NEO_TEST_QUICK; the plain runs do them all).
 QUICK     = NEO_TEST_QUICK=1
+# Test programs carry line tables only (-g1): enough for the sanitizers' and a debugger's
+# backtraces, and full debug info of the SIMD kernels is a large part of their compile time.
+# The ASan + UBSan builds whose tests run briefly (the shared object, test_model) are not
+# optimised: -O0 instruments every access all the same.
+TOPT      = -O2 -g1
+SAN_O1    = -O1 -g1 $(SAN)
+SAN_O0    = -O0 -g1 $(SAN)
 
 $(B)/impl.o: tests/test_compile_impl.c $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) $(OPT) -I. -c $< -o $@
+	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. -c $< -o $@
 $(B)/san/impl.o: tests/test_compile_impl.c $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) -O1 -g $(SAN) -I. -c $< -o $@
+	$(CC) $(CSTD) $(CWARN) $(SAN_O0) -I. -c $< -o $@
 
 # linked with the implementation's object: the public API only
 $(B)/test_api $(B)/test_bits: $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) $(B)/impl.o
-	$(CC) $(CSTD) $(CWARN) $(OPT) $(LINK_IMPL) -I. $< $(B)/impl.o -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(TOPT) $(LINK_IMPL) -I. $< $(B)/impl.o -o $@ $(LDLIBS)
 $(B)/san/test_api: tests/test_api.c $(TEST_H) $(HDR) $(B)/san/impl.o
-	$(CC) $(CSTD) $(CWARN) -O1 -g $(SAN) $(LINK_IMPL) -I. $< $(B)/san/impl.o -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(SAN_O0) $(LINK_IMPL) -I. $< $(B)/san/impl.o -o $@ $(LDLIBS)
 
 $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) $(OPT) -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. $< -o $@ $(LDLIBS)
 
 $(B)/san/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) -O1 -g $(SAN) -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(SAN_O1) -I. $< -o $@ $(LDLIBS)
+$(B)/san/test_model: tests/test_model.c $(TEST_H) $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) $(SAN_O0) -I. $< -o $@ $(LDLIBS)
 
 # the tokenizer test needs none of the header's SIMD kernels (which take most of a build's time)
 $(B)/test_tokenizer: tests/test_tokenizer.c examples/mini-chat/mini_chat.c tests/check.h $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) $(OPT) -DNEO_ATTN_NO_SIMD=1 -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(TOPT) -DNEO_ATTN_NO_SIMD=1 -I. $< -o $@ $(LDLIBS)
 
 $(B)/san/test_tokenizer: tests/test_tokenizer.c examples/mini-chat/mini_chat.c tests/check.h $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) -O1 -g $(SAN) -DNEO_ATTN_NO_SIMD=1 -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(SAN_O1) -DNEO_ATTN_NO_SIMD=1 -I. $< -o $@ $(LDLIBS)
 
 $(B)/tsan/test_pool: tests/test_pool.c $(TEST_H) $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) -O1 -g -fsanitize=thread -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) -O1 -g1 -fsanitize=thread -I. $< -o $@ $(LDLIBS)
 
 # the header built without threads and without SIMD: the serial pool and the scalar kernels alone
 $(B)/test_%_plain: tests/test_%.c $(TEST_H) $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) $(OPT) -I. -DNEO_ATTN_NO_THREADS=1 -DNEO_ATTN_NO_SIMD=1 $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. -DNEO_ATTN_NO_THREADS=1 -DNEO_ATTN_NO_SIMD=1 $< -o $@ $(LDLIBS)
 
 # The header as C11 and C++17, with and without the implementation, linked from two
 # translation units, once more with NEO_ATTN_STATIC, and once without the decode loop
@@ -185,7 +195,7 @@ run-compile_%: $(B)/compile_%
 run-san-%: $(B)/san/%
 	@$(QUICK) $(RUN) "$* asan+ubsan" ./$(B)/san/$*
 run-test_ref_plain run-test_api_plain: run-%_plain: $(B)/%_plain
-	@$(RUN) "$* no-threads no-simd" ./$(B)/$*_plain
+	@$(QUICK) $(RUN) "$* no-threads no-simd" ./$(B)/$*_plain
 run-tsan-test_pool: $(B)/tsan/test_pool
 	@TSAN_OPTIONS=halt_on_error=1 $(QUICK) $(RUN) "test_pool tsan" ./$(B)/tsan/test_pool
 run-probe-cpu: $(B)/probe-cpu
