@@ -5,12 +5,32 @@
    includes the header WITHOUT NEO_ATTN_IMPLEMENTATION; compile it once and link it into a program
    whose implementing file defines NEO_ATTN_CUDA=1:
 
-       nvcc -O3 -arch=sm_90 -c neo_attn_cuda.cu
+       nvcc -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
+            -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
+            -gencode arch=compute_80,code=compute_80 -c neo_attn_cuda.cu
 
-   and link with -lcudart, plus -lstdc++ when a C compiler links (nvcc's launch stubs use the C++
-   runtime). sm_90 is the target this was written and timed for; nothing newer than sm_80 is used
-   except griddepcontrol (programmatic dependent launch, sm_90 PTX), so other targets need a port.
-   Nothing here exits or prints: every CUDA call is checked and becomes a neo_status.
+   (make cuda-build; CUDA_ARCHS narrows it) and link with -lcudart, plus -lstdc++ when a C
+   compiler links (nvcc's launch stubs use the C++ runtime). Nothing here exits or prints: every
+   CUDA call is checked and becomes a neo_status.
+
+   GPUS
+   ----
+   sm_80 and later. The same kernels compile for every target; what differs is chosen at compile
+   time by __CUDA_ARCH__ and at init by the device:
+     sm_90 (Hopper)          the tensor-core kernel loads its tiles with bulk copies (TMA:
+                             cp.async.bulk + mbarrier transaction counts), and the attention,
+                             merge and matvec kernels are launched as programmatic dependents
+                             (griddepcontrol) so that each one's launch overlaps the tail of the
+                             one before.
+     sm_80, sm_86, sm_89     the tensor-core kernel loads with cp.async into swizzled rows and
+     (Ampere, Ada)           ldmatrix; every launch is plain. Block shapes whose shared memory
+                             does not fit the device (sm_86 / sm_89 have 99 KB a block) give way
+                             to the narrow shape (see the planner).
+     newer than sm_90        the compute_80 PTX, compiled by the driver: the sm_80 path.
+   Below sm_80 init returns NEO_ERR_UNSUPPORTED, as it does when the object holds no image the
+   GPU can run. Programmatic launches are used only when the loaded kernels were compiled for
+   sm_90 (cudaFuncAttributes.ptxVersion >= 90) on an sm_90+ device: PTX for compute_80 that the
+   driver compiles for an H200 runs the sm_80 path throughout.
 
    KERNELS (launch geometry)
    -------------------------
@@ -109,6 +129,15 @@
 #define NEO__CU_GEN_COLS 256            /* output columns per generic block */
 #define NEO__CU_GEN_TILE 32             /* cells per generic tile */
 #define NEO__CU_WORK_CAP ((size_t)512 << 20) /* split partials beyond this use fewer splits */
+/* How the tensor-core kernel loads its tiles, per compiled architecture: on sm_90 bulk copies
+   (cp.async.bulk completing on an mbarrier's transaction count) into plain rows; below sm_90
+   (Ampere, Ada) cp.async into XOR-swizzled rows, read with ldmatrix. The host pass runs no device
+   code; it only needs the shapes, which do not depend on this. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define NEO__CU_TMA 0
+#else
+#define NEO__CU_TMA 1
+#endif
 
 /* =============================================================================================
    device helpers
@@ -158,6 +187,22 @@ template <> struct neo__kvt<float> {
     static __device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
     static __device__ __forceinline__ float st(float f) { return f; }
 };
+
+/* Programmatic dependent launch. On sm_90 the host launches the attention, merge and matvec
+   kernels as programmatic dependents (neo__cu_launch): such a grid may start while the one before
+   it on the stream still runs, so it must call neo__pdl_wait before touching anything that grid
+   writes, and neo__pdl_trigger lets the next one start. Below sm_90 the host launches plainly (a
+   grid starts after the one before it has completed) and both are no-ops. */
+__device__ __forceinline__ void neo__pdl_trigger() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void neo__pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 __device__ __forceinline__ void neo__cp_async16(void *smem, const void *gmem) {
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -471,7 +516,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
     }
     __syncthreads();
     /* the merge kernel may start launching; it waits for this grid's writes before reading */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    neo__pdl_trigger();
 
     /* the warps' states: weights e^(m_w - M) per query, then the row groups summed in a fixed
        order through the (now idle) rings */
@@ -591,7 +636,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
         __syncthreads(); /* s_p and s_corr are rewritten by the next tile */
     }
     __syncthreads();
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    neo__pdl_trigger();
 #pragma unroll
     for (int i = 0; i < NQ; i++) {
         if (i >= nqb) break;
@@ -639,9 +684,6 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
 #ifndef NEO__CU_MMA_NARROW_CELLS
 #define NEO__CU_MMA_NARROW_CELLS 65536 /* cells a KV head from which head_dim 128 takes the narrow block */
 #endif
-#ifndef NEO__CU_MMA_TMA
-#define NEO__CU_MMA_TMA 1 /* 0: cp.async into swizzled rows and ldmatrix instead of bulk copies into plain rows */
-#endif
 /* BPS: blocks an SM, 1 (wide) or 2 (narrow, head_dim 128 only) */
 template <int D, int BPS> struct neo__mma_cfg {
     static_assert(BPS == 1 || (BPS == 2 && D == 128), "block shapes");
@@ -651,7 +693,7 @@ template <int D, int BPS> struct neo__mma_cfg {
     static constexpr int TCH = 16 * CPR;                  /* chunks of one K (or V) warp tile */
     /* row stride of the warp-combine buffer: the acc fragment stores hit 32 banks (bank 2c + the
        row's dim on the bulk path, 8c + g on the ldmatrix path) */
-    static constexpr int RS = NEO__CU_MMA_TMA ? D + 1 : D + 4;
+    static constexpr int RS = NEO__CU_TMA ? D + 1 : D + 4;
     static constexpr size_t SMEM = (size_t)W * NS * 2 * TCH * 16; /* the rings: 192 KB wide, 80 KB narrow */
     static_assert(SMEM * BPS <= 200 * 1024, "the rings of BPS blocks must fit an SM");
     static_assert((size_t)W * NEO__MMA_NQ * RS * 4 + NEO__MMA_NQ * D * 4 + NEO__MMA_NQ * NEO__CU_MAX_SPLITS * 4 <= SMEM,
@@ -717,7 +759,7 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
     typedef neo__mmt<T>     MT;
     constexpr int W = C::W, NS = C::NS, CPR = C::CPR, TCH = C::TCH, KS = D / 16, RS = C::RS, NT = W * 32, NC = D / 4;
     constexpr int TB = TCH * 16; /* bytes of one K (or V) warp tile */
-    constexpr bool TMA = NEO__CU_MMA_TMA;
+    constexpr bool TMA = NEO__CU_TMA;
     constexpr unsigned FULL = 0xffffffffu;
     extern __shared__ uint4 neo__smem[];
     __shared__ float s_wm[W][8], s_wl[W][8], s_ww[W][8], s_m[8], s_l[8], s_fin[8][4];
@@ -801,8 +843,8 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
        (32/8/128 back to back: 32k 42.5 -> 40.7 us, 128k 131.4 -> 129.4). Head_dim 64 keeps the
        trigger after its main loop (early: 32k 13.8 -> 14.4). */
     constexpr bool EARLY = D != 64;
-    if constexpr (EARLY) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if constexpr (EARLY) neo__pdl_trigger();
+    neo__pdl_wait();
     for (int s = pre; s < NS; s++) {
         if (s < nw) load(s, s);
         if constexpr (!TMA) neo__cp_async_commit();
@@ -1001,7 +1043,7 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
     }
     __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
     /* the next kernel may start launching; it waits for this grid's completion before touching memory */
-    if constexpr (!EARLY) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if constexpr (!EARLY) neo__pdl_trigger();
 
     float *red = reinterpret_cast<float *>(neo__smem); /* [W][8][RS] the warps' acc */
     float *pbuf = red + W * NEO__MMA_NQ * RS;          /* [8][D] the block's partial when S == 1 */
@@ -1190,7 +1232,7 @@ struct neo__cu_merge {
    the splits, M their max (and the sink's logit when finishing with sinks), fixed order. */
 __global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
     /* programmatic dependent launch: wait until the attention grid's writes are visible */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    neo__pdl_wait();
     __shared__ float s_w[NEO__CU_MAX_SPLITS], s_red[256], s_misc[4];
     const int    b = blockIdx.x, kvh = b / mp.nq, r = b % mp.nq;
     const int    t = r / mp.G, hq = (mp.h0 + kvh) * mp.G + r % mp.G;
@@ -1404,8 +1446,8 @@ template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec
             if (ROWS == 2) asm volatile("prefetch.global.L2 [%0];" ::"l"(b1 + o));
         }
     }
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    neo__pdl_trigger();
+    neo__pdl_wait();
     if (u < a.units) {
         float two[2] = {0.0f, 0.0f};
         neo__mv_dot<ROWS, NORM>(two, s[2], wb, wr, a.x, a.norm, lo, hi, a.vec, lane);
@@ -1499,7 +1541,7 @@ __global__ void __launch_bounds__(1024) neo__handoff_kernel(float *__restrict__ 
     /* The next kernel, if launched as a programmatic dependent (a projection, attention), may
        start now: it fetches what does not depend on this copy (its weights, its first KV tiles)
        while this one waits on the other side, and reads the copy only after its own wait. */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    neo__pdl_trigger();
     if (AWAIT) {
         if (threadIdx.x == 0)
             while (neo__ld_acquire_sys(flag) != seq) {}
@@ -1548,6 +1590,7 @@ typedef struct neo__cuda {
     int          max_splits;             /* NEO_CUDA_MAX_SPLITS=N (N >= 1): at most N splits a query tile */
     int          block_shape;            /* NEO_CUDA_MMA_BLOCKS=1 or 2: always the wide or the narrow block (head_dim 128) */
     int          launch_blocking;        /* CUDA_LAUNCH_BLOCKING=1: a launch returns when its kernel is done */
+    int          pdl;                    /* launch programmatic dependents: the device and the loaded kernels are sm_90+ */
 } neo__cuda;
 
 static int neo__cu_err(cudaError_t e) {
@@ -1559,6 +1602,23 @@ static int neo__cu_err(cudaError_t e) {
     return NEO_ERR_DEVICE;
 }
 static int neo__cu_launched(void) { return cudaGetLastError() == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE; }
+
+/* The one launch of a kernel that may start as a programmatic dependent (it calls neo__pdl_wait
+   before reading what the kernel before it writes): with the attribute where the kernels were
+   compiled for sm_90 and run on one, plainly elsewhere. */
+static int neo__cu_launch(const neo__cuda *st, const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void **args) {
+    cudaLaunchConfig_t  cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = st->pdl ? 1 : 0;
+    return cudaLaunchKernelExC(&cfg, fn, args) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+}
 
 static cudaStream_t neo__cu_stream(neo__cuda *st, int s, int *ok) {
     *ok = st && s >= 0 && s < NEO__CU_STREAMS;
@@ -1593,9 +1653,26 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
     }
     if (device < 0 || device >= n) return NEO_ERR_DEVICE;
     if (cudaSetDevice(device) != cudaSuccess) return NEO_ERR_DEVICE;
+    /* Ampere (sm_80) and later: the kernels need cp.async, ldmatrix and bf16 tensor cores. The
+       kernels must also have an image for this GPU (SASS of its family, or PTX it can compile). */
+    int               major = 0;
+    cudaFuncAttributes fa;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NEO_ERR_DEVICE;
+    }
+    if (major < 8) return NEO_ERR_UNSUPPORTED;
+    if (cudaFuncGetAttributes(&fa, (const void *)neo__attn_merge) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NEO_ERR_UNSUPPORTED;
+    }
     neo__cuda *st = (neo__cuda *)calloc(1, sizeof(neo__cuda));
     if (!st) return NEO_ERR_NO_MEMORY;
     st->device = device;
+    /* the kernels call griddepcontrol only where they were compiled for sm_90 (ptxVersion: the
+       virtual architecture the loaded code came from, e.g. 80 when the driver compiled
+       compute_80 PTX for a newer GPU) */
+    st->pdl = major >= 9 && fa.ptxVersion >= 90;
     int rc = NEO_ERR_DEVICE;
     if (engine_stream) st->stream[NEO__STREAM_MAIN] = (cudaStream_t)engine_stream;
     else {
@@ -1940,18 +2017,8 @@ static int neo__cu_attend_mma(neo__cuda *st, const neo__attn_args *a, int stream
     p.out = a->out;
     p.sinks = a->sinks;
     p.accumulate = a->accumulate ? 1 : 0;
-    void               *args[] = {&p};
-    cudaLaunchConfig_t  cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((unsigned)units, (unsigned)S);
-    cfg.blockDim = dim3((unsigned)(W * 32));
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelExC(&cfg, fn, args) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    void *args[] = {&p};
+    return neo__cu_launch(st, fn, dim3((unsigned)units, (unsigned)S), dim3((unsigned)(W * 32)), smem, s, args);
 }
 
 static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
@@ -2045,18 +2112,28 @@ static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
     mp.dv = dv;
     mp.accumulate = a->accumulate ? 1 : 0;
     mp.P = S < 8 ? 1 : dv <= 64 ? 4 : dv <= 128 ? 2 : 1;
-    cudaLaunchConfig_t   cfg = {};
-    cudaLaunchAttribute  attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((unsigned)(H * nq));
-    cfg.blockDim = dim3(256);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, neo__attn_merge, mp) != cudaSuccess) return NEO_ERR_DEVICE;
+    void *margs[] = {&mp};
+    if (neo__cu_launch(st, (const void *)neo__attn_merge, dim3((unsigned)(H * nq)), dim3(256), 0, s, margs) != NEO_OK)
+        return NEO_ERR_DEVICE;
     return neo__cu_launched();
+}
+
+/* =============================================================================================
+   >>test  entries for tests/test_cuda_ops.c only: not API, declared there by hand
+   ============================================================================================= */
+
+/* The virtual architecture the loaded kernels were compiled from (ptx_version, 80 for the sm_80
+   path) and the one they run as (binary_version): they differ when the driver compiled PTX. */
+extern "C" int neo__cu_test_image(int device, int *ptx_version, int *binary_version) {
+    cudaFuncAttributes fa;
+    if (!ptx_version || !binary_version || cudaSetDevice(device) != cudaSuccess) return NEO_ERR_INVALID_ARG;
+    if (cudaFuncGetAttributes(&fa, (const void *)neo__attn_merge) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NEO_ERR_UNSUPPORTED;
+    }
+    *ptx_version = fa.ptxVersion;
+    *binary_version = fa.binaryVersion;
+    return NEO_OK;
 }
 
 /* --- the decode loop's operations --- */
@@ -2099,17 +2176,8 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
     while (a.R < 8 && (long long)a.units * a.R * 2 <= cap && m->n / (2 * a.R) >= 128) a.R *= 2;
     const long long blocks = ((long long)a.units + 8 / a.R - 1) / (8 / a.R);
     if (blocks > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
-    void               *args[] = {&a};
-    cudaLaunchConfig_t  cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((unsigned)blocks);
-    cfg.blockDim = dim3(256);
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    if (cudaLaunchKernelExC(&cfg, fn, args) != cudaSuccess) return NEO_ERR_DEVICE;
+    void *args[] = {&a};
+    if (neo__cu_launch(st, fn, dim3((unsigned)blocks), dim3(256), 0, s, args) != NEO_OK) return NEO_ERR_DEVICE;
     return neo__cu_launched();
 }
 

@@ -9,9 +9,22 @@
 #   4. compute-sanitizer memcheck and racecheck on the CUDA tests
 # The model comes from $NEO_MODEL_DIR (default .gpu-data, a copy of ../shared/models that the
 # device call carries). Prints a short table last; exits non-zero if any check failed.
+#
+# GPU_CHECK_ARCH=80 (or 86, 89): the same checks on the Ampere / Ada path. neo_attn_cuda.cu is
+# built (into build/jitNN) with PTX for compute_NN only, so the driver compiles that PTX for the
+# GPU at hand (__CUDA_ARCH__ is NN00: cp.async loads, plain launches); the first row proves it
+# (the kernels' ptxVersion NN, binaryVersion the GPU's).
 set -u
 DIR=${NEO_MODEL_DIR:-.gpu-data}
+ARCH=${GPU_CHECK_ARCH:-}
 B=build
+if [ -n "$ARCH" ]; then
+    case "$ARCH" in 80 | 86 | 89 | 90) ;; *) echo "gpu_check: GPU_CHECK_ARCH must be 80, 86, 89 or 90"; exit 2 ;; esac
+    B=build/jit$ARCH
+    set -- "B=$B" "CUDA_GENCODE=-gencode arch=compute_$ARCH,code=compute_$ARCH"
+else
+    set --
+fi
 OUT=${OUT:-/tmp}
 mkdir -p "$OUT"
 results=""
@@ -23,10 +36,23 @@ row() { # row NAME RESULT DETAIL
 }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -n 1
-if ! make -s cuda-build >"$OUT/build.log" 2>&1 || [ ! -x $B/cuda/mini-chat ]; then
+if ! make -s "$@" cuda-build >"$OUT/build.log" 2>&1 || [ ! -x $B/cuda/mini-chat ]; then
     cat "$OUT/build.log"
     echo "gpu_check: build failed"
     exit 1
+fi
+
+# --- 1. which code runs: test_cuda_ops --image prints "image: ptxVersion P binaryVersion B" ---
+img=$(./$B/test_cuda_ops --image 2>&1)
+ptx=$(echo "$img" | sed -n 's/.*ptxVersion \([0-9]*\).*/\1/p')
+bin=$(echo "$img" | sed -n 's/.*binaryVersion \([0-9]*\).*/\1/p')
+if [ -n "$ARCH" ]; then
+    # the JIT path: code from compute_$ARCH PTX, compiled by the driver for this GPU
+    if [ "${ptx:-0}" -eq "$ARCH" ] && [ -n "$bin" ]; then r=PASS; else r=FAIL; fi
+    row "JIT path (compute_$ARCH PTX on this GPU)" $r "$img"
+else
+    if [ -n "$ptx" ] && [ "${bin:-0}" -ge 80 ]; then r=PASS; else r=FAIL; fi
+    row "native image" $r "$img"
 fi
 
 # --- 2. kernels and the API suite ---

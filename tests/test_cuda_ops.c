@@ -5,6 +5,7 @@
           -L$CUDA_HOME/lib64 -lcudart -lstdc++ -lm -o build/test_cuda_ops
        ./build/test_cuda_ops            all checks, then a summary table
        ./build/test_cuda_ops --quick    small shapes only (for compute-sanitizer)
+       ./build/test_cuda_ops --image    the loaded kernels' ptxVersion and binaryVersion only
        ./build/test_cuda_ops --time     the decode loop's projections (Qwen2.5-0.5B), then decode
                                         attention (32 q / 8 kv heads, d 128, f16, and others)
        ./build/test_cuda_ops --time-short   the projections; 32/8 d128 f16 at 4k / 32k / 128k; 14/2 d64 4k; 64/8 32k
@@ -50,6 +51,9 @@ static long n_checks, n_fail;
 
 static neo__dev_ops OPS;
 static void        *ST;
+
+/* neo_attn_cuda.cu's entries for this test (not API) */
+int neo__cu_test_image(int device, int *ptx_version, int *binary_version);
 
 /* --- random numbers --- */
 static uint64_t rng_s = 0x9e3779b97f4a7c15ull;
@@ -1216,13 +1220,14 @@ static void run_timing(cudaStream_t stream, int short_list, int mv_only, const c
 }
 
 int main(int argc, char **argv) {
-    int         quick = 0, timing = 0, short_list = 0, mv_only = 0;
+    int         quick = 0, timing = 0, short_list = 0, mv_only = 0, image_only = 0;
     const char *ctx_list = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--time")) timing = 1;
         else if (!strcmp(argv[i], "--time-short")) timing = short_list = 1;
         else if (!strcmp(argv[i], "--time-mv")) timing = mv_only = 1;
+        else if (!strcmp(argv[i], "--image")) image_only = 1;
         else if (!strcmp(argv[i], "--time-ctx") && i + 1 < argc) timing = 1, ctx_list = argv[++i];
         else if (!strcmp(argv[i], "--time-shape") && i + 1 < argc &&
                  (sscanf(argv[++i], "%d,%d,%d", &tshape[0], &tshape[1], &tshape[2]) != 3 || tshape[0] < 1 || tshape[1] < 1 ||
@@ -1231,6 +1236,11 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    /* which code runs: ptxVersion is the architecture the kernels were compiled for (80 on the
+       sm_80 path), binaryVersion the one they run as (the GPU's when the driver compiled PTX) */
+    int ptxv = 0, binv = 0, si = neo__cu_test_image(0, &ptxv, &binv);
+    printf("image: ptxVersion %d binaryVersion %d (status %d)\n", ptxv, binv, si);
+    if (image_only) return si != NEO_OK;
     const char *seed = getenv("NEO_TEST_SEED");
     if (seed) rng_s = strtoull(seed, NULL, 10);
     printf("test_cuda_ops: seed %llu%s\n", (unsigned long long)rng_s, quick ? " (quick)" : "");
