@@ -36,24 +36,22 @@
    -------------------------
    neo__attn_mma<T, D, BPS>  f16 / bf16 K and V, head_dim == head_dim_v == D in {64, 128, 256},
                              16-byte aligned K, V and q: the attention path for those (see its
-                             comment). grid (H * ceil(nq / 8), S). Two block shapes: wide, 12
-                             warps (4 for D = 256), one block an SM (192 KB of rings); narrow
-                             (D = 128 only), 5 warps, two blocks an SM (80 KB each), for 64k+
-                             cells a KV head; NEO_CUDA_MMA_BLOCKS=1 or 2 at init forces one for
-                             D = 128 (comparison). Tensor cores (mma.m16n8k16, f32
+                             comment). grid (H * ceil(nq / 8), S). Two block shapes (BPS 1 and
+                             2): wide, 12 warps (4 for D = 256), one block an SM; narrow (D = 128
+                             and 256), 5 warps two blocks an SM (D = 128), or 2 warps (D = 256).
+                             The planner picks one (>>plan). Tensor cores (mma.m16n8k16, f32
                              accumulators, q and the weights split into 16-bit parts so that the
                              result keeps float32 accuracy); each warp streams its own 16-cell K
-                             and V tiles with bulk copies (cp.async.bulk + mbarrier); every K/V row
+                             and V tiles (bulk copies on sm_90, cp.async below); every K/V row
                              is read once for a tile of 8 queries (the GQA group, or tokens x
                              group in prefill), so group 8 costs what group 4 does. It merges its
                              own splits: the last block of a query tile to finish (an arrival
                              counter per tile in the stream's buffer, which that block resets)
                              merges the partials in split order and writes out / state, so an
-                             attend is one launch, with programmatic dependent launch so that the
-                             next one's launch overlaps its tail. NEO_CUDA_MMA=0 in the
-                             environment at init selects the kernels below instead (comparison).
-   neo__attn_fast<T, D, NQ>  float32 K and V (and the path above with NEO_CUDA_MMA=0):
-                             flash-decoding for head_dim == head_dim_v == D in {64, 128, 256} and
+                             attend is one launch (a programmatic dependent on sm_90, so that
+                             its launch overlaps the tail of the kernel before).
+   neo__attn_fast<T, D, NQ>  float32 K and V (T = float): flash-decoding for head_dim ==
+                             head_dim_v == D in {64, 128, 256} and
                              16-byte aligned K, V and q. grid (H * QT, S): one block per (KV head,
                              tile of NQ = 1/2/4/8 queries, split of the cell range), 128 threads.
                              Each warp streams its own 2 KB K + 2 KB V warp tiles (warp tiles
@@ -69,9 +67,8 @@
                              per column block, which only matters for head_dim_v > 256).
    neo__attn_merge           one block of 256 threads per (KV head, query): merges the S partials
                              (and the previous state when accumulating) in split order, then
-                             writes the state or the finished, normalised output. Launched with
-                             programmatic dependent launch so its launch overlaps the tail of the
-                             attention kernel.
+                             writes the state or the finished, normalised output. A
+                             programmatic dependent of the attention kernel on sm_90.
    neo__append_kernel        grid (n_tokens * (h1 - h0), 2: K and V), 128 threads: one new row each.
    neo__matvec_kernel<E, N>  the decode loop's projections, with run.c's rmsnorm before (N) and the
                              residual add, SwiGLU or RoPE after (E) folded in: 8 warps a block, R
@@ -115,15 +112,9 @@
 
 #define NEO__CU_STREAMS 2
 #define NEO__CU_THREADS 128             /* attention kernels */
-#ifndef NEO__CU_WSTAGES
 #define NEO__CU_WSTAGES 3               /* cp.async ring depth of each warp */
-#endif
-#ifndef NEO__CU_WTILE_BYTES
 #define NEO__CU_WTILE_BYTES 2048        /* K (or V) bytes of one warp tile */
-#endif
-#ifndef NEO__CU_NQ8_BLOCKS
 #define NEO__CU_NQ8_BLOCKS 1            /* resident blocks the 8-query kernels are built for */
-#endif
 #define NEO__CU_MAX_SPLITS 256          /* splits per KV head (the merge's shared weights) */
 #define NEO__CU_MAX_DIM 16384
 #define NEO__CU_GEN_COLS 256            /* output columns per generic block */
@@ -143,36 +134,14 @@
    device helpers
    ============================================================================================= */
 
-/* Widening of the storage types: E elements per 16-byte chunk. */
+/* The storage types: ld widens one element, st rounds to nearest even; for float32 (the
+   CUDA-core kernel's type) cvt widens a 16-byte chunk of E elements. */
 template <typename T> struct neo__kvt;
 template <> struct neo__kvt<__half> {
-    static constexpr int E = 8;
-    static __device__ __forceinline__ void cvt(const uint4 r, float *x) {
-        const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            __half2_raw raw;
-            raw.x = (unsigned short)(w[i] & 0xffffu);
-            raw.y = (unsigned short)(w[i] >> 16);
-            const float2 f = __half22float2(__half2(raw));
-            x[2 * i] = f.x;
-            x[2 * i + 1] = f.y;
-        }
-    }
     static __device__ __forceinline__ float ld(const __half *p, size_t i) { return __half2float(p[i]); }
     static __device__ __forceinline__ __half st(float f) { return __float2half_rn(f); }
 };
 template <> struct neo__kvt<__nv_bfloat16> {
-    static constexpr int E = 8;
-    static __device__ __forceinline__ void cvt(const uint4 r, float *x) {
-        /* bf16 is the top half of a float: widening is a shift */
-        const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            x[2 * i] = __uint_as_float(w[i] << 16);
-            x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-        }
-    }
     static __device__ __forceinline__ float ld(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
     static __device__ __forceinline__ __nv_bfloat16 st(float f) { return __float2bfloat16_rn(f); }
 };
@@ -662,39 +631,30 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
    every part goes through the tensor cores, so the products keep about float32 accuracy; q is first scaled by a power of two per query (undone
    exactly in the score scale) so that its high part uses the f16 range well. */
 #define NEO__MMA_NQ 8
-/* Two shapes of block (H200, back-to-back calls): one block an SM of 12 warps with 2-deep rings
-   (192 KB), and for head_dim 128 also two blocks an SM of 5 warps (80 KB each). 32/8/128 f16:
-   wide 11.4 us at 4k, 42.1 at 32k, 138 at 128k, 523 at 512k; narrow 12.7, 41.8, 129 (0.98 of
-   the copy rate), 477 (1.07): every SM busy (264 blocks instead of 128) and one block's
-   epilogue under the other's loads. 64/8/128 at 32k: wide 43.5, narrow 45.7. 14/2/64 is faster
-   wide at every context (4k 8.7 / 10.8, 128k 32.3 / 37.3). 6 or 8 warps, and 4 warps with 2- or
-   3-deep rings, ran at 0.76-0.85 at 128k. So the narrow block is for head_dim 128 from 64k cells
-   a KV head. Head_dim 64 streams faster with 2-deep rings than 4 (half the bytes in flight):
-   14/2/64 back to back, 4 -> 2 stages: 32k 15.0 -> 13.8 us, 128k 32.4 -> 28.8, 512k 92.1 ->
-   77.2; 3 stages 81.7 at 512k; 8 or 14 warps, or 6 warps with 4 stages, no better. */
-#ifndef NEO__CU_MMA_NS64
-#define NEO__CU_MMA_NS64 2 /* ring depth of each warp, head_dim 64 */
-#endif
-#ifndef NEO__CU_MMA_NS128
-#define NEO__CU_MMA_NS128 2 /* head_dim 128 (head_dim 256: 3, with 4 warps, one block an SM) */
-#endif
-#ifndef NEO__CU_MMA_MIN_TILES
-#define NEO__CU_MMA_MIN_TILES 1 /* 16-cell tiles a warp at least, per split */
-#endif
-#ifndef NEO__CU_MMA_NARROW_CELLS
+/* Block shapes. Wide: one block an SM, 12 warps (head_dim 64, 128) or 4 (head_dim 256) with
+   rings of 2 (3 for head_dim 256) 16-cell tiles a warp: the most bytes in flight one SM can
+   hold, which is what a decode attention that streams the cache from memory needs. Narrow: for
+   head_dim 128, 5 warps in 80 KB, two blocks an SM, so that at long contexts every SM stays busy
+   and one block's epilogue runs under the other's loads; for head_dim 256, 2 warps with 3-deep
+   rings in 96 KB, the shape for GPUs whose blocks cannot have 192 KB. Deeper rings for head_dim
+   64 only put more bytes in flight than the memory system absorbs. The planner picks the shape
+   (neo__plan_mma_narrow); docs/BENCHMARKS_GPU.md has the measurements behind these numbers. */
+#define NEO__CU_MMA_NS64 2          /* ring depth of each warp, head_dim 64 */
+#define NEO__CU_MMA_NS128 2         /* head_dim 128 */
+#define NEO__CU_MMA_MIN_TILES 1     /* 16-cell tiles a warp at least, per split */
 #define NEO__CU_MMA_NARROW_CELLS 65536 /* cells a KV head from which head_dim 128 takes the narrow block */
-#endif
-/* BPS: blocks an SM, 1 (wide) or 2 (narrow, head_dim 128 only) */
+#define NEO__CU_MMA_STATIC_SMEM 2048   /* bound on the kernel's static shared memory (s_wm .. s_bar) */
+/* BPS: 1 the wide shape, 2 the narrow one (two blocks an SM for head_dim 128) */
 template <int D, int BPS> struct neo__mma_cfg {
-    static_assert(BPS == 1 || (BPS == 2 && D == 128), "block shapes");
-    static constexpr int W = D == 256 ? 4 : BPS == 1 ? 12 : 5;                 /* warps a block */
+    static_assert(BPS == 1 || (BPS == 2 && D != 64), "block shapes");
+    static constexpr int W = D == 256 ? (BPS == 1 ? 4 : 2) : BPS == 1 ? 12 : 5; /* warps a block */
     static constexpr int NS = D == 64 ? NEO__CU_MMA_NS64 : D == 128 ? NEO__CU_MMA_NS128 : 3; /* ring depth of each warp */
     static constexpr int CPR = D / 8;                     /* 16-byte chunks of a row */
     static constexpr int TCH = 16 * CPR;                  /* chunks of one K (or V) warp tile */
     /* row stride of the warp-combine buffer: the acc fragment stores hit 32 banks (bank 2c + the
        row's dim on the bulk path, 8c + g on the ldmatrix path) */
     static constexpr int RS = NEO__CU_TMA ? D + 1 : D + 4;
-    static constexpr size_t SMEM = (size_t)W * NS * 2 * TCH * 16; /* the rings: 192 KB wide, 80 KB narrow */
+    static constexpr size_t SMEM = (size_t)W * NS * 2 * TCH * 16; /* the rings (wide 96 KB for head_dim 64, else 192 KB; narrow 80 / 96 KB) */
     static_assert(SMEM * BPS <= 200 * 1024, "the rings of BPS blocks must fit an SM");
     static_assert((size_t)W * NEO__MMA_NQ * RS * 4 + NEO__MMA_NQ * D * 4 + NEO__MMA_NQ * NEO__CU_MAX_SPLITS * 4 <= SMEM,
                   "epilogue buffers must fit in the rings");
@@ -1351,9 +1311,7 @@ struct neo__cu_mv {
     int          pos, rope_q, rope_k, head_size;
 };
 
-#ifndef NEO__CU_MV_BATCH
 #define NEO__CU_MV_BATCH 8 /* float4 weight loads a lane has in flight (per unit; rows share them) */
-#endif
 
 /* A lane's weight loads go out in batches of NEO__CU_MV_BATCH float4s before the first is used
    (a loop of one float4 an iteration, unrolled by 4 behind its remainder, left a unit's slice
@@ -1580,15 +1538,13 @@ typedef struct neo__cuda {
     cudaEvent_t  event[NEO__EVENTS];
     float       *work[NEO__CU_STREAMS]; /* split partials; one per stream so that concurrent attends never share */
     size_t       work_bytes[NEO__CU_STREAMS];
-    int          occ_fast[3][3][4];      /* resident blocks per SM [type][64/128/256][NQ 1/2/4/8]; 0 = not asked */
+    size_t       smem_optin;             /* shared memory a block may opt into */
+    int          occ_fast[3][4];         /* resident blocks per SM [64/128/256][NQ 1/2/4/8] (float32); 0 = not asked */
     int          occ_gen[3][3];          /* [type][NQ 1/2/4] */
-    int          occ_mma[2][3][2];       /* the tensor-core kernel [f16/bf16][64/128/256][wide/narrow (128 only)] */
+    int          occ_mma[2][3][2];       /* the tensor-core kernel [f16/bf16][64/128/256][wide/narrow] */
     int          occ_mv[4][2];           /* the matvec kernel [epilogue][norm] */
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
-    int          no_mma;                 /* NEO_CUDA_MMA=0: the CUDA-core kernels and the merge kernel */
-    int          max_splits;             /* NEO_CUDA_MAX_SPLITS=N (N >= 1): at most N splits a query tile */
-    int          block_shape;            /* NEO_CUDA_MMA_BLOCKS=1 or 2: always the wide or the narrow block (head_dim 128) */
     int          launch_blocking;        /* CUDA_LAUNCH_BLOCKING=1: a launch returns when its kernel is done */
     int          pdl;                    /* launch programmatic dependents: the device and the loaded kernels are sm_90+ */
 } neo__cuda;
@@ -1685,14 +1641,15 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
     for (int e = 0; e < NEO__EVENTS; e++)
         if (cudaEventCreateWithFlags(&st->event[e], cudaEventDisableTiming) != cudaSuccess) goto fail;
     if (cudaDeviceGetAttribute(&st->n_sm, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || st->n_sm < 1) goto fail;
-    {   /* tuning and comparison switches, read once */
-        const char *e = getenv("NEO_CUDA_MMA");
-        st->no_mma = e && e[0] == '0';
-        e = getenv("NEO_CUDA_MAX_SPLITS");
-        st->max_splits = e ? atoi(e) : 0;
-        e = getenv("NEO_CUDA_MMA_BLOCKS");
-        st->block_shape = e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
-        e = getenv("CUDA_LAUNCH_BLOCKING");
+    {
+        int optin = 0;
+        if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess || optin < 1) goto fail;
+        st->smem_optin = (size_t)optin;
+    }
+    {   /* CUDA's own switch, not ours: with blocking launches a kernel that waits for the CPU
+           half's flag would block the host thread that has to set it, so the both-halves
+           pipeline orders the two halves differently (neo__dev_ops.launch_blocking) */
+        const char *e = getenv("CUDA_LAUNCH_BLOCKING");
         st->launch_blocking = e && e[0] == '1';
     }
     *state = st;
@@ -1853,7 +1810,125 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
     return neo__cu_launched();
 }
 
-/* --- attention dispatch --- */
+/* =============================================================================================
+   >>plan  which kernel, block shape, split count and chunk an attend gets
+   ============================================================================================= */
+
+enum { NEO__KER_MMA = 0, NEO__KER_FAST = 1, NEO__KER_GEN = 2 };
+
+/* A plan. The planner's functions are pure: the same shape, length and device properties (SM
+   count, shared memory a block may opt into, the chosen kernel's resident blocks an SM) give the
+   same plan, so the same inputs on the same GPU give the same bits (see DETERMINISM). */
+typedef struct neo__cu_plan {
+    int    kernel;   /* NEO__KER_* */
+    int    dc;       /* head_dim 64 / 128 / 256 as 0 / 1 / 2 (MMA, FAST); 0 for GEN */
+    int    shape;    /* MMA: 0 wide, 1 narrow; FAST: log2 of the queries a block (0..3); GEN: (0..2) */
+    int    NQ;       /* queries a block */
+    int    QT;       /* query tiles per KV head */
+    int    ZC;       /* blocks of output columns (GEN), else 1 */
+    int    threads;  /* a block */
+    size_t smem;     /* dynamic shared memory a block */
+    int    min_cells, gran; /* cells a split at least; the chunk is a multiple of gran */
+    size_t per_split;       /* bytes of partials a split */
+    long long S;            /* splits */
+    int    chunk;           /* cells a split */
+} neo__cu_plan;
+
+/* Forcing a plan (tests only): a kernel, a block shape, a cap on the split count; -1, -1, 0 = auto. */
+typedef struct neo__cu_force {
+    int kernel, shape, max_splits;
+} neo__cu_force;
+
+/* The tensor-core kernel's shapes, (W warps, dynamic shared memory) by (dc, narrow). */
+template <int D, int BPS> static void neo__mma_geom(int *threads, size_t *smem) {
+    *threads = neo__mma_cfg<D, BPS>::W * 32;
+    *smem = neo__mma_cfg<D, BPS>::SMEM;
+}
+static void neo__mma_shape(int dc, int narrow, int *threads, size_t *smem) {
+    if (dc == 0) neo__mma_geom<64, 1>(threads, smem);
+    else if (dc == 1) narrow ? neo__mma_geom<128, 2>(threads, smem) : neo__mma_geom<128, 1>(threads, smem);
+    else narrow ? neo__mma_geom<256, 2>(threads, smem) : neo__mma_geom<256, 1>(threads, smem);
+}
+
+/* The tensor-core kernel's block shape. Wide (one block an SM, the rings of 12 warps) unless its
+   shared memory does not fit the device (head_dim 128 and 256 below sm_90, 192 KB) or, for
+   head_dim 128, from NEO__CU_MMA_NARROW_CELLS cells a KV head, where two narrow blocks an SM keep
+   every SM busy and one block's epilogue runs under the other's loads. Head_dim 64 has the wide
+   shape only (96 KB, which every sm_80+ GPU can give a block). */
+static int neo__plan_mma_narrow(int dc, int ncells, size_t smem_optin) {
+    int    threads;
+    size_t wide;
+    neo__mma_shape(dc, 0, &threads, &wide);
+    if (dc == 0) return 0;
+    if (wide + NEO__CU_MMA_STATIC_SMEM > smem_optin) return 1;
+    return dc == 1 && ncells >= NEO__CU_MMA_NARROW_CELLS;
+}
+
+/* The kernel and block shape for an attend of nq queries a KV head over ncells cells. f16 / bf16
+   with head_dim == head_dim_v in {64, 128, 256} and 16-byte aligned K, V and q take the
+   tensor-core kernel; float32 with the same shapes the CUDA-core kernel; everything else the
+   generic one. NEO_ERR_UNSUPPORTED when a forced kernel or shape cannot serve the attend. */
+static int neo__plan_kernel(const neo__attn_args *a, int nq, int ncells, size_t smem_optin, const neo__cu_force *f,
+                            neo__cu_plan *pl) {
+    const int d = a->head_dim, dv = a->head_dim_v, f32 = a->kv_type == NEO_TYPE_F32;
+    const int dc = d == 64 ? 0 : d == 128 ? 1 : d == 256 ? 2 : -1;
+    const int fast = dc >= 0 && d == dv && (uintptr_t)a->k % 16 == 0 && (uintptr_t)a->v % 16 == 0 && (uintptr_t)a->q % 16 == 0;
+    memset(pl, 0, sizeof *pl);
+    pl->kernel = !fast ? NEO__KER_GEN : f32 ? NEO__KER_FAST : NEO__KER_MMA;
+    if (f->kernel >= 0) {
+        if (f->kernel != NEO__KER_GEN && f->kernel != pl->kernel) return NEO_ERR_UNSUPPORTED;
+        pl->kernel = f->kernel;
+    }
+    pl->ZC = 1;
+    if (pl->kernel == NEO__KER_MMA) {
+        pl->dc = dc;
+        pl->shape = f->shape >= 0 ? f->shape : neo__plan_mma_narrow(dc, ncells, smem_optin);
+        if (pl->shape < 0 || pl->shape > 1 || (pl->shape && dc == 0)) return NEO_ERR_UNSUPPORTED;
+        neo__mma_shape(dc, pl->shape, &pl->threads, &pl->smem);
+        pl->NQ = NEO__MMA_NQ;
+        pl->min_cells = NEO__CU_MMA_MIN_TILES * 16 * (pl->threads / 32);
+        pl->gran = 16;
+    } else {
+        const int NW = NEO__CU_THREADS / 32, TC = pl->kernel == NEO__KER_FAST ? NW * (NEO__CU_WTILE_BYTES / (d * 4)) : NEO__CU_GEN_TILE;
+        pl->dc = pl->kernel == NEO__KER_FAST ? dc : 0;
+        pl->shape = pl->kernel == NEO__KER_FAST ? (nq >= 5 ? 3 : nq >= 3 ? 2 : nq - 1) : (nq >= 3 ? 2 : nq - 1);
+        pl->NQ = 1 << pl->shape;
+        pl->ZC = pl->kernel == NEO__KER_GEN ? (dv + NEO__CU_GEN_COLS - 1) / NEO__CU_GEN_COLS : 1;
+        pl->threads = NEO__CU_THREADS;
+        pl->smem = pl->kernel == NEO__KER_FAST ? (size_t)NW * NEO__CU_WSTAGES * 2 * NEO__CU_WTILE_BYTES : 0;
+        pl->min_cells = 2 * TC; /* at least two tiles a split */
+        pl->gran = TC;
+    }
+    pl->QT = (nq + pl->NQ - 1) / pl->NQ;
+    return NEO_OK;
+}
+
+/* Splits of the cell range: as many as fill every SM's resident blocks once (more would make a
+   second, partly empty wave), each at least min_cells, at most NEO__CU_MAX_SPLITS (the merges'
+   weights), with a bounded partial buffer; the chunk is rounded up to whole tiles and the count
+   then trimmed to the chunks that hold cells. units: blocks a split (KV heads x query tiles x
+   column blocks). */
+static void neo__plan_splits(neo__cu_plan *pl, long long units, int ncells, int n_sm, int occ, int max_splits) {
+    long long       S = ((long long)n_sm * occ) / units;
+    const long long max_by_cells = ((long long)ncells + pl->min_cells - 1) / pl->min_cells;
+    if (max_splits > 0 && S > max_splits) S = max_splits;
+    if (S > max_by_cells) S = max_by_cells;
+    if (S > NEO__CU_MAX_SPLITS) S = NEO__CU_MAX_SPLITS;
+    if ((size_t)S > NEO__CU_WORK_CAP / pl->per_split) S = (long long)(NEO__CU_WORK_CAP / pl->per_split);
+    if (S < 1) S = 1;
+    pl->chunk = pl->gran;
+    if (ncells > 0) {
+        long long c = (ncells + S - 1) / S;
+        c = (c + pl->gran - 1) / pl->gran * pl->gran;
+        pl->chunk = (int)c;
+        S = (ncells + c - 1) / c;
+    } else S = 1;
+    pl->S = S;
+}
+
+/* =============================================================================================
+   >>attn.dispatch  validation, plan, launch
+   ============================================================================================= */
 
 template <typename T, int D> static const void *neo__fast_fn(int nqc) {
     switch (nqc) {
@@ -1863,21 +1938,29 @@ template <typename T, int D> static const void *neo__fast_fn(int nqc) {
     default: return (const void *)neo__attn_fast<T, D, 8>;
     }
 }
-template <typename T> static const void *neo__fast_fn_d(int dc, int nqc) {
-    return dc == 0 ? neo__fast_fn<T, 64>(nqc) : dc == 1 ? neo__fast_fn<T, 128>(nqc) : neo__fast_fn<T, 256>(nqc);
-}
-static const void *neo__fast_kernel(int type, int dc, int nqc) {
-    return type == NEO_TYPE_F16    ? neo__fast_fn_d<__half>(dc, nqc)
-           : type == NEO_TYPE_BF16 ? neo__fast_fn_d<__nv_bfloat16>(dc, nqc)
-                                   : neo__fast_fn_d<float>(dc, nqc);
-}
 template <typename T> static const void *neo__gen_fn(int nqc) {
     return nqc == 0 ? (const void *)neo__attn_generic<T, 1>
            : nqc == 1 ? (const void *)neo__attn_generic<T, 2>
                       : (const void *)neo__attn_generic<T, 4>;
 }
-static const void *neo__gen_kernel(int type, int nqc) {
-    return type == NEO_TYPE_F16 ? neo__gen_fn<__half>(nqc) : type == NEO_TYPE_BF16 ? neo__gen_fn<__nv_bfloat16>(nqc) : neo__gen_fn<float>(nqc);
+template <int D, int BPS> static const void *neo__mma_fn(int type) {
+    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D, BPS> : (const void *)neo__attn_mma<__nv_bfloat16, D, BPS>;
+}
+
+/* The planned kernel and its cached resident-blocks count. */
+static const void *neo__plan_fn(neo__cuda *st, int type, const neo__cu_plan *pl, int **occ) {
+    if (pl->kernel == NEO__KER_MMA) {
+        *occ = &st->occ_mma[type == NEO_TYPE_F16 ? 0 : 1][pl->dc][pl->shape];
+        if (pl->dc == 0) return neo__mma_fn<64, 1>(type);
+        if (pl->dc == 1) return pl->shape ? neo__mma_fn<128, 2>(type) : neo__mma_fn<128, 1>(type);
+        return pl->shape ? neo__mma_fn<256, 2>(type) : neo__mma_fn<256, 1>(type);
+    }
+    if (pl->kernel == NEO__KER_FAST) { /* float32 K and V only */
+        *occ = &st->occ_fast[pl->dc][pl->shape];
+        return pl->dc == 0 ? neo__fast_fn<float, 64>(pl->shape) : pl->dc == 1 ? neo__fast_fn<float, 128>(pl->shape) : neo__fast_fn<float, 256>(pl->shape);
+    }
+    *occ = &st->occ_gen[type][pl->shape];
+    return type == NEO_TYPE_F16 ? neo__gen_fn<__half>(pl->shape) : type == NEO_TYPE_BF16 ? neo__gen_fn<__nv_bfloat16>(pl->shape) : neo__gen_fn<float>(pl->shape);
 }
 
 /* Resident blocks per SM of fn, asked once (raising the dynamic shared memory limit first). */
@@ -1892,50 +1975,40 @@ static int neo__cu_occupancy(int *cache, const void *fn, int threads, size_t sme
     return NEO_OK;
 }
 
-/* The stream's partial buffer holds at least bytes. Growing waits for the stream, whose earlier
-   attends may still read the old buffer. */
-static int neo__cu_work(neo__cuda *st, int stream, size_t bytes) {
-    if (bytes <= st->work_bytes[stream]) return NEO_OK;
-    size_t want = bytes + bytes / 4;
-    want = (want + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-    if (st->work[stream]) {
+/* A buffer of the stream's that holds at least need elements of es bytes: when it is smaller,
+   a new one of alloc elements (zeroed when zero is set). Growing waits for the stream, whose
+   earlier attends may still read the old buffer. */
+static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, size_t need, size_t alloc, size_t es, int zero) {
+    if (need <= *have) return NEO_OK;
+    if (*buf) {
         if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
-        if (cudaFree(st->work[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
-        st->work[stream] = NULL;
-        st->work_bytes[stream] = 0;
+        if (cudaFree(*buf) != cudaSuccess) return NEO_ERR_DEVICE;
+        *buf = NULL;
+        *have = 0;
     }
     void       *p = NULL;
-    cudaError_t e = cudaMalloc(&p, want);
+    cudaError_t e = cudaMalloc(&p, alloc * es);
     if (e != cudaSuccess) return neo__cu_err(e);
-    st->work[stream] = (float *)p;
-    st->work_bytes[stream] = want;
-    return NEO_OK;
-}
-
-/* The stream's arrival counters: at least n, zero. Growing waits for the stream, as above. */
-static int neo__cu_counters(neo__cuda *st, int stream, size_t n) {
-    if (n <= st->cnt_n[stream]) return NEO_OK;
-    size_t want = n < 4096 ? 4096 : n + n / 4;
-    if (st->cnt[stream]) {
-        if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
-        if (cudaFree(st->cnt[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
-        st->cnt[stream] = NULL;
-        st->cnt_n[stream] = 0;
-    }
-    void       *p = NULL;
-    cudaError_t e = cudaMalloc(&p, want * sizeof(unsigned));
-    if (e != cudaSuccess) return neo__cu_err(e);
-    if (cudaMemsetAsync(p, 0, want * sizeof(unsigned), st->stream[stream]) != cudaSuccess) {
+    if (zero && cudaMemsetAsync(p, 0, alloc * es, st->stream[stream]) != cudaSuccess) {
         (void)cudaFree(p);
         return NEO_ERR_DEVICE;
     }
-    st->cnt[stream] = (unsigned *)p;
-    st->cnt_n[stream] = want;
+    *buf = p;
+    *have = alloc;
     return NEO_OK;
+}
+/* the stream's partial buffer (a quarter more than asked, in whole MiB) and its arrival counters
+   (zero between launches) */
+static int neo__cu_work(neo__cuda *st, int stream, size_t bytes) {
+    const size_t mib = (size_t)1 << 20, want = (bytes + bytes / 4 + mib - 1) & ~(mib - 1);
+    return neo__cu_grow(st, stream, (void **)&st->work[stream], &st->work_bytes[stream], bytes, want, 1, 0);
+}
+static int neo__cu_counters(neo__cuda *st, int stream, size_t n) {
+    return neo__cu_grow(st, stream, (void **)&st->cnt[stream], &st->cnt_n[stream], n, n < 4096 ? 4096 : n + n / 4, sizeof(unsigned), 1);
 }
 
 /* The fields of a launch's parameters that every attention kernel reads. */
-static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G, int nq, int c1, long long S, int chunk, int QT) {
+static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G, int nq, int c1, const neo__cu_plan *pl) {
     memset(p, 0, sizeof *p);
     p->k = a->k;
     p->v = a->v;
@@ -1955,85 +2028,79 @@ static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G,
     p->nq = nq;
     p->d = a->head_dim;
     p->dv = a->head_dim_v;
-    p->S = (int)S;
-    p->chunk = chunk;
-    p->QT = QT;
+    p->S = (int)pl->S;
+    p->chunk = pl->chunk;
+    p->QT = pl->QT;
     p->scale = a->scale;
     p->softcap = a->softcap;
-}
-
-template <int D, int BPS> static const void *neo__mma_fn(int type) {
-    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D, BPS> : (const void *)neo__attn_mma<__nv_bfloat16, D, BPS>;
+    p->state = a->state;
+    p->out = a->out;
+    p->sinks = a->sinks;
+    p->accumulate = a->accumulate ? 1 : 0;
 }
 
 /* The tensor-core path: one launch that also merges and finishes. */
-static int neo__cu_attend_mma(neo__cuda *st, const neo__attn_args *a, int stream, cudaStream_t s, int dc, int nq, int G,
-                              int H, int c1, int ncells) {
-    const int    D = a->head_dim, ti = a->kv_type == NEO_TYPE_F16 ? 0 : 1;
-    const int    QT = (nq + NEO__MMA_NQ - 1) / NEO__MMA_NQ;
-    const long long units = (long long)H * QT;
-    if (units > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
-    const int    narrow = dc == 1 && (st->block_shape ? st->block_shape == 2 : ncells >= NEO__CU_MMA_NARROW_CELLS);
-    const int    W = dc == 0   ? neo__mma_cfg<64, 1>::W
-                     : dc == 2 ? neo__mma_cfg<256, 1>::W
-                               : (narrow ? neo__mma_cfg<128, 2>::W : neo__mma_cfg<128, 1>::W);
-    const void  *fn = dc == 0   ? neo__mma_fn<64, 1>(a->kv_type)
-                      : dc == 2 ? neo__mma_fn<256, 1>(a->kv_type)
-                                : (narrow ? neo__mma_fn<128, 2>(a->kv_type) : neo__mma_fn<128, 1>(a->kv_type));
-    const size_t smem = dc == 0   ? neo__mma_cfg<64, 1>::SMEM
-                        : dc == 2 ? neo__mma_cfg<256, 1>::SMEM
-                                  : (narrow ? neo__mma_cfg<128, 2>::SMEM : neo__mma_cfg<128, 1>::SMEM);
-    int         *occ = &st->occ_mma[ti][dc][narrow], rc;
-    if ((rc = neo__cu_occupancy(occ, fn, W * 32, smem)) != NEO_OK) return rc;
-    /* Splits: one wave of blocks over every SM, at least NEO__CU_MMA_MIN_TILES 16-cell tiles a
-       warp, a bounded partial buffer (and the merge's 256 weights). */
-    long long    S = ((long long)st->n_sm * *occ) / units;
-    const size_t per_split = (size_t)units * NEO__MMA_NQ * ((size_t)D + 2) * sizeof(float);
-    const long long min_cells = (long long)NEO__CU_MMA_MIN_TILES * 16 * W;
-    const long long max_by_cells = ((long long)ncells + min_cells - 1) / min_cells;
-    if (st->max_splits > 0 && S > st->max_splits) S = st->max_splits;
-    if (S > max_by_cells) S = max_by_cells;
-    if (S > NEO__CU_MAX_SPLITS) S = NEO__CU_MAX_SPLITS;
-    if ((size_t)S > NEO__CU_WORK_CAP / per_split) S = (long long)(NEO__CU_WORK_CAP / per_split);
-    if (S < 1) S = 1;
-    int chunk = 16;
-    if (ncells > 0) {
-        long long cc = (ncells + S - 1) / S;
-        cc = (cc + 15) / 16 * 16;
-        chunk = (int)cc;
-        S = (ncells + cc - 1) / cc;
-    } else S = 1;
-    if (units * S > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
-    neo__cu_attn p;
-    neo__cu_attn_params(&p, a, G, nq, c1, S, chunk, QT);
-    if (S > 1) {
-        if ((rc = neo__cu_work(st, stream, per_split * (size_t)S)) != NEO_OK) return rc;
+static int neo__cu_launch_mma(neo__cuda *st, int stream, cudaStream_t s, const void *fn, const neo__cu_plan *pl, long long units,
+                              neo__cu_attn *p) {
+    int rc;
+    if (pl->S > 1) {
+        if ((rc = neo__cu_work(st, stream, pl->per_split * (size_t)pl->S)) != NEO_OK) return rc;
         if ((rc = neo__cu_counters(st, stream, (size_t)units)) != NEO_OK) return rc;
-        p.work = st->work[stream];
-        p.work_ml = p.work + (size_t)units * (size_t)S * NEO__MMA_NQ * (size_t)D;
-        p.cnt = st->cnt[stream];
+        p->work = st->work[stream];
+        p->work_ml = p->work + (size_t)units * (size_t)pl->S * NEO__MMA_NQ * (size_t)p->d;
+        p->cnt = st->cnt[stream];
     }
-    p.state = a->state;
-    p.out = a->out;
-    p.sinks = a->sinks;
-    p.accumulate = a->accumulate ? 1 : 0;
-    void *args[] = {&p};
-    return neo__cu_launch(st, fn, dim3((unsigned)units, (unsigned)S), dim3((unsigned)(W * 32)), smem, s, args);
+    void *args[] = {p};
+    return neo__cu_launch(st, fn, dim3((unsigned)units, (unsigned)pl->S), dim3((unsigned)pl->threads), pl->smem, s, args);
 }
 
-static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
-    int          ok;
-    neo__cuda   *st = (neo__cuda *)state;
-    cudaStream_t s = neo__cu_stream(st, stream, &ok);
-    if (!ok || !a || !a->k || !a->v || !a->q || a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv ||
-        a->head_dim < 1 || a->head_dim > NEO__CU_MAX_DIM || a->head_dim_v < 1 || a->head_dim_v > NEO__CU_MAX_DIM ||
-        a->kv_h0 < 0 || a->h0 < a->kv_h0 || a->h1 <= a->h0 || a->h1 > a->n_head_kv || a->kv_cells < 1 || a->c0 < a->cell_base ||
-        a->c1 <= a->c0 || (long long)a->c1 > (long long)a->cell_base + a->kv_cells || a->n_tokens < 1 ||
-        (!a->out && !a->state) || (a->accumulate && !a->state) || a->kv_type < NEO_TYPE_F16 || a->kv_type > NEO_TYPE_F32)
-        return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+/* The CUDA-core paths: the attention kernel writes every split's partial, neo__attn_merge
+   merges them (a programmatic dependent of it) and finishes. */
+static int neo__cu_launch_split(neo__cuda *st, int stream, cudaStream_t s, const void *fn, const neo__cu_plan *pl, int H,
+                                neo__cu_attn *p) {
+    int rc;
+    if ((rc = neo__cu_work(st, stream, pl->per_split * (size_t)pl->S)) != NEO_OK) return rc;
+    p->work = st->work[stream];
+    void *args[] = {p};
+    if (cudaLaunchKernel(fn, dim3((unsigned)(H * pl->QT), (unsigned)pl->S, (unsigned)pl->ZC), dim3(NEO__CU_THREADS), args,
+                         pl->smem, s) != cudaSuccess)
+        return NEO_ERR_DEVICE;
+    if ((rc = neo__cu_launched()) != NEO_OK) return rc;
+    neo__cu_merge mp;
+    mp.work = st->work[stream];
+    mp.state = p->state;
+    mp.out = p->out;
+    mp.sinks = p->sinks;
+    mp.S = (int)pl->S;
+    mp.nq = p->nq;
+    mp.G = p->G;
+    mp.n_head = p->n_head;
+    mp.h0 = p->h0;
+    mp.dv = p->dv;
+    mp.accumulate = p->accumulate;
+    mp.P = pl->S < 8 ? 1 : p->dv <= 64 ? 4 : p->dv <= 128 ? 2 : 1;
+    void *margs[] = {&mp};
+    if (neo__cu_launch(st, (const void *)neo__attn_merge, dim3((unsigned)(H * p->nq)), dim3(256), 0, s, margs) != NEO_OK)
+        return NEO_ERR_DEVICE;
+    return neo__cu_launched();
+}
 
-    const int G = a->n_head / a->n_head_kv, H = a->h1 - a->h0, d = a->head_dim, dv = a->head_dim_v;
+static int neo__cu_attend_ok(const neo__attn_args *a) {
+    return a && a->k && a->v && a->q && a->n_head >= 1 && a->n_head_kv >= 1 && a->n_head % a->n_head_kv == 0 &&
+           a->head_dim >= 1 && a->head_dim <= NEO__CU_MAX_DIM && a->head_dim_v >= 1 && a->head_dim_v <= NEO__CU_MAX_DIM &&
+           a->kv_h0 >= 0 && a->h0 >= a->kv_h0 && a->h1 > a->h0 && a->h1 <= a->n_head_kv && a->kv_cells >= 1 &&
+           a->c0 >= a->cell_base && a->c1 > a->c0 && (long long)a->c1 <= (long long)a->cell_base + a->kv_cells &&
+           a->n_tokens >= 1 && (a->out || a->state) && (!a->accumulate || a->state) && a->kv_type >= NEO_TYPE_F16 &&
+           a->kv_type <= NEO_TYPE_F32;
+}
+
+/* validation, the plan (forced in part by f), the launches */
+static int neo__cu_attend_plan(neo__cuda *st, const neo__attn_args *a, int stream, const neo__cu_force *f) {
+    int          ok, rc;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !neo__cu_attend_ok(a)) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    const int       G = a->n_head / a->n_head_kv, H = a->h1 - a->h0;
     const long long nql = (long long)a->n_tokens * G;
     if (nql > (1 << 30)) return NEO_ERR_INVALID_ARG;
     const int nq = (int)nql;
@@ -2042,85 +2109,40 @@ static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
     const int       c1 = last < a->c1 ? (int)(last > a->c0 ? last : a->c0) : a->c1;
     const int       ncells = c1 - a->c0;
 
-    const size_t es = a->kv_type == NEO_TYPE_F32 ? 4 : 2;
-    const int    dc = d == 64 ? 0 : d == 128 ? 1 : d == 256 ? 2 : -1;
-    const int    fast = dc >= 0 && d == dv && ((uintptr_t)a->k % 16 == 0) && ((uintptr_t)a->v % 16 == 0) &&
-                     ((uintptr_t)a->q % 16 == 0);
-    if (fast && a->kv_type != NEO_TYPE_F32 && !st->no_mma) return neo__cu_attend_mma(st, a, stream, s, dc, nq, G, H, c1, ncells);
-    int nqc, NQ, TC, ZC = 1;
-    const void *fn;
-    size_t      smem = 0;
-    int        *occ;
-    if (fast) {
-        nqc = nq >= 5 ? 3 : nq >= 3 ? 2 : nq - 1; /* 1, 2, 4, 8 queries a block */
-        NQ = 1 << nqc;
-        TC = (NEO__CU_THREADS / 32) * (int)(NEO__CU_WTILE_BYTES / (size_t)(d * es)); /* a warp tile for each warp */
-        smem = (size_t)(NEO__CU_THREADS / 32) * NEO__CU_WSTAGES * 2 * NEO__CU_WTILE_BYTES;
-        fn = neo__fast_kernel(a->kv_type, dc, nqc);
-        occ = &st->occ_fast[a->kv_type][dc][nqc];
-    } else {
-        nqc = nq >= 3 ? 2 : nq - 1; /* 1, 2, 4 queries a block */
-        NQ = 1 << nqc;
-        TC = NEO__CU_GEN_TILE;
-        ZC = (dv + NEO__CU_GEN_COLS - 1) / NEO__CU_GEN_COLS;
-        fn = neo__gen_kernel(a->kv_type, nqc);
-        occ = &st->occ_gen[a->kv_type][nqc];
-    }
-    int rc = neo__cu_occupancy(occ, fn, NEO__CU_THREADS, smem);
-    if (rc != NEO_OK) return rc;
-    const int QT = (nq + NQ - 1) / NQ;
-
-    /* Splits: as many as fill every SM's resident blocks once (more would make a second, partly
-       empty wave), at least two tiles each, and a bounded partial buffer. */
-    const long long base = (long long)H * QT * ZC;
-    long long       S = ((long long)st->n_sm * *occ) / base;
-    const long long max_by_cells = ((long long)ncells + 2 * TC - 1) / (2 * TC);
-    const size_t    per_split = (size_t)H * (size_t)nq * ((size_t)dv + 2) * sizeof(float);
-    if (S > max_by_cells) S = max_by_cells;
-    if (S > NEO__CU_MAX_SPLITS) S = NEO__CU_MAX_SPLITS;
-    if ((size_t)S > NEO__CU_WORK_CAP / per_split) S = (long long)(NEO__CU_WORK_CAP / per_split);
-    if (S < 1) S = 1;
-    int chunk = TC;
-    if (ncells > 0) {
-        long long c = (ncells + S - 1) / S;
-        c = (c + TC - 1) / TC * TC;
-        chunk = (int)c;
-        S = (ncells + c - 1) / c;
-    } else S = 1;
-    if (base * S > 0x7fffffffLL || (long long)H * QT > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
-    if ((rc = neo__cu_work(st, stream, per_split * (size_t)S)) != NEO_OK) return rc;
-
+    neo__cu_plan pl;
+    int         *occ;
+    if ((rc = neo__plan_kernel(a, nq, ncells, st->smem_optin, f, &pl)) != NEO_OK) return rc;
+    const void *fn = neo__plan_fn(st, a->kv_type, &pl, &occ);
+    if ((rc = neo__cu_occupancy(occ, fn, pl.threads, pl.smem)) != NEO_OK) return rc;
+    const long long units = (long long)H * pl.QT; /* blocks a split, per column block */
+    if (units > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
+    pl.per_split = pl.kernel == NEO__KER_MMA ? (size_t)units * NEO__MMA_NQ * ((size_t)a->head_dim + 2) * sizeof(float)
+                                             : (size_t)H * (size_t)nq * ((size_t)a->head_dim_v + 2) * sizeof(float);
+    neo__plan_splits(&pl, units * pl.ZC, ncells, st->n_sm, *occ, f->max_splits);
+    if (units * pl.ZC * pl.S > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
     neo__cu_attn p;
-    neo__cu_attn_params(&p, a, G, nq, c1, S, chunk, QT);
-    p.work = st->work[stream];
-    void *args[] = {&p};
-    if (cudaLaunchKernel(fn, dim3((unsigned)(H * QT), (unsigned)S, (unsigned)ZC), dim3(NEO__CU_THREADS), args, smem, s) !=
-        cudaSuccess)
-        return NEO_ERR_DEVICE;
-    if ((rc = neo__cu_launched()) != NEO_OK) return rc;
+    neo__cu_attn_params(&p, a, G, nq, c1, &pl);
+    return pl.kernel == NEO__KER_MMA ? neo__cu_launch_mma(st, stream, s, fn, &pl, units, &p) : neo__cu_launch_split(st, stream, s, fn, &pl, H, &p);
+}
 
-    neo__cu_merge mp;
-    mp.work = st->work[stream];
-    mp.state = a->state;
-    mp.out = a->out;
-    mp.sinks = a->sinks;
-    mp.S = (int)S;
-    mp.nq = nq;
-    mp.G = G;
-    mp.n_head = a->n_head;
-    mp.h0 = a->h0;
-    mp.dv = dv;
-    mp.accumulate = a->accumulate ? 1 : 0;
-    mp.P = S < 8 ? 1 : dv <= 64 ? 4 : dv <= 128 ? 2 : 1;
-    void *margs[] = {&mp};
-    if (neo__cu_launch(st, (const void *)neo__attn_merge, dim3((unsigned)(H * nq)), dim3(256), 0, s, margs) != NEO_OK)
-        return NEO_ERR_DEVICE;
-    return neo__cu_launched();
+static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
+    const neo__cu_force f = {-1, -1, 0};
+    return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
 }
 
 /* =============================================================================================
    >>test  entries for tests/test_cuda_ops.c only: not API, declared there by hand
    ============================================================================================= */
+
+/* An attend with a forced plan, so that the tests run every kernel and block shape whatever the
+   planner would pick: kernel NEO__KER_* (0 tensor-core, 1 CUDA-core float32, 2 generic) or -1,
+   shape (tensor-core: 0 wide, 1 narrow) or -1, max_splits > 0 caps the split count.
+   NEO_ERR_UNSUPPORTED when the forced kernel or shape cannot serve the attend. */
+extern "C" int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits) {
+    const neo__cu_force f = {kernel, shape, max_splits};
+    if (!state) return NEO_ERR_INVALID_ARG;
+    return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
+}
 
 /* The virtual architecture the loaded kernels were compiled from (ptx_version, 80 for the sm_80
    path) and the one they run as (binary_version): they differ when the driver compiled PTX. */

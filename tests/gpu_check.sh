@@ -1,6 +1,7 @@
 #!/bin/sh
 # gpu_check.sh - the whole GPU check in one device call (make gpu-check on the lent H200):
-#   1. build: neo_attn_cuda.cu (nvcc -arch=sm_90), the CUDA test_ref, test_cuda_ops, mini-chat --gpu
+#   1. build: neo_attn_cuda.cu (make cuda-build: every architecture), the CUDA test_ref,
+#      test_cuda_ops, mini-chat --gpu; which image the GPU runs (ptxVersion / binaryVersion)
 #   2. the kernels against float64 (test_cuda_ops) and the API suite on the GPU (test_ref with a real
 #      GPU runtime: no split for every shape case, split OFF / ON / AUTO for the split cases)
 #   3. the seeds' checks with mini-chat on stories260K: C1 greedy output identical with no split,
@@ -58,10 +59,12 @@ fi
 # --- 2. kernels and the API suite ---
 if timeout 300 ./$B/test_cuda_ops >"$OUT/test_cuda_ops.log" 2>&1; then r=PASS; else r=FAIL; fi
 row "kernels vs float64 (test_cuda_ops)" $r "$(tail -n 1 "$OUT/test_cuda_ops.log")"
-# the tensor-core kernel's two block shapes, each forced for every case
-for b in 1 2; do
-    if NEO_CUDA_MMA_BLOCKS=$b timeout 300 ./$B/test_cuda_ops >"$OUT/test_cuda_ops_b$b.log" 2>&1; then r=PASS; else r=FAIL; fi
-    row "  the same, NEO_CUDA_MMA_BLOCKS=$b" $r "$(tail -n 1 "$OUT/test_cuda_ops_b$b.log")"
+# every case also ran under forced plans (wide, narrow, one split, generic): their rows
+for f in wide narrow S=1 generic; do
+    n=$(grep -c "\[$f\] .* ok$" "$OUT/test_cuda_ops.log")
+    bad=$(grep -c "\[$f\] .* FAIL$" "$OUT/test_cuda_ops.log")
+    if [ "$n" -gt 0 ] && [ "$bad" -eq 0 ]; then r=PASS; else r=FAIL; fi
+    row "  forced plan [$f]" $r "$n cases ok, $bad failed"
 done
 if NEO_MODEL_DIR=$DIR timeout 300 ./$B/cuda/test_ref >"$OUT/test_ref.log" 2>&1 &&
    NEO_TEST_CUDA_THREADS=1 NEO_TEST_ONLY_SPLIT=4 timeout 300 ./$B/cuda/test_ref >"$OUT/test_ref_split.log" 2>&1; then r=PASS; else r=FAIL; fi

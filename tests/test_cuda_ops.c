@@ -12,8 +12,9 @@
        ./build/test_cuda_ops --time-mv      the projections alone
        ./build/test_cuda_ops --time-ctx 64,4096,131072   32 q / 8 kv heads, d 128, f16 at those contexts
        ./build/test_cuda_ops --time-shape 14,2,64 --time-ctx 64,4096   another shape at those contexts
-       NEO_CUDA_MMA=0 / NEO_CUDA_MAX_SPLITS=N / NEO_CUDA_MMA_BLOCKS=1 or 2 (read by the CUDA runtime at init)
-       compare kernels, splits and the tensor-core kernel's wide and narrow blocks
+       Every attention case runs under the planner's choice and then under forced plans (the
+       tensor-core kernel's wide and narrow blocks, one split, the generic kernel), marked
+       [wide] / [narrow] / [S=1] / [generic] in the table.
 
    Attention: ||out - ref|| / ||ref|| < 1e-4 against a float64 evaluation of the formula in
    API.md on the stored (rounded) K/V, with outputs poisoned (NaN) before every call, the heads
@@ -52,8 +53,19 @@ static long n_checks, n_fail;
 static neo__dev_ops OPS;
 static void        *ST;
 
-/* neo_attn_cuda.cu's entries for this test (not API) */
+/* neo_attn_cuda.cu's entries for this test (not API): the loaded kernels' architectures, and an
+   attend with a forced plan (kernel 0 tensor-core, 1 CUDA-core float32, 2 generic, or -1; shape
+   0 wide, 1 narrow, or -1; max_splits > 0 caps the splits), NEO_ERR_UNSUPPORTED when the forced
+   kernel or shape cannot serve the attend */
 int neo__cu_test_image(int device, int *ptx_version, int *binary_version);
+int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
+
+/* the plan every attention case runs with (see main: each case runs under every plan) */
+typedef struct force {
+    const char *name;
+    int         kernel, shape, max_splits;
+} force;
+static force FORCE = {"", -1, -1, 0};
 
 /* --- random numbers --- */
 static uint64_t rng_s = 0x9e3779b97f4a7c15ull;
@@ -166,10 +178,10 @@ typedef struct result {
     int    det;    /* 1 = two runs bitwise equal; -1 = not applicable */
     int    ok;
 } result;
-static result results[256];
+static result results[1024];
 static int    n_results;
 static result *add_result(const char *name, const char *shape, double err, int det, int ok) {
-    result *r = &results[n_results < 255 ? n_results++ : 255];
+    result *r = &results[n_results < 1023 ? n_results++ : 1023];
     snprintf(r->name, sizeof r->name, "%s", name);
     snprintf(r->shape, sizeof r->shape, "%s", shape);
     r->err = err;
@@ -248,8 +260,8 @@ static int run_attend(const acase *cs) {
 
     float *out[2], *state[2], *pois = (float *)xmalloc((se > oe ? se : oe) * 4);
     fill_poison(pois, se > oe ? se : oe);
-    int status_ok = 1, mid_state_ok = 1;
-    for (int rep = 0; rep < 2; rep++) {
+    int status_ok = 1, mid_state_ok = 1, skip = 0;
+    for (int rep = 0; rep < 2 && !skip; rep++) {
         out[rep] = (float *)xmalloc(oe * 4);
         state[rep] = (float *)xmalloc(se * 4);
         up(dout, pois, oe * 4);
@@ -285,7 +297,13 @@ static int run_attend(const acase *cs) {
             a.kv_type = c.type;
             a.scale = 1.0f / sqrtf((float)d);
             a.softcap = c.softcap;
-            int s = OPS.attend(ST, &a, NEO__STREAM_MAIN);
+            const int forced = FORCE.kernel >= 0 || FORCE.shape >= 0 || FORCE.max_splits > 0;
+            int       s = forced ? neo__cu_test_attend(ST, &a, NEO__STREAM_MAIN, FORCE.kernel, FORCE.shape, FORCE.max_splits)
+                                 : OPS.attend(ST, &a, NEO__STREAM_MAIN);
+            if (forced && s == NEO_ERR_UNSUPPORTED && rep == 0 && k == 0) { /* the forced plan cannot serve this case */
+                skip = 1;
+                break;
+            }
             if (s != NEO_OK) status_ok = 0;
             CHECK(s == NEO_OK, "%s: attend returned %d", c.name, s);
             if (c.mode == 2 && k == 0 && rep == 0 && c.n_ranges > 1) {
@@ -305,6 +323,13 @@ static int run_attend(const acase *cs) {
         if (OPS.stream_sync(ST, NEO__STREAM_MAIN) != NEO_OK) status_ok = 0;
         down(out[rep], dout, oe * 4);
         down(state[rep], dst, se * 4);
+    }
+    if (skip) {
+        OPS.stream_sync(ST, NEO__STREAM_MAIN);
+        OPS.dev_free(ST, dk), OPS.dev_free(ST, dvv), OPS.dev_free(ST, dq), OPS.dev_free(ST, dout), OPS.dev_free(ST, dst);
+        OPS.dev_free(ST, dsinks), OPS.dev_free(ST, dslopes);
+        free(kf), free(vf), free(kraw), free(vraw), free(q), free(pois), free(out[0]), free(state[0]);
+        return 1;
     }
     const int det = !memcmp(out[0], out[1], oe * 4) && !memcmp(state[0], state[1], se * 4);
     CHECK(det, "%s: two runs differ", c.name);
@@ -383,9 +408,9 @@ static int run_attend(const acase *cs) {
     if (c.mode == 1) CHECK(mmax < 1e-5 && lmax < ATT_TOL, "%s: state m err %.3g, l err %.3g", c.name, mmax, lmax);
 
     char shape[96];
-    snprintf(shape, sizeof shape, "%-4s d%d/%d g%d kv%d [%d,%d) t%d r%d%s%s%s%s", tname(c.type), d, dv, G, c.h1 - c.h0, c.c0,
+    snprintf(shape, sizeof shape, "%-4s d%d/%d g%d kv%d [%d,%d) t%d r%d%s%s%s%s%s", tname(c.type), d, dv, G, c.h1 - c.h0, c.c0,
              c.c1, T, c.n_ranges, c.softcap > 0 ? " cap" : "", c.alibi > 0 ? " alibi" : "", c.sinks ? " sink" : "",
-             c.mode == 1 ? " state" : c.mode == 2 ? " rev" : "");
+             c.mode == 1 ? " state" : c.mode == 2 ? " rev" : "", FORCE.name);
     add_result(c.name, shape, err, det, ok);
     printf("%-28s %-58s err %.2e det %d %s\n", c.name, shape, err, det, ok ? "ok" : "FAIL");
     fflush(stdout);
@@ -1307,7 +1332,16 @@ int main(int argc, char **argv) {
 
     const acase *cases = quick ? cases_quick : cases_full;
     const size_t n_cases = quick ? sizeof cases_quick / sizeof *cases_quick : sizeof cases_full / sizeof *cases_full;
-    for (size_t i = 0; i < n_cases; i++) run_attend(&cases[i]);
+    /* every case under the planner's own choice, then under forced plans so that every kernel
+       and block shape runs whatever this GPU's plan would be: the tensor-core kernel's wide and
+       narrow blocks, one split (its in-block finish), and the generic kernel for every shape */
+    const force plans[] = {{"", -1, -1, 0}, {" [wide]", 0, 0, 0}, {" [narrow]", 0, 1, 0}, {" [S=1]", -1, -1, 1}, {" [generic]", 2, -1, 0}};
+    for (size_t f = 0; f < sizeof plans / sizeof *plans; f++) {
+        if (quick && f == 4) continue; /* (compute-sanitizer time) */
+        FORCE = plans[f];
+        for (size_t i = 0; i < n_cases; i++) run_attend(&cases[i]);
+    }
+    FORCE = plans[0];
     test_two_streams(quick ? 2048 : 32768);
 
     OPS.release(ST);
