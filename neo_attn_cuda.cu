@@ -198,6 +198,17 @@ __device__ __forceinline__ float neo__warp_max(float v) {
     return v;
 }
 
+/* NaN and inf. A visible cell whose dot product with q is not finite (inf or NaN in its K)
+   makes the query's output NaN: its score becomes NaN (an infinite score would otherwise take all
+   the weight, or as -inf look masked), and a NaN weight reaches l and acc through exp. A masked
+   cell never reaches an output: its weight is exactly 0 and no kernel multiplies it into an
+   accumulator (see neo__fast_pv and the tensor-core kernel's masked tiles). A non-finite V
+   element of a visible cell makes that output element non-finite. */
+__device__ __forceinline__ float neo__score_dot(float dot) { return fabsf(dot) <= 3.402823466e38f ? dot : __int_as_float(0x7fc00000); }
+/* a finished output: acc / l, 0 where no cell was visible and there is no sink (l == 0), NaN
+   where l is (a NaN score upstream) */
+__device__ __forceinline__ float neo__finish(float acc, float den) { return den != 0.0f ? acc / den : 0.0f; }
+
 /* Reduce-scatter of N values over the lanes that differ in bits O, O/2, .., 1: each halving step
    sends the half the lane does not keep to its partner, so the group of N queries costs
    N/2 + N/4 + .. shuffles instead of N * log2(lanes). Afterwards the lane holds the full sums of
@@ -267,7 +278,7 @@ __device__ __forceinline__ void neo__softmax_tile(const neo__cu_attn &p, float *
             const int c = lane + 32 * cc, cell = tile0 + c;
             float     s = -INFINITY;
             if (qok && c < nvalid && cell <= pos) {
-                s = p.scale * s_p[c * NQ + i];
+                s = p.scale * neo__score_dot(s_p[c * NQ + i]);
                 if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
                 if (p.slopes) s -= slope * (float)(pos - cell);
             }
@@ -301,6 +312,42 @@ template <typename T, int D> __host__ __device__ constexpr int neo__wt_rows() {
     return NEO__CU_WTILE_BYTES / (D * (int)sizeof(T));
 }
 
+/* The CUDA-core kernel's lane geometry (see neo__attn_fast) */
+template <typename T, int D> struct neo__fast_geom {
+    static constexpr int E = neo__kvt<T>::E, CPR = D / E, LPR = CPR < 32 ? CPR : 32, CPL = CPR / LPR, RW = 32 / LPR;
+    static constexpr int WT = NEO__CU_WTILE_BYTES / (D * (int)sizeof(T)), STEPS = WT / RW;
+};
+
+/* acc[i] += p[row][i] * v[row] over the lane's rows (< nvalid) of a warp tile in shared memory.
+   With GUARD a weight of exactly 0 skips its product: a cell masked for query i (after its
+   position) must not reach acc[i] even when its V holds inf or NaN (0 * inf is NaN). For finite
+   V the two agree bit for bit (fmaf(0, x, a) == a). */
+template <typename T, int D, int NQ, bool GUARD>
+__device__ __forceinline__ void neo__fast_pv(float (&acc)[NQ][neo__fast_geom<T, D>::CPL * neo__fast_geom<T, D>::E],
+                                             const uint4 *vs, const float (*pw_rows)[NQ], int rsub, int ch, int nvalid) {
+    typedef neo__fast_geom<T, D> FG;
+    constexpr int E = FG::E, CPR = FG::CPR, LPR = FG::LPR, CPL = FG::CPL, RW = FG::RW;
+#pragma unroll
+    for (int k = 0; k < FG::STEPS; k++) {
+        const int row = k * RW + rsub;
+        if (row < nvalid) {
+            float pw[NQ];
+#pragma unroll
+            for (int i = 0; i < NQ; i++) pw[i] = pw_rows[row][i];
+#pragma unroll
+            for (int c = 0; c < CPL; c++) {
+                float x[E];
+                neo__kvt<T>::cvt(vs[row * CPR + ch + c * LPR], x);
+#pragma unroll
+                for (int i = 0; i < NQ; i++)
+#pragma unroll
+                    for (int e = 0; e < E; e++)
+                        if (!GUARD || pw[i] != 0.0f) acc[i][c * E + e] = fmaf(pw[i], x[e], acc[i][c * E + e]);
+            }
+        }
+    }
+}
+
 /* Flash-decoding over one split of one KV head for a tile of NQ queries.
    Every warp streams its own warp tiles (tiles warp, warp + 4, ..) through its own cp.async ring
    and keeps its own online-softmax state, so the main loop has no block-wide barrier; the four
@@ -327,6 +374,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
     const int kvh = blockIdx.x / p.QT, qt = blockIdx.x % p.QT, split = blockIdx.y;
     const int g = p.h0 + kvh, r0 = qt * NQ, nqb = min(NQ, p.nq - r0);
     const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+    const int minpos = p.pos0 + r0 / p.G;             /* and those after its first query's for some */
     const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
     const int ntiles = cb1 > cb0 ? (cb1 - cb0 + WT - 1) / WT : 0;
     const int nw = ntiles > warp ? (ntiles - warp + NW - 1) / NW : 0; /* this warp's tiles */
@@ -422,7 +470,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
             const int row = k * RW + rsub, cell = tile0 + row;
             float     s = -INFINITY;
             if (qok && row < nvalid && cell <= pos) {
-                s = p.scale * sc[k];
+                s = p.scale * neo__score_dot(sc[k]);
                 if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
                 if (p.slopes) s -= slope * (float)(pos - cell);
             }
@@ -459,24 +507,10 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
 #pragma unroll
                 for (int e = 0; e < CPL * E; e++) acc[i][e] *= cr;
             }
-#pragma unroll
-        for (int k = 0; k < STEPS; k++) {
-            const int row = k * RW + rsub;
-            if (row < nvalid) {
-                float pw[NQ];
-#pragma unroll
-                for (int i = 0; i < NQ; i++) pw[i] = s_pw[warp][row][i];
-#pragma unroll
-                for (int c = 0; c < CPL; c++) {
-                    float x[E];
-                    KV::cvt(vs[row * CPR + ch + c * LPR], x);
-#pragma unroll
-                    for (int i = 0; i < NQ; i++)
-#pragma unroll
-                        for (int e = 0; e < E; e++) acc[i][c * E + e] = fmaf(pw[i], x[e], acc[i][c * E + e]);
-                }
-            }
-        }
+        /* a tile with cells after the first query's position (prefill only: the queries of a
+           decode tile share one position, and cb1 stops there) weighs them 0 for some queries */
+        if (tile0 + nvalid - 1 > minpos) neo__fast_pv<T, D, NQ, true>(acc, vs, s_pw[warp], rsub, ch, nvalid);
+        else neo__fast_pv<T, D, NQ, false>(acc, vs, s_pw[warp], rsub, ch, nvalid);
     }
     neo__cp_async_wait<0>();
     if (rsub == 0 && ch % WM == 0) {
@@ -598,8 +632,10 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
 #pragma unroll
             for (int i = 0; i < NQ; i++) {
                 const float w = s_p[c * NQ + i];
-                acc[i][0] = fmaf(w, x0, acc[i][0]);
-                acc[i][1] = fmaf(w, x1, acc[i][1]);
+                if (w != 0.0f) { /* a masked cell (w == 0) never meets acc: its V may be inf (see neo__fast_pv) */
+                    acc[i][0] = fmaf(w, x0, acc[i][0]);
+                    acc[i][1] = fmaf(w, x1, acc[i][1]);
+                }
             }
         }
         __syncthreads(); /* s_p and s_corr are rewritten by the next tile */
@@ -662,7 +698,9 @@ template <int D, int BPS> struct neo__mma_cfg {
 
 template <typename T> struct neo__mmt;
 template <> struct neo__mmt<__half> {
-    static constexpr int QP = 2; /* parts of q: x = hi + lo to 2^-22 */
+    static constexpr int      QP = 2;               /* parts of q: x = hi + lo to 2^-22 */
+    static constexpr uint32_t EXP2 = 0x7c007c00u;   /* the exponents of two elements: all ones is inf or NaN */
+    static __device__ __forceinline__ float widen(unsigned short u) { return __half2float(__ushort_as_half(u)); }
     static __device__ __forceinline__ uint32_t pack(float x, float y) {
         __half2 h = __floats2half2_rn(x, y);
         return *reinterpret_cast<uint32_t *>(&h);
@@ -675,7 +713,9 @@ template <> struct neo__mmt<__half> {
     }
 };
 template <> struct neo__mmt<__nv_bfloat16> {
-    static constexpr int QP = 3; /* parts of q: x = hi + mid + lo to 2^-24 */
+    static constexpr int      QP = 3;               /* parts of q: x = hi + mid + lo to 2^-24 */
+    static constexpr uint32_t EXP2 = 0x7f807f80u;
+    static __device__ __forceinline__ float widen(unsigned short u) { return __uint_as_float((uint32_t)u << 16); }
     static __device__ __forceinline__ uint32_t pack(float x, float y) {
         __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
         return *reinterpret_cast<uint32_t *>(&h);
@@ -705,6 +745,61 @@ __device__ __forceinline__ uint32_t neo__movt(uint32_t x) {
     return y;
 }
 
+/* Whether a V element in rows [r0, r1) of a warp tile (a ring stage at shared address vs; the
+   chunks of a row in any order) is inf or NaN, warp-wide. */
+template <typename T, int D> __device__ __forceinline__ bool neo__mma_v_bad(unsigned vs, int r0, int r1, int lane) {
+    constexpr int      CPR = D / 8;
+    constexpr uint32_t LO = neo__mmt<T>::EXP2 & 0xffffu, HI = neo__mmt<T>::EXP2 & 0xffff0000u;
+    bool               bad = false;
+    for (int i = max(r0, 0) * CPR + lane; i < r1 * CPR; i += 32) {
+        uint4 x;
+        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(vs + (unsigned)(i * 16)));
+        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) bad |= (w[k] & LO) == LO || (w[k] & HI) == HI;
+    }
+    return __any_sync(0xffffffffu, bad);
+}
+
+/* The head dim of row g (hi = 0) or g + 8 (hi = 1) of m-tile t of O^T: the order in which the
+   bulk path's 16-byte loads and movmatrix give V^T, or plain order on the ldmatrix path. */
+template <bool TMA> __device__ __forceinline__ int neo__mma_dim(int t, int g, int hi) {
+    return TMA ? 8 * (4 * (t >> 1) + (g >> 1)) + 4 * (t & 1) + (g & 1) + 2 * hi : 16 * t + g + 8 * hi;
+}
+
+/* p . v for a warp tile whose cells after the first query's position (masked for some queries)
+   hold inf or NaN in V: the products one by one, a weight of exactly 0 skipping its product (in
+   the mma, 0 * inf would make a masked query's sums NaN). acc[t]: dims neo__mma_dim(t, g, 0 / 1)
+   x queries 2c, 2c + 1; pw: the lane's weights, x = 2 (cell >> 3) + query parity for cells g,
+   g + 8. Taken only for such tiles (prefill with non-finite V), so the mma path's bits are kept
+   for every other. */
+template <typename T, int D, bool TMA>
+__device__ __forceinline__ void neo__mma_pv_masked(float (&acc)[D / 16][4], const float (&pw)[4], unsigned vs, int g, int c) {
+    constexpr int CPR = D / 8;
+    auto          vld = [&](int cell, int dim) { /* V[cell][dim] in the ring's layout */
+        const int      ch = TMA ? dim >> 3 : (dim >> 3) ^ (cell & 7);
+        unsigned short u;
+        asm volatile("ld.shared.u16 %0, [%1];" : "=h"(u) : "r"(vs + (unsigned)((cell * CPR + ch) * 16 + (dim & 7) * 2)));
+        return neo__mmt<T>::widen(u);
+    };
+#pragma unroll 1
+    for (int h = 0; h < 8; h++) {
+        float p[4]; /* cells h, h + 8 x queries 2c, 2c + 1, from lane (h, c) */
+#pragma unroll
+        for (int x = 0; x < 4; x++) p[x] = __shfl_sync(0xffffffffu, pw[x], (h << 2) | c);
+#pragma unroll
+        for (int t = 0; t < D / 16; t++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int   cell = h + 8 * hh;
+                const float v0 = vld(cell, neo__mma_dim<TMA>(t, g, 0)), v8 = vld(cell, neo__mma_dim<TMA>(t, g, 1));
+                const float pa = p[2 * hh], pb = p[2 * hh + 1];
+                if (pa != 0.0f) acc[t][0] = fmaf(pa, v0, acc[t][0]), acc[t][2] = fmaf(pa, v8, acc[t][2]);
+                if (pb != 0.0f) acc[t][1] = fmaf(pb, v0, acc[t][1]), acc[t][3] = fmaf(pb, v8, acc[t][3]);
+            }
+    }
+}
+
 /* grid (H * QT, S), W warps: one block per (KV head, tile of 8 queries, split). Warp w streams
    the split's 16-cell tiles w, w + W, .. through its own cp.async ring (rows XOR-swizzled in
    16-byte chunks so that ldmatrix is conflict-free; rows past the range are zero-filled, so that
@@ -730,6 +825,7 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
     const int unit = blockIdx.x, kvh = unit / p.QT, qt = unit % p.QT, split = blockIdx.y, S = p.S;
     const int gh = p.h0 + kvh, r0 = qt * NEO__MMA_NQ, nqb = min(NEO__MMA_NQ, p.nq - r0);
     const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+    const int minpos = p.pos0 + r0 / p.G;             /* and those after its first query's for some */
     const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
     const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
     const int nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
@@ -926,7 +1022,7 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                 float dot = sp[QP - 1][x];
 #pragma unroll
                 for (int u = QP - 2; u >= 0; u--) dot += sp[u][x];
-                s = sce[e] * dot;
+                s = sce[e] * neo__score_dot(dot);
                 if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
                 if (p.slopes) s -= slp[e] * (float)(pse[e] - cell);
             }
@@ -964,7 +1060,9 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
             bh[h] = neo__movt(hi);
             bl[h] = neo__movt(MT::pack(pw[2 * h] - b.x, pw[2 * h + 1] - b.y));
         }
-        if constexpr (TMA) {
+        if (tile0 + nvalid - 1 > minpos && neo__mma_v_bad<T, D>(vs, minpos + 1 - tile0, nvalid, lane)) {
+            neo__mma_pv_masked<T, D, TMA>(acc, pw, vs, g, c);
+        } else if constexpr (TMA) {
             /* V^T's A fragments: a lane's 16-byte loads of rows g and g + 8 (chunk 4P + c) are
                8 x 8 blocks (cells) x (dim pairs), each transposed by movmatrix. m-tile 2P + uu,
                row m: dim 8 (4P + (m & 7) / 2) + 4uu + 2 (m >> 3) + (m & 1) (see the epilogue) */
@@ -1169,7 +1267,7 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             if (p.accumulate) av[k] = fmaf(wprev, stp[2 + col + k], av[k]);
-            if (o) o[col + k] = den > 0.0f ? av[k] / den : 0.0f;
+            if (o) o[col + k] = neo__finish(av[k], den);
             else stp[2 + col + k] = av[k];
         }
         if (!o && col == 0) {
@@ -1252,7 +1350,7 @@ __global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
             break;
         }
         if (mp.accumulate) a = fmaf(wprev, st[2 + j], a);
-        if (o) o[j] = den > 0.0f ? a / den : 0.0f;
+        if (o) o[j] = neo__finish(a, den);
         else st[2 + j] = a;
     }
     if (P > 1) {
@@ -1261,7 +1359,7 @@ __global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
             float a = s_red[jt];
             for (int x = 1; x < P; x++) a += s_red[x * TPC + jt];
             if (mp.accumulate) a = fmaf(wprev, st[2 + jt], a);
-            if (o) o[jt] = den > 0.0f ? a / den : 0.0f;
+            if (o) o[jt] = neo__finish(a, den);
             else st[2 + jt] = a;
         }
     }
@@ -1885,6 +1983,7 @@ static int neo__plan_kernel(const neo__attn_args *a, int nq, int ncells, size_t 
         pl->shape = f->shape >= 0 ? f->shape : neo__plan_mma_narrow(dc, ncells, smem_optin);
         if (pl->shape < 0 || pl->shape > 1 || (pl->shape && dc == 0)) return NEO_ERR_UNSUPPORTED;
         neo__mma_shape(dc, pl->shape, &pl->threads, &pl->smem);
+        if (pl->smem + NEO__CU_MMA_STATIC_SMEM > smem_optin) return NEO_ERR_UNSUPPORTED; /* (forced wide) */
         pl->NQ = NEO__MMA_NQ;
         pl->min_cells = NEO__CU_MMA_MIN_TILES * 16 * (pl->threads / 32);
         pl->gran = 16;

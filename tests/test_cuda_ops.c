@@ -427,6 +427,86 @@ static int run_attend(const acase *cs) {
     return ok;
 }
 
+/* NaN and inf (API.md): a masked cell never reaches an output, whatever its K and V hold; a
+   visible cell with inf or NaN in K makes its KV head's outputs NaN; a non-finite V element d of
+   a visible cell makes output element d non-finite. 4 q heads / 2 KV heads, 70 cells, T tokens
+   ending at cell 69; kind 0: V[69][3] of KV head 0 = inf (prefill: only the last token sees
+   it); 1: K[5][0] of KV head 0 = NaN; 2: K[5][0] = inf (an infinite score); 3: V[5][7]
+   of KV head 1 = inf. The expectation is a float64 evaluation of the same formula over the
+   visible cells only, element by element: finite where it is finite (and close), NaN where it is
+   NaN, non-finite where it is infinite. */
+static void run_nonfinite(int type, int d, int T, int kind) {
+    const int    NH = 4, NKV = 2, G = 2, CELLS = 70, pos0 = CELLS - T;
+    const size_t es = tsize(type), ke = (size_t)NKV * CELLS * d, qe = (size_t)T * NH * d, oe = (size_t)T * NH * d;
+    float       *kf = (float *)xmalloc(ke * 4), *vf = (float *)xmalloc(ke * 4), *q = (float *)xmalloc(qe * 4);
+    float       *out = (float *)xmalloc(oe * 4);
+    void        *kraw = xmalloc(ke * es), *vraw = xmalloc(ke * es);
+    for (size_t i = 0; i < ke; i++) {
+        kf[i] = store_t(kraw, i, type, rng_normal());
+        vf[i] = store_t(vraw, i, type, rng_normal());
+    }
+    for (size_t i = 0; i < qe; i++) q[i] = rng_normal();
+    const float inf = INFINITY, bad = kind == 1 ? NAN : inf;
+    const size_t at = kind == 0 ? (size_t)69 * d + 3 : kind == 3 ? ((size_t)CELLS + 5) * d + 7 : (size_t)5 * d;
+    (kind == 0 || kind == 3 ? vf : kf)[at] = store_t(kind == 0 || kind == 3 ? vraw : kraw, at, type, bad);
+    void *dk = dalloc(ke * es), *dv = dalloc(ke * es), *dq = dalloc(qe * 4), *dout = dalloc(oe * 4);
+    up(dk, kraw, ke * es), up(dv, vraw, ke * es), up(dq, q, qe * 4);
+    fill_poison(out, oe);
+    up(dout, out, oe * 4);
+    neo__attn_args a;
+    memset(&a, 0, sizeof a);
+    a.k = dk, a.v = dv, a.q = (const float *)dq, a.out = (float *)dout;
+    a.kv_cells = CELLS, a.h1 = NKV, a.c1 = CELLS, a.n_tokens = T, a.pos0 = pos0;
+    a.n_head = NH, a.n_head_kv = NKV, a.head_dim = d, a.head_dim_v = d, a.kv_type = type, a.scale = 1.0f / sqrtf((float)d);
+    const int forced = FORCE.kernel >= 0 || FORCE.shape >= 0 || FORCE.max_splits > 0;
+    int       st = forced ? neo__cu_test_attend(ST, &a, NEO__STREAM_MAIN, FORCE.kernel, FORCE.shape, FORCE.max_splits)
+                          : OPS.attend(ST, &a, NEO__STREAM_MAIN);
+    if (forced && st == NEO_ERR_UNSUPPORTED) goto done;
+    CHECK(st == NEO_OK, "nonfinite: attend returned %d", st);
+    OPS.stream_sync(ST, NEO__STREAM_MAIN);
+    down(out, dout, oe * 4);
+    {
+        double num = 0, den = 0;
+        long   wrong = 0;
+        double sc[70], acc[256];
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++) {
+                const int    g = h / G, pos = pos0 + t;
+                const float *qh = q + ((size_t)t * NH + h) * d;
+                double       M = -INFINITY, l = 0;
+                for (int j = 0; j <= pos; j++) {
+                    double dot = 0;
+                    for (int x = 0; x < d; x++) dot += (double)qh[x] * (double)kf[((size_t)g * CELLS + j) * d + x];
+                    sc[j] = isfinite(dot) ? dot * (double)a.scale : NAN; /* an inf score is NaN too */
+                    M = sc[j] > M || isnan(sc[j]) ? sc[j] : M;
+                }
+                for (int x = 0; x < d; x++) acc[x] = 0;
+                for (int j = 0; j <= pos; j++) {
+                    const double w = exp(sc[j] - M);
+                    l += w;
+                    for (int x = 0; x < d; x++) acc[x] += w * (double)vf[((size_t)g * CELLS + j) * d + x];
+                }
+                for (int x = 0; x < d; x++) {
+                    const double r = acc[x] / l, o = out[((size_t)t * NH + h) * d + x];
+                    if (isnan(r)) wrong += !isnan(o);
+                    else if (isinf(r)) wrong += isfinite(o);
+                    else if (!isfinite(o)) wrong++;
+                    else num += (o - r) * (o - r), den += r * r;
+                }
+            }
+        const double err = den > 0 ? sqrt(num / den) : 0;
+        char         shape[96];
+        static const char *what[] = {"masked V inf", "K NaN", "K inf", "V inf"};
+        snprintf(shape, sizeof shape, "%-4s d%d t%d %s%s", tname(type), d, T, what[kind], FORCE.name);
+        CHECK(!wrong && err < ATT_TOL, "nonfinite %s: %ld elements wrong, err %.3g", shape, wrong, err);
+        add_result("nan/inf", shape, err, -1, !wrong && err < ATT_TOL);
+        printf("%-28s %-58s err %.2e %ld wrong %s\n", "nan/inf", shape, err, wrong, !wrong && err < ATT_TOL ? "ok" : "FAIL");
+    }
+done:
+    OPS.dev_free(ST, dk), OPS.dev_free(ST, dv), OPS.dev_free(ST, dq), OPS.dev_free(ST, dout);
+    free(kf), free(vf), free(q), free(out), free(kraw), free(vraw);
+}
+
 /* name, type, n_head, n_head_kv, d, dv, kv_h0, h0, h1, cell_base, kv_cells, c0, c1, n_tokens, pos0, n_ranges,
    softcap, alibi, sinks, mode */
 #define F16 NEO_TYPE_F16
@@ -1340,6 +1420,12 @@ int main(int argc, char **argv) {
         if (quick && f == 4) continue; /* (compute-sanitizer time) */
         FORCE = plans[f];
         for (size_t i = 0; i < n_cases; i++) run_attend(&cases[i]);
+        /* NaN and inf: every kernel (f16 / bf16 tensor-core, f32 CUDA-core, d100 generic), decode
+           and prefill; prefill tiles of 8 queries put cell 69 beside queries that must not see it */
+        const int nf_type[] = {NEO_TYPE_F16, NEO_TYPE_BF16, NEO_TYPE_F32, NEO_TYPE_F16}, nf_d[] = {128, 64, 64, 100};
+        for (int ty = 0; ty < 4; ty++)
+            for (int kind = 0; kind < 4; kind++)
+                for (int T = 1; T <= 10; T += 9) run_nonfinite(nf_type[ty], nf_d[ty], T, kind);
     }
     FORCE = plans[0];
     test_two_streams(quick ? 2048 : 32768);
