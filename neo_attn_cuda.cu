@@ -307,26 +307,35 @@ __device__ __forceinline__ void neo__softmax_tile(const neo__cu_attn &p, float *
     }
 }
 
-/* K (or V) rows of one warp tile: 2 KB of each */
-template <typename T, int D> __host__ __device__ constexpr int neo__wt_rows() {
-    return NEO__CU_WTILE_BYTES / (D * (int)sizeof(T));
-}
+__host__ __device__ constexpr int neo__imin(int a, int b) { return a < b ? a : b; }
 
-/* The CUDA-core kernel's lane geometry (see neo__attn_fast) */
+/* The CUDA-core kernel's lane geometry (see neo__attn_fast); WT rows of K (and of V) in a warp
+   tile of NEO__CU_WTILE_BYTES */
 template <typename T, int D> struct neo__fast_geom {
-    static constexpr int E = neo__kvt<T>::E, CPR = D / E, LPR = CPR < 32 ? CPR : 32, CPL = CPR / LPR, RW = 32 / LPR;
+    static constexpr int E = neo__kvt<T>::E, CPR = D / E, LPR = neo__imin(CPR, 32), CPL = CPR / LPR, RW = 32 / LPR;
     static constexpr int WT = NEO__CU_WTILE_BYTES / (D * (int)sizeof(T)), STEPS = WT / RW;
 };
+
+/* f(c, x) for the lane's chunks c of row `row` of a warp tile, x the chunk widened to floats */
+template <typename T, int D, typename F> __device__ __forceinline__ void neo__fast_chunks(const uint4 *tile, int row, int ch, F f) {
+    typedef neo__fast_geom<T, D> FG;
+#pragma unroll
+    for (int c = 0; c < FG::CPL; c++) {
+        float x[FG::E];
+        neo__kvt<T>::cvt(tile[row * FG::CPR + ch + c * FG::LPR], x);
+        f(c, x);
+    }
+}
 
 /* acc[i] += p[row][i] * v[row] over the lane's rows (< nvalid) of a warp tile in shared memory.
    With GUARD a weight of exactly 0 skips its product: a cell masked for query i (after its
    position) must not reach acc[i] even when its V holds inf or NaN (0 * inf is NaN). For finite
    V the two agree bit for bit (fmaf(0, x, a) == a). */
-template <typename T, int D, int NQ, bool GUARD>
-__device__ __forceinline__ void neo__fast_pv(float (&acc)[NQ][neo__fast_geom<T, D>::CPL * neo__fast_geom<T, D>::E],
-                                             const uint4 *vs, const float (*pw_rows)[NQ], int rsub, int ch, int nvalid) {
+template <typename T, int D, int NQ, bool GUARD, int CW>
+__device__ __forceinline__ void neo__fast_pv(float (&acc)[NQ][CW], const uint4 *vs, const float (*pw_rows)[NQ], int rsub, int ch,
+                                             int nvalid) {
     typedef neo__fast_geom<T, D> FG;
-    constexpr int E = FG::E, CPR = FG::CPR, LPR = FG::LPR, CPL = FG::CPL, RW = FG::RW;
+    constexpr int E = FG::E, RW = FG::RW;
 #pragma unroll
     for (int k = 0; k < FG::STEPS; k++) {
         const int row = k * RW + rsub;
@@ -334,17 +343,133 @@ __device__ __forceinline__ void neo__fast_pv(float (&acc)[NQ][neo__fast_geom<T, 
             float pw[NQ];
 #pragma unroll
             for (int i = 0; i < NQ; i++) pw[i] = pw_rows[row][i];
-#pragma unroll
-            for (int c = 0; c < CPL; c++) {
-                float x[E];
-                neo__kvt<T>::cvt(vs[row * CPR + ch + c * LPR], x);
+            neo__fast_chunks<T, D>(vs, row, ch, [&](int c, const float *x) {
 #pragma unroll
                 for (int i = 0; i < NQ; i++)
 #pragma unroll
                     for (int e = 0; e < E; e++)
                         if (!GUARD || pw[i] != 0.0f) acc[i][c * E + e] = fmaf(pw[i], x[e], acc[i][c * E + e]);
-            }
+            });
         }
+    }
+}
+
+/* The CUDA-core kernel's shared state besides the rings: the weights of a tile's rows, the
+   rescale factors, the warps' (m, l) and weights, the block's (m, l). */
+template <int NW, int WT, int NQ> struct neo__fast_sh {
+    __align__(16) float pw[NW][WT][NQ];
+    float cw[NW][NQ], wm[NW][NQ], wl[NW][NQ], ww[NW][NQ], m[NQ], l[NQ];
+};
+
+/* The scores of a warp tile's rows (K at ks): sc[k] is the score of row k * RW + rsub for the
+   lane's query after the reduce-scatter (see neo__rs) */
+template <typename T, int D, int NQ, int CW, int STEPS>
+__device__ __forceinline__ void neo__fast_scores(const float (&qf)[NQ][CW], const uint4 *ks, int lane, int rsub, int ch, float (&sc)[STEPS]) {
+    typedef neo__fast_geom<T, D> FG;
+    constexpr int E = FG::E, LPR = FG::LPR, RW = FG::RW;
+#pragma unroll
+    for (int k = 0; k < STEPS; k++) {
+        const int row = k * RW + rsub;
+        float     part[NQ];
+#pragma unroll
+        for (int i = 0; i < NQ; i++) part[i] = 0.0f;
+        neo__fast_chunks<T, D>(ks, row, ch, [&](int c, const float *x) {
+#pragma unroll
+            for (int i = 0; i < NQ; i++)
+#pragma unroll
+                for (int e = 0; e < E; e++) part[i] = fmaf(qf[i][c * E + e], x[e], part[i]);
+        });
+        int qb = 0;
+        neo__rs<NQ, LPR / 2>::run(part, lane, qb);
+        sc[k] = part[0];
+    }
+}
+
+/* The online-softmax step of the lane's query over a warp tile: the scores scaled, soft-capped,
+   ALiBi-biased and masked, (m, l) updated (every lane of the query holds the same), sc the
+   weights; returns the factor the accumulators must be rescaled by. */
+template <int LPR, int RW, int STEPS>
+__device__ __forceinline__ float neo__fast_softmax(const neo__cu_attn &p, float (&sc)[STEPS], bool qok, int pos, float slope, int tile0,
+                                                   int nvalid, int rsub, float &m, float &l) {
+    float tmax = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < STEPS; k++) {
+        const int row = k * RW + rsub, cell = tile0 + row;
+        float     s = -INFINITY;
+        if (qok && row < nvalid && cell <= pos) {
+            s = p.scale * neo__score_dot(sc[k]);
+            if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+            if (p.slopes) s -= slope * (float)(pos - cell);
+        }
+        sc[k] = s;
+        tmax = fmaxf(tmax, s);
+    }
+#pragma unroll
+    for (int o = LPR; o < 32; o <<= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+    const float mnew = fmaxf(m, tmax);
+    const float corr = mnew == -INFINITY ? 1.0f : expf(m - mnew); /* no inf - inf */
+    float       psum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < STEPS; k++) {
+        sc[k] = sc[k] == -INFINITY ? 0.0f : expf(sc[k] - mnew);
+        psum += sc[k];
+    }
+#pragma unroll
+    for (int o = LPR; o < 32; o <<= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
+    l = l * corr + psum;
+    m = mnew;
+    return corr;
+}
+
+/* The four warps' states into the split's partial (m, l, acc[D]) per query: weights
+   e^(m_w - M), then the row groups summed in a fixed order through the (now idle) rings at red. */
+template <typename T, int D, int NQ, int CW, typename SH>
+__device__ __forceinline__ void neo__fast_finish(const neo__cu_attn &p, const float (&acc)[NQ][CW], float *red, SH &sh, int warp, int rsub,
+                                                 int ch, int kvh, int r0, int nqb, int split) {
+    typedef neo__fast_geom<T, D> FG;
+    constexpr int E = FG::E, LPR = FG::LPR, CPL = FG::CPL, RW = FG::RW, NW = NEO__CU_THREADS / 32;
+    const int     tid = threadIdx.x;
+    if (tid < NQ) {
+        float M = -INFINITY, L = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) M = fmaxf(M, sh.wm[w][tid]);
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            const float wt = sh.wm[w][tid] == -INFINITY ? 0.0f : expf(sh.wm[w][tid] - M);
+            sh.ww[w][tid] = wt;
+            L = fmaf(wt, sh.wl[w][tid], L);
+        }
+        sh.m[tid] = M;
+        sh.l[tid] = L;
+    }
+    /* red: [NW * RW][NQ][D] */
+#pragma unroll
+    for (int i = 0; i < NQ; i++)
+#pragma unroll
+        for (int c = 0; c < CPL; c++)
+#pragma unroll
+            for (int e4 = 0; e4 < E / 4; e4++) {
+                float4 f = make_float4(acc[i][c * E + e4 * 4], acc[i][c * E + e4 * 4 + 1], acc[i][c * E + e4 * 4 + 2],
+                                       acc[i][c * E + e4 * 4 + 3]);
+                *reinterpret_cast<float4 *>(red + ((size_t)(warp * RW + rsub) * NQ + i) * D + (ch + c * LPR) * E + e4 * 4) = f;
+            }
+    __syncthreads();
+    for (int o = tid; o < nqb * D; o += NEO__CU_THREADS) {
+        const int i = o / D, col = o - i * D;
+        float     sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            float part = 0.0f;
+#pragma unroll
+            for (int x = 0; x < RW; x++) part += red[((w * RW + x) * NQ + i) * D + col];
+            sum = fmaf(sh.ww[w][i], part, sum);
+        }
+        p.work[((size_t)(kvh * p.nq + r0 + i) * p.S + split) * (D + 2) + 2 + col] = sum;
+    }
+    if (tid < nqb) {
+        float *w = p.work + ((size_t)(kvh * p.nq + r0 + tid) * p.S + split) * (D + 2);
+        w[0] = sh.m[tid];
+        w[1] = sh.l[tid];
     }
 }
 
@@ -359,15 +484,14 @@ __device__ __forceinline__ void neo__fast_pv(float (&acc)[NQ][neo__fast_geom<T, 
    outputs over the rows of its row group (rsub). */
 template <typename T, int D, int NQ>
 __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS : 4) neo__attn_fast(const neo__cu_attn p) {
-    typedef neo__kvt<T> KV;
-    constexpr int E = KV::E, CPR = D / E, LPR = CPR < 32 ? CPR : 32, CPL = CPR / LPR, RW = 32 / LPR;
-    constexpr int NW = NEO__CU_THREADS / 32, WT = neo__wt_rows<T, D>(), STEPS = WT / RW, WT4 = WT * CPR, NS = NEO__CU_WSTAGES;
+    typedef neo__fast_geom<T, D> FG;
+    constexpr int E = FG::E, CPR = FG::CPR, LPR = FG::LPR, CPL = FG::CPL, RW = FG::RW;
+    constexpr int NW = NEO__CU_THREADS / 32, WT = FG::WT, STEPS = FG::STEPS, WT4 = WT * CPR, NS = NEO__CU_WSTAGES;
     constexpr int WM = LPR / NQ; /* lanes holding each (row, query) score after the reduce-scatter */
     static_assert(NQ <= LPR && WT % RW == 0 && WT4 % 32 == 0, "warp tile shape");
     static_assert(NW * RW * NQ * D * 4 <= NW * NS * 2 * WT4 * 16, "row-group reduction must fit the rings");
     extern __shared__ uint4 neo__smem[]; /* [NW][NS][2][WT4]: a ring of K and V warp tiles per warp */
-    __shared__ __align__(16) float s_pw[NW][WT][NQ];
-    __shared__ float s_cw[NW][NQ], s_wm[NW][NQ], s_wl[NW][NQ], s_ww[NW][NQ], s_m[NQ], s_l[NQ];
+    __shared__ neo__fast_sh<NW, WT, NQ> sh;
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int rsub = lane / LPR, ch = lane % LPR;
@@ -441,60 +565,13 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
         const uint4 *ks = ring + (j % NS) * 2 * WT4, *vs = ks + WT4;
         const int    tile0 = cb0 + (warp + j * NW) * WT, nvalid = min(WT, cb1 - tile0);
 
-        /* scores of the tile's rows; sc[k] is query qi's score of row k * RW + rsub */
         float sc[STEPS];
-#pragma unroll
-        for (int k = 0; k < STEPS; k++) {
-            const int row = k * RW + rsub;
-            float     part[NQ];
-#pragma unroll
-            for (int i = 0; i < NQ; i++) part[i] = 0.0f;
-#pragma unroll
-            for (int c = 0; c < CPL; c++) {
-                float x[E];
-                KV::cvt(ks[row * CPR + ch + c * LPR], x);
-#pragma unroll
-                for (int i = 0; i < NQ; i++)
-#pragma unroll
-                    for (int e = 0; e < E; e++) part[i] = fmaf(qf[i][c * E + e], x[e], part[i]);
-            }
-            int qb = 0;
-            neo__rs<NQ, LPR / 2>::run(part, lane, qb);
-            sc[k] = part[0];
-        }
-
-        /* online softmax of query qi over the tile: every lane of the query holds the same m, l */
-        float tmax = -INFINITY;
-#pragma unroll
-        for (int k = 0; k < STEPS; k++) {
-            const int row = k * RW + rsub, cell = tile0 + row;
-            float     s = -INFINITY;
-            if (qok && row < nvalid && cell <= pos) {
-                s = p.scale * neo__score_dot(sc[k]);
-                if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-                if (p.slopes) s -= slope * (float)(pos - cell);
-            }
-            sc[k] = s;
-            tmax = fmaxf(tmax, s);
-        }
-#pragma unroll
-        for (int o = LPR; o < 32; o <<= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
-        const float mnew = fmaxf(m, tmax);
-        const float corr = mnew == -INFINITY ? 1.0f : expf(m - mnew); /* no inf - inf */
-        float       psum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < STEPS; k++) {
-            sc[k] = sc[k] == -INFINITY ? 0.0f : expf(sc[k] - mnew);
-            psum += sc[k];
-        }
-#pragma unroll
-        for (int o = LPR; o < 32; o <<= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
-        l = l * corr + psum;
-        m = mnew;
+        neo__fast_scores<T, D, NQ>(qf, ks, lane, rsub, ch, sc);
+        const float corr = neo__fast_softmax<LPR, RW>(p, sc, qok, pos, slope, tile0, nvalid, rsub, m, l);
         if (ch % WM == 0) {
 #pragma unroll
-            for (int k = 0; k < STEPS; k++) s_pw[warp][k * RW + rsub][qi] = sc[k];
-            if (rsub == 0) s_cw[warp][qi] = corr;
+            for (int k = 0; k < STEPS; k++) sh.pw[warp][k * RW + rsub][qi] = sc[k];
+            if (rsub == 0) sh.cw[warp][qi] = corr;
         }
         const bool rescale = __any_sync(0xffffffffu, corr != 1.0f);
         __syncwarp();
@@ -503,68 +580,24 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
         if (rescale)
 #pragma unroll
             for (int i = 0; i < NQ; i++) {
-                const float cr = s_cw[warp][i];
+                const float cr = sh.cw[warp][i];
 #pragma unroll
                 for (int e = 0; e < CPL * E; e++) acc[i][e] *= cr;
             }
         /* a tile with cells after the first query's position (prefill only: the queries of a
            decode tile share one position, and cb1 stops there) weighs them 0 for some queries */
-        if (tile0 + nvalid - 1 > minpos) neo__fast_pv<T, D, NQ, true>(acc, vs, s_pw[warp], rsub, ch, nvalid);
-        else neo__fast_pv<T, D, NQ, false>(acc, vs, s_pw[warp], rsub, ch, nvalid);
+        if (tile0 + nvalid - 1 > minpos) neo__fast_pv<T, D, NQ, true>(acc, vs, sh.pw[warp], rsub, ch, nvalid);
+        else neo__fast_pv<T, D, NQ, false>(acc, vs, sh.pw[warp], rsub, ch, nvalid);
     }
     neo__cp_async_wait<0>();
     if (rsub == 0 && ch % WM == 0) {
-        s_wm[warp][qi] = m;
-        s_wl[warp][qi] = l;
+        sh.wm[warp][qi] = m;
+        sh.wl[warp][qi] = l;
     }
     __syncthreads();
     /* the merge kernel may start launching; it waits for this grid's writes before reading */
     neo__pdl_trigger();
-
-    /* the warps' states: weights e^(m_w - M) per query, then the row groups summed in a fixed
-       order through the (now idle) rings */
-    if (tid < NQ) {
-        float M = -INFINITY, L = 0.0f;
-#pragma unroll
-        for (int w = 0; w < NW; w++) M = fmaxf(M, s_wm[w][tid]);
-#pragma unroll
-        for (int w = 0; w < NW; w++) {
-            const float wt = s_wm[w][tid] == -INFINITY ? 0.0f : expf(s_wm[w][tid] - M);
-            s_ww[w][tid] = wt;
-            L = fmaf(wt, s_wl[w][tid], L);
-        }
-        s_m[tid] = M;
-        s_l[tid] = L;
-    }
-    float *red = reinterpret_cast<float *>(neo__smem); /* [NW * RW][NQ][D] */
-#pragma unroll
-    for (int i = 0; i < NQ; i++)
-#pragma unroll
-        for (int c = 0; c < CPL; c++)
-#pragma unroll
-            for (int e4 = 0; e4 < E / 4; e4++) {
-                float4 f = make_float4(acc[i][c * E + e4 * 4], acc[i][c * E + e4 * 4 + 1], acc[i][c * E + e4 * 4 + 2],
-                                       acc[i][c * E + e4 * 4 + 3]);
-                *reinterpret_cast<float4 *>(red + ((size_t)(warp * RW + rsub) * NQ + i) * D + (ch + c * LPR) * E + e4 * 4) = f;
-            }
-    __syncthreads();
-    for (int o = tid; o < nqb * D; o += NEO__CU_THREADS) {
-        const int i = o / D, col = o - i * D;
-        float     sum = 0.0f;
-#pragma unroll
-        for (int w = 0; w < NW; w++) {
-            float part = 0.0f;
-#pragma unroll
-            for (int x = 0; x < RW; x++) part += red[((w * RW + x) * NQ + i) * D + col];
-            sum = fmaf(s_ww[w][i], part, sum);
-        }
-        p.work[((size_t)(kvh * p.nq + r0 + i) * p.S + split) * (D + 2) + 2 + col] = sum;
-    }
-    if (tid < nqb) {
-        float *w = p.work + ((size_t)(kvh * p.nq + r0 + tid) * p.S + split) * (D + 2);
-        w[0] = s_m[tid];
-        w[1] = s_l[tid];
-    }
+    neo__fast_finish<T, D, NQ>(p, acc, reinterpret_cast<float *>(neo__smem), sh, warp, rsub, ch, kvh, r0, nqb, split);
 }
 /* Any head_dim / head_dim_v, any alignment: element loads, q read through the cache, a warp per
    cell for the scores and a thread per output column (two of them) for p . v. */
@@ -800,65 +833,97 @@ __device__ __forceinline__ void neo__mma_pv_masked(float (&acc)[D / 16][4], cons
     }
 }
 
-/* grid (H * QT, S), W warps: one block per (KV head, tile of 8 queries, split). Warp w streams
-   the split's 16-cell tiles w, w + W, .. through its own cp.async ring (rows XOR-swizzled in
-   16-byte chunks so that ldmatrix is conflict-free; rows past the range are zero-filled, so that
-   0 * V never meets poison) and keeps its own online softmax. At the end the warps are combined
-   in a fixed order; with one split the block finishes the queries itself, otherwise it writes
-   its partial, and the last of the S blocks of the query tile to arrive (a counter per tile,
-   reset by that block) merges the S partials in split order and finishes: so the result does
-   not depend on which block came last. */
-template <typename T, int D, int BPS>
-__global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma(const neo__cu_attn p) {
-    typedef neo__mma_cfg<D, BPS> C;
-    typedef neo__mmt<T>     MT;
-    constexpr int W = C::W, NS = C::NS, CPR = C::CPR, TCH = C::TCH, KS = D / 16, RS = C::RS, NT = W * 32, NC = D / 4;
-    constexpr int TB = TCH * 16; /* bytes of one K (or V) warp tile */
-    constexpr bool TMA = NEO__CU_TMA;
-    constexpr unsigned FULL = 0xffffffffu;
-    extern __shared__ uint4 neo__smem[];
-    __shared__ float s_wm[W][8], s_wl[W][8], s_ww[W][8], s_m[8], s_l[8], s_fin[8][4];
-    __shared__ int   s_last;
-    __shared__ __align__(8) unsigned long long s_bar[W][NS]; /* bulk copies: a barrier per ring stage */
+/* The shared state of a tensor-core block besides the rings: the warps' (m, l) and weights, the
+   block's (m, l), the merge's per-query results, the last-arrival flag, a barrier per ring stage. */
+template <int W, int NS> struct neo__mma_sh {
+    float              wm[W][8], wl[W][8], ww[W][8], m[8], l[8], fin[8][4];
+    int                last;
+    unsigned long long bar[W][NS];
+};
 
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
-    const int unit = blockIdx.x, kvh = unit / p.QT, qt = unit % p.QT, split = blockIdx.y, S = p.S;
-    const int gh = p.h0 + kvh, r0 = qt * NEO__MMA_NQ, nqb = min(NEO__MMA_NQ, p.nq - r0);
-    const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
-    const int minpos = p.pos0 + r0 / p.G;             /* and those after its first query's for some */
-    const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
-    const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
-    const int nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
-    uint4    *ring = neo__smem + warp * NS * 2 * TCH;
-    const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
-    const uint4 *kg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.k) + (size_t)(gh - p.kv_h0) * p.kstride +
-                                                      (size_t)(cb0 - p.cell_base) * D);
-    const uint4 *vg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.v) + (size_t)(gh - p.kv_h0) * p.vstride +
-                                                      (size_t)(cb0 - p.cell_base) * D);
-    if constexpr (TMA) {
-        if (lane == 0) {
+/* The merge's weights for one query, one warp: w_s = e^(m_s - Mf) for split s (into w[s]) and
+   for the previous state (mprev, lprev), M the max of the m's, Mf that or the sink's logit sv
+   when larger. Returns (wprev, M, L, den): L = sum w_s l_s + wprev lprev, den = L + e^(sv - Mf)
+   with a sink. ml(u) is the (m, l) of split lane + 32u, (-inf, 0) from S on. A fixed order (each
+   lane's splits in order, then the warp's tree), so the result does not depend on which block
+   merges. Both merges (the tensor-core kernel's own and neo__attn_merge) use it. */
+template <typename ML>
+__device__ __forceinline__ float4 neo__merge_weights(ML ml, int S, int lane, float mprev, float lprev, bool sink, float sv, float *w) {
+    constexpr int SPL = NEO__CU_MAX_SPLITS / 32;
+    float         M = -INFINITY;
 #pragma unroll
-            for (int s = 0; s < NS; s++)
-                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"((unsigned)__cvta_generic_to_shared(&s_bar[warp][s])));
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int u = 0; u < SPL; u++) M = fmaxf(M, ml(u).x);
+    M = neo__warp_max(fmaxf(M, mprev));
+    const float Mf = sink ? fmaxf(M, sv) : M;
+    float       L = 0.0f;
+#pragma unroll
+    for (int u = 0; u < SPL; u++) {
+        const int s = lane + 32 * u;
+        if (s < S) {
+            const float2 v = ml(u);
+            const float  ws = v.x == -INFINITY ? 0.0f : expf(v.x - Mf);
+            w[s] = ws;
+            L = fmaf(ws, v.y, L);
         }
-        __syncwarp();
+    }
+    L = neo__warp_sum(L);
+    const float wprev = mprev == -INFINITY ? 0.0f : expf(mprev - Mf);
+    L = fmaf(wprev, lprev, L);
+    return make_float4(wprev, M, L, L + (sink ? expf(sv - Mf) : 0.0f));
+}
+
+/* The parts of neo__attn_mma (below), one warp's view of one block: the coordinates, then load /
+   q / scores / softmax / p . v for a tile, then the warps' combine and the splits' merge. */
+template <typename T, int D, int BPS> struct neo__mma {
+    typedef neo__mma_cfg<D, BPS> C;
+    typedef neo__mmt<T>          MT;
+    typedef neo__mma_sh<C::W, C::NS> SH;
+    static constexpr int      W = C::W, NS = C::NS, CPR = C::CPR, TCH = C::TCH, KS = D / 16, RS = C::RS, NT = W * 32, NC = D / 4;
+    static constexpr int      TB = TCH * 16, QP = MT::QP; /* bytes of one K (or V) warp tile; parts of q */
+    static constexpr bool     TMA = NEO__CU_TMA;
+    static constexpr unsigned FULL = 0xffffffffu;
+
+    const neo__cu_attn &p;
+    uint4              *smem; /* the rings, then the epilogue's buffers */
+    SH                 &sh;
+    int tid, warp, lane, g, c, unit, split, S, gh, r0, nqb, minpos, cb0, cb1, nw;
+    uint4       *ring;
+    unsigned     ring_s;
+    const uint4 *kg, *vg;
+
+    __device__ __forceinline__ neo__mma(const neo__cu_attn &p_, uint4 *smem_, SH &sh_) : p(p_), smem(smem_), sh(sh_) {
+        tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+        unit = blockIdx.x, split = blockIdx.y, S = p.S;
+        const int kvh = unit / p.QT, qt = unit % p.QT;
+        gh = p.h0 + kvh, r0 = qt * NEO__MMA_NQ, nqb = min(NEO__MMA_NQ, p.nq - r0);
+        const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+        minpos = p.pos0 + r0 / p.G;                       /* and those after its first query's for some */
+        cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
+        const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
+        nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
+        ring = smem + warp * NS * 2 * TCH;
+        ring_s = (unsigned)__cvta_generic_to_shared(ring);
+        kg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.k) + (size_t)(gh - p.kv_h0) * p.kstride + (size_t)(cb0 - p.cell_base) * D);
+        vg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.v) + (size_t)(gh - p.kv_h0) * p.vstride + (size_t)(cb0 - p.cell_base) * D);
     }
 
-    auto load = [&](int j, int stage) {
+    __device__ __forceinline__ unsigned bar(int stage) const { return (unsigned)__cvta_generic_to_shared(&sh.bar[warp][stage]); }
+
+    /* the warp's tile j into ring stage `stage`: bulk copies completing on the stage's barrier
+       (sm_90), or cp.async into XOR-swizzled rows (ldmatrix is then conflict-free); rows past the
+       range are zero in V (0 * V must never meet stale or uninitialised bits) */
+    __device__ __forceinline__ void load(int j, int stage) const {
         const int    t = warp + j * W, rows = min(16, cb1 - (cb0 + t * 16));
         uint4       *ks = ring + stage * 2 * TCH, *vs = ks + TCH;
         const uint4 *kt = kg + (size_t)t * TCH, *vt = vg + (size_t)t * TCH;
         if constexpr (TMA) {
-            /* one bulk copy each for the K and the V rows; V rows past the range are zeroed
-               (0 * V must never meet stale or uninitialised bits) */
             if (rows < 16) {
                 for (int idx = rows * CPR + lane; idx < TCH; idx += 32) vs[idx] = make_uint4(0u, 0u, 0u, 0u);
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 __syncwarp();
             }
             if (lane == 0) {
-                const unsigned b = (unsigned)__cvta_generic_to_shared(&s_bar[warp][stage]), n = (unsigned)(rows * CPR * 16);
+                const unsigned b = bar(stage), n = (unsigned)(rows * CPR * 16);
                 asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(2 * n) : "memory");
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                                  (unsigned)__cvta_generic_to_shared(ks)),
@@ -872,48 +937,56 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
         } else {
 #pragma unroll
             for (int u = 0; u < TCH / 32; u++) {
-                const int idx = lane + 32 * u, row = idx / CPR, ch = idx % CPR, dst = row * CPR + (ch ^ (row & 7));
+                const int  idx = lane + 32 * u, row = idx / CPR, ch = idx % CPR, dst = row * CPR + (ch ^ (row & 7));
                 const bool ok = row < rows;
                 neo__cp_async16z(ks + dst, ok ? kt + idx : kt, ok ? 16 : 0);
                 neo__cp_async16z(vs + dst, ok ? vt + idx : vt, ok ? 16 : 0);
             }
         }
-    };
+    }
+
     /* Every stage is filled at once, and refilled as soon as the warp is done with it. Under
        programmatic dependent launch this block may start while the previous kernel on the stream
        still runs; its writes (q, this stream's work buffer and counters, cells appended just
-       before) are visible only after griddepcontrol.wait. Cells before pos0 are not among them:
+       before) are visible only after neo__pdl_wait. Cells before pos0 are not among them:
        neo_attn_append wrote them before the append kernel of pos0, which is launched without the
        programmatic attribute and so starts only after all earlier work is complete, and no kernel
        after it starts before it completes. So the first tiles below pos0 are requested at once,
-       overlapping the previous kernel's tail, and the rest after the wait. */
-    int pre = 0;
-    for (; pre < NS && pre < nw; pre++) {
-        const int t0 = cb0 + (warp + pre * W) * 16;
-        if (min(t0 + 16, cb1) > p.pos0) break;
-        load(pre, pre);
-        if constexpr (!TMA) neo__cp_async_commit();
-    }
-    /* Head_dim 128 and 256 let the next kernel launch now: its blocks take an SM as soon as one of
-       this grid's leaves it, and request their first tiles while this grid's last blocks finish
-       (32/8/128 back to back: 32k 42.5 -> 40.7 us, 128k 131.4 -> 129.4). Head_dim 64 keeps the
-       trigger after its main loop (early: 32k 13.8 -> 14.4). */
-    constexpr bool EARLY = D != 64;
-    if constexpr (EARLY) neo__pdl_trigger();
-    neo__pdl_wait();
-    for (int s = pre; s < NS; s++) {
-        if (s < nw) load(s, s);
-        if constexpr (!TMA) neo__cp_async_commit();
+       overlapping the previous kernel's tail, and the rest after the wait. Head_dim 128 and 256
+       let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
+       one of this grid's leaves it and request their first tiles while this grid's last blocks
+       finish; head_dim 64, whose blocks are shorter, triggers after its main loop. */
+    static constexpr bool EARLY = D != 64;
+    __device__ __forceinline__ void start() const {
+        if constexpr (TMA) {
+            if (lane == 0) {
+#pragma unroll
+                for (int s = 0; s < NS; s++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar(s)));
+                asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            }
+            __syncwarp();
+        }
+        int pre = 0;
+        for (; pre < NS && pre < nw; pre++) {
+            const int t0 = cb0 + (warp + pre * W) * 16;
+            if (min(t0 + 16, cb1) > p.pos0) break;
+            load(pre, pre);
+            if constexpr (!TMA) neo__cp_async_commit();
+        }
+        if constexpr (EARLY) neo__pdl_trigger();
+        neo__pdl_wait();
+        for (int s = pre; s < NS; s++) {
+            if (s < nw) load(s, s);
+            if constexpr (!TMA) neo__cp_async_commit();
+        }
     }
 
-    /* q as the B fragments of Q^T, query g of lane (g, c). cp.async path: k-step s holds dims
-       16s + 2c + {0, 1} and 16s + 2c + {8, 9} (the order ldmatrix gives K). Bulk path: k-step
-       (P, t) = 2P + t holds dims 8 (4P + c) + 4t + {0, 1} and + {2, 3}, the order in which a lane's
-       16-byte loads of K rows give them. */
-    constexpr int QP = MT::QP;
-    uint32_t      qf[QP][KS][2];
-    float         qdown;
-    {
+    /* q as the B fragments of Q^T, query g of lane (g, c), split into QP 16-bit parts after a
+       scaling by a power of two (qdown undoes it). cp.async path: k-step s holds dims 16s + 2c +
+       {0, 1} and 16s + 2c + {8, 9} (the order ldmatrix gives K). Bulk path: k-step (P, t) = 2P + t
+       holds dims 8 (4P + c) + 4t + {0, 1} and + {2, 3}, the order in which a lane's 16-byte loads
+       of K rows give them. */
+    __device__ __forceinline__ float q_frags(uint32_t (&qf)[QP][KS][2]) const {
         const bool   gq = g < nqb;
         const int    rq = r0 + (gq ? g : 0);
         const float *qr = p.q + ((size_t)(rq / p.G) * p.n_head + (size_t)gh * p.G + rq % p.G) * D;
@@ -931,9 +1004,8 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
         mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
         /* max |q| * 2^sh in [2^8, 2^9): mx = f 2^ex with f in [0.5, 1) */
         const int   ex = ((__float_as_int(mx) >> 23) & 0xff) - 126;
-        const int   sh = max(-126, min(126, 9 - ex));
-        const float up = __int_as_float((127 + sh) << 23);
-        qdown = __int_as_float((127 - sh) << 23);
+        const int   sh_ = max(-126, min(126, 9 - ex));
+        const float up = __int_as_float((127 + sh_) << 23);
 #pragma unroll
         for (int s = 0; s < KS; s++)
 #pragma unroll
@@ -947,30 +1019,32 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                     y -= b.y;
                 }
             }
-    }
-    /* the lane's queries in the C fragments: 2c and 2c + 1 */
-    float sce[2], slp[2];
-    int   pse[2];
-    bool  qok[2];
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-        const int qi = 2 * c + e, r = r0 + (qi < nqb ? qi : 0);
-        qok[e] = qi < nqb;
-        pse[e] = p.pos0 + r / p.G;
-        slp[e] = (p.slopes && qok[e]) ? p.slopes[gh * p.G + r % p.G] : 0.0f;
-        sce[e] = p.scale * __shfl_sync(FULL, qdown, qi * 4);
+        return __int_as_float((127 - sh_) << 23);
     }
 
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f, acc[KS][4];
+    /* the lane's queries in the C fragments, 2c + e: valid, position, ALiBi slope, score scale */
+    struct lq {
+        float sce[2], slp[2];
+        int   pse[2];
+        bool  qok[2];
+    };
+    __device__ __forceinline__ lq lane_queries(float qdown) const {
+        lq q;
 #pragma unroll
-    for (int t = 0; t < KS; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-    const int      lr = lane & 7, mi = lane >> 3, kb = mi >> 1, vb = mi & 1;
-    const unsigned krow = (unsigned)((lr + 8 * (mi & 1)) * CPR * 16), vrow = (unsigned)((lr + 8 * (mi >> 1)) * CPR * 16);
+        for (int e = 0; e < 2; e++) {
+            const int qi = 2 * c + e, r = r0 + (qi < nqb ? qi : 0);
+            q.qok[e] = qi < nqb;
+            q.pse[e] = p.pos0 + r / p.G;
+            q.slp[e] = (p.slopes && q.qok[e]) ? p.slopes[gh * p.G + r % p.G] : 0.0f;
+            q.sce[e] = p.scale * __shfl_sync(FULL, qdown, qi * 4);
+        }
+        return q;
+    }
 
-    for (int j = 0; j < nw; j++) {
-        const int stage = j % NS;
+    /* until the warp's tile j has landed in its stage */
+    __device__ __forceinline__ void wait(int j, int stage) const {
         if constexpr (TMA) {
-            const unsigned b = (unsigned)__cvta_generic_to_shared(&s_bar[warp][stage]), par = (unsigned)((j / NS) & 1);
+            const unsigned b = bar(stage), par = (unsigned)((j / NS) & 1);
             unsigned       done = 0;
             while (!done)
                 asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
@@ -981,11 +1055,10 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
             neo__cp_async_wait<NS - 1>(); /* this lane's copies of tile j have landed */
             __syncwarp();                 /* and the warp's */
         }
-        const unsigned ks = ring_s + (unsigned)(stage * 2 * TB), vs = ks + TB;
-        const int      tile0 = cb0 + (warp + j * W) * 16, nvalid = min(16, cb1 - tile0);
+    }
 
-        /* scores: the parts of q in separate chains, summed low to high */
-        float sp[QP][4];
+    /* S^T = K . Q^T for the tile at shared address ks: the parts of q in separate chains */
+    __device__ __forceinline__ void scores(unsigned ks, const uint32_t (&qf)[QP][KS][2], float (&sp)[QP][4]) const {
 #pragma unroll
         for (int u = 0; u < QP; u++) sp[u][0] = sp[u][1] = sp[u][2] = sp[u][3] = 0.0f;
         if constexpr (TMA) {
@@ -1004,6 +1077,8 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                 }
             }
         } else {
+            const int      lr = lane & 7, mi = lane >> 3, kb = mi >> 1;
+            const unsigned krow = (unsigned)((lr + 8 * (mi & 1)) * CPR * 16);
 #pragma unroll
             for (int s = 0; s < KS; s++) {
                 uint32_t a[4];
@@ -1012,19 +1087,25 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                 for (int u = 0; u < QP; u++) MT::mma(sp[u], a, qf[u][s][0], qf[u][s][1]);
             }
         }
-        /* element x: cell g + 8 (x >> 1), query 2c + (x & 1) */
+    }
+
+    /* The online-softmax step: the scores (element x: cell g + 8 (x >> 1), query 2c + (x & 1))
+       scaled, soft-capped, ALiBi-biased and masked, the running (m, l) of the lane's two queries
+       updated, acc rescaled, pw the weights. */
+    __device__ __forceinline__ void softmax(const float (&sp)[QP][4], const lq &q, int tile0, int nvalid, float (&m)[2],
+                                            float (&l)[2], float (&acc)[KS][4], float (&pw)[4]) const {
         float sv[4];
 #pragma unroll
         for (int x = 0; x < 4; x++) {
             const int e = x & 1, row = g + 8 * (x >> 1), cell = tile0 + row;
             float     s = -INFINITY;
-            if (qok[e] && row < nvalid && cell <= pse[e]) {
+            if (q.qok[e] && row < nvalid && cell <= q.pse[e]) {
                 float dot = sp[QP - 1][x];
 #pragma unroll
-                for (int u = QP - 2; u >= 0; u--) dot += sp[u][x];
-                s = sce[e] * neo__score_dot(dot);
+                for (int u = QP - 2; u >= 0; u--) dot += sp[u][x]; /* low to high */
+                s = q.sce[e] * neo__score_dot(dot);
                 if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-                if (p.slopes) s -= slp[e] * (float)(pse[e] - cell);
+                if (p.slopes) s -= q.slp[e] * (float)(q.pse[e] - cell);
             }
             sv[x] = s;
         }
@@ -1034,15 +1115,14 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
             t0 = fmaxf(t0, __shfl_xor_sync(FULL, t0, o));
             t1 = fmaxf(t1, __shfl_xor_sync(FULL, t1, o));
         }
-        const float n0 = fmaxf(m0, t0), n1 = fmaxf(m1, t1);
-        const float c0 = n0 == -INFINITY ? 1.0f : expf(m0 - n0), c1 = n1 == -INFINITY ? 1.0f : expf(m1 - n1); /* no inf - inf */
-        float       pw[4];
+        const float n0 = fmaxf(m[0], t0), n1 = fmaxf(m[1], t1);
+        const float c0 = n0 == -INFINITY ? 1.0f : expf(m[0] - n0), c1 = n1 == -INFINITY ? 1.0f : expf(m[1] - n1); /* no inf - inf */
 #pragma unroll
         for (int x = 0; x < 4; x++) pw[x] = sv[x] == -INFINITY ? 0.0f : expf(sv[x] - ((x & 1) ? n1 : n0));
-        l0 = l0 * c0 + (pw[0] + pw[2]);
-        l1 = l1 * c1 + (pw[1] + pw[3]);
-        m0 = n0;
-        m1 = n1;
+        l[0] = l[0] * c0 + (pw[0] + pw[2]);
+        l[1] = l[1] * c1 + (pw[1] + pw[3]);
+        m[0] = n0;
+        m[1] = n1;
         if (__any_sync(FULL, c0 != 1.0f || c1 != 1.0f))
 #pragma unroll
             for (int t = 0; t < KS; t++) {
@@ -1051,6 +1131,10 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                 acc[t][2] *= c0;
                 acc[t][3] *= c1;
             }
+    }
+
+    /* O^T += V^T . P^T for the tile at shared address vs: the weights in a high and a low part */
+    __device__ __forceinline__ void pv(unsigned vs, const float (&pw)[4], int tile0, int nvalid, float (&acc)[KS][4]) const {
         /* P^T's B fragments: the 8 x 8 blocks (cells g, g + 8) x (queries 2c, 2c + 1) transposed */
         uint32_t bh[2], bl[2];
 #pragma unroll
@@ -1064,8 +1148,7 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
             neo__mma_pv_masked<T, D, TMA>(acc, pw, vs, g, c);
         } else if constexpr (TMA) {
             /* V^T's A fragments: a lane's 16-byte loads of rows g and g + 8 (chunk 4P + c) are
-               8 x 8 blocks (cells) x (dim pairs), each transposed by movmatrix. m-tile 2P + uu,
-               row m: dim 8 (4P + (m & 7) / 2) + 4uu + 2 (m >> 3) + (m & 1) (see the epilogue) */
+               8 x 8 blocks (cells) x (dim pairs), each transposed by movmatrix (neo__mma_dim) */
 #pragma unroll
             for (int P = 0; P < KS / 2; P++) {
                 uint4 x0, x1;
@@ -1081,6 +1164,8 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                 MT::mma(acc[2 * P + 1], a1, bl[0], bl[1]);
             }
         } else {
+            const int      lr = lane & 7, mi = lane >> 3, vb = mi & 1;
+            const unsigned vrow = (unsigned)((lr + 8 * (mi >> 1)) * CPR * 16);
 #pragma unroll
             for (int t = 0; t < KS; t++) {
                 uint32_t a[4];
@@ -1089,152 +1174,130 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                 MT::mma(acc[t], a, bl[0], bl[1]);
             }
         }
-        __syncwarp(); /* every lane is done with the stage: refill it */
-        if (j + NS < nw) load(j + NS, stage);
-        if constexpr (!TMA) neo__cp_async_commit();
     }
-    if constexpr (!TMA) neo__cp_async_wait<0>();
-#pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {
-        l0 += __shfl_xor_sync(FULL, l0, o);
-        l1 += __shfl_xor_sync(FULL, l1, o);
-    }
-    __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
-    /* the next kernel may start launching; it waits for this grid's completion before touching memory */
-    if constexpr (!EARLY) neo__pdl_trigger();
 
-    float *red = reinterpret_cast<float *>(neo__smem); /* [W][8][RS] the warps' acc */
-    float *pbuf = red + W * NEO__MMA_NQ * RS;          /* [8][D] the block's partial when S == 1 */
-    float *s_w = pbuf + NEO__MMA_NQ * D;               /* [8][NEO__CU_MAX_SPLITS] merge weights */
-    /* acc[t]: (row g, query 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1) of m-tile t, row m being
-       dim 16t + m (ldmatrix path) or as above (bulk path) */
+    /* The warps' states combined in a fixed order (weights e^(m_w - M) per query) into the block's
+       partial: to the stream's work buffer when there are splits (then true only in the last
+       block of the query tile to arrive, which merges), else into pbuf (true). */
+    __device__ __forceinline__ bool combine(const float (&acc)[KS][4], const float (&m)[2], const float (&l)[2]) const {
+        float *red = reinterpret_cast<float *>(smem); /* [W][8][RS] the warps' acc */
+        float *pbuf = red + W * NEO__MMA_NQ * RS;     /* [8][D] the block's partial when S == 1 */
 #pragma unroll
-    for (int t = 0; t < KS; t++) {
-        const int d0 = TMA ? 8 * (4 * (t >> 1) + (g >> 1)) + 4 * (t & 1) + (g & 1) : 16 * t + g, d8 = TMA ? d0 + 2 : d0 + 8;
-        float    *r = red + (warp * NEO__MMA_NQ + 2 * c) * RS;
-        r[d0] = acc[t][0];
-        r[RS + d0] = acc[t][1];
-        r[d8] = acc[t][2];
-        r[RS + d8] = acc[t][3];
-    }
-    if (g == 0) {
-        s_wm[warp][2 * c] = m0;
-        s_wm[warp][2 * c + 1] = m1;
-        s_wl[warp][2 * c] = l0;
-        s_wl[warp][2 * c + 1] = l1;
-    }
-    __syncthreads();
-    if (tid < W * NEO__MMA_NQ) { /* the weight of warp w for query i */
-        const int w = tid / NEO__MMA_NQ, i = tid % NEO__MMA_NQ;
-        float     M = -INFINITY;
+        for (int t = 0; t < KS; t++) {
+            const int d0 = neo__mma_dim<TMA>(t, g, 0), d8 = neo__mma_dim<TMA>(t, g, 1);
+            float    *r = red + (warp * NEO__MMA_NQ + 2 * c) * RS;
+            r[d0] = acc[t][0];
+            r[RS + d0] = acc[t][1];
+            r[d8] = acc[t][2];
+            r[RS + d8] = acc[t][3];
+        }
+        if (g == 0) {
+            sh.wm[warp][2 * c] = m[0];
+            sh.wm[warp][2 * c + 1] = m[1];
+            sh.wl[warp][2 * c] = l[0];
+            sh.wl[warp][2 * c + 1] = l[1];
+        }
+        __syncthreads();
+        if (tid < W * NEO__MMA_NQ) { /* the weight of warp w for query i */
+            const int w = tid / NEO__MMA_NQ, i = tid % NEO__MMA_NQ;
+            float     M = -INFINITY;
 #pragma unroll
-        for (int u = 0; u < W; u++) M = fmaxf(M, s_wm[u][i]);
-        s_ww[w][i] = s_wm[w][i] == -INFINITY ? 0.0f : expf(s_wm[w][i] - M);
-        if (w == 0) s_m[i] = M;
-    }
-    __syncthreads();
-    if (tid < NEO__MMA_NQ) {
-        float L = 0.0f;
+            for (int u = 0; u < W; u++) M = fmaxf(M, sh.wm[u][i]);
+            sh.ww[w][i] = sh.wm[w][i] == -INFINITY ? 0.0f : expf(sh.wm[w][i] - M);
+            if (w == 0) sh.m[i] = M;
+        }
+        __syncthreads();
+        if (tid < NEO__MMA_NQ) {
+            float L = 0.0f;
 #pragma unroll
-        for (int w = 0; w < W; w++) L = fmaf(s_ww[w][tid], s_wl[w][tid], L);
-        s_l[tid] = L;
-    }
-    const size_t part0 = (size_t)unit * S * NEO__MMA_NQ; /* (unit, split 0, query 0) */
-    for (int f = tid; f < nqb * D; f += NT) {
-        const int i = f / D, col = f % D;
-        float     a = 0.0f;
+            for (int w = 0; w < W; w++) L = fmaf(sh.ww[w][tid], sh.wl[w][tid], L);
+            sh.l[tid] = L;
+        }
+        const size_t part0 = (size_t)unit * S * NEO__MMA_NQ; /* (unit, split 0, query 0) */
+        for (int f = tid; f < nqb * D; f += NT) {
+            const int i = f / D, col = f % D;
+            float     a = 0.0f;
 #pragma unroll
-        for (int w = 0; w < W; w++) a = fmaf(s_ww[w][i], red[(w * NEO__MMA_NQ + i) * RS + col], a);
-        if (S > 1) __stcg(p.work + (part0 + (size_t)split * NEO__MMA_NQ + i) * D + col, a);
-        else pbuf[i * D + col] = a;
-    }
-    if (S > 1) {
-        if (tid < nqb) /* s_l[tid] is this thread's */
-            __stcg(reinterpret_cast<float2 *>(p.work_ml + (part0 + (size_t)split * NEO__MMA_NQ + tid) * 2), make_float2(s_m[tid], s_l[tid]));
+            for (int w = 0; w < W; w++) a = fmaf(sh.ww[w][i], red[(w * NEO__MMA_NQ + i) * RS + col], a);
+            if (S > 1) __stcg(p.work + (part0 + (size_t)split * NEO__MMA_NQ + i) * D + col, a);
+            else pbuf[i * D + col] = a;
+        }
+        if (S == 1) {
+            __syncthreads(); /* sh.l and pbuf are read by the merge */
+            return true;
+        }
+        if (tid < nqb) /* sh.l[tid] is this thread's */
+            __stcg(reinterpret_cast<float2 *>(p.work_ml + (part0 + (size_t)split * NEO__MMA_NQ + tid) * 2), make_float2(sh.m[tid], sh.l[tid]));
         /* one release by one thread after the barrier publishes the whole block's partial (it is
            cumulative), and its acquire makes the other blocks' partials visible to the last one */
         __syncthreads();
         if (tid == 0) {
             unsigned prev;
             asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(p.cnt + unit) : "memory");
-            s_last = prev == (unsigned)(S - 1);
-            if (s_last) p.cnt[unit] = 0u; /* every block of this launch has counted; the next launch is ordered after this one */
+            sh.last = prev == (unsigned)(S - 1);
+            if (sh.last) p.cnt[unit] = 0u; /* every block of this launch has counted; the next launch is ordered after this one */
         }
         __syncthreads();
-        if (!s_last) return;
-    } else {
-        __syncthreads(); /* s_l and pbuf are read below */
+        return sh.last != 0;
     }
 
-    /* merge (as neo__attn_merge): weights w_s = e^(m_s - M) over the previous state and the
-       splits, M their max (and the sink's logit when finishing with sinks), fixed order. Every
-       read of the partials is issued before any is needed: the (m, l) of the warp's query into
-       registers (SPL a lane), and the first PF partials of the thread's first column. */
-    constexpr int SPL = NEO__CU_MAX_SPLITS / 32;
-    float2        ml[SPL];
-    auto load_ml = [&](int i) {
+    /* The merge of the query tile's S partials (and the previous state), one warp a query:
+       neo__merge_weights, every read of the partials issued before any is needed (the (m, l) of
+       the warp's query into registers, the first PF partials of the thread's first column). */
+    static constexpr int PF = 16;
+    __device__ __forceinline__ void merge() const {
+        constexpr int SPL = NEO__CU_MAX_SPLITS / 32;
+        float        *s_w = reinterpret_cast<float *>(smem) + W * NEO__MMA_NQ * RS + NEO__MMA_NQ * D; /* [8][MAX_SPLITS] */
+        const size_t  part0 = (size_t)unit * S * NEO__MMA_NQ;
+        float2        ml[SPL];
+        auto          load_ml = [&](int i) {
 #pragma unroll
-        for (int u = 0; u < SPL; u++) {
-            const int s = lane + 32 * u;
-            ml[u] = s >= S  ? make_float2(-INFINITY, 0.0f)
-                    : S > 1 ? __ldcg(reinterpret_cast<const float2 *>(p.work_ml + (part0 + (size_t)s * NEO__MMA_NQ + i) * 2))
-                            : make_float2(s_m[i], s_l[i]);
+            for (int u = 0; u < SPL; u++) {
+                const int s = lane + 32 * u;
+                ml[u] = s >= S  ? make_float2(-INFINITY, 0.0f)
+                        : S > 1 ? __ldcg(reinterpret_cast<const float2 *>(p.work_ml + (part0 + (size_t)s * NEO__MMA_NQ + i) * 2))
+                                : make_float2(sh.m[i], sh.l[i]);
+            }
+        };
+        if (warp < nqb) load_ml(warp);
+        float4 pf[PF];
+        {
+            const int    f = tid < nqb * NC ? tid : 0, i = f / NC, col = 4 * (f % NC);
+            const float *src = p.work + (part0 + i) * D + col;
+#pragma unroll
+            for (int u = 0; u < PF; u++)
+                pf[u] = (S > 1 && u < S) ? __ldcg(reinterpret_cast<const float4 *>(src + (size_t)u * NEO__MMA_NQ * D))
+                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
-    };
-    if (warp < nqb) load_ml(warp);
-    constexpr int PF = 16;
-    float4        pf[PF];
-    {
-        const int f = tid < nqb * NC ? tid : 0, i = f / NC, col = 4 * (f % NC);
-        const float *src = p.work + (part0 + i) * D + col;
-#pragma unroll
-        for (int u = 0; u < PF; u++)
-            pf[u] = (S > 1 && u < S) ? __ldcg(reinterpret_cast<const float4 *>(src + (size_t)u * NEO__MMA_NQ * D))
-                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    const bool fin = p.out != NULL, sink = fin && p.sinks;
-    for (int i = warp; i < nqb; i += W) {
-        if (i != warp) load_ml(i);
-        const int r = r0 + i, hq = gh * p.G + r % p.G;
-        float    *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
-        float     M = -INFINITY, mprev = -INFINITY, lprev = 0.0f;
-#pragma unroll
-        for (int u = 0; u < SPL; u++) M = fmaxf(M, ml[u].x);
-        if (p.accumulate) {
-            mprev = stp[0];
-            lprev = stp[1];
-        }
-        M = neo__warp_max(fmaxf(M, mprev));
-        const float sv = sink ? p.sinks[hq] : 0.0f, Mf = sink ? fmaxf(M, sv) : M;
-        float       L = 0.0f;
-#pragma unroll
-        for (int u = 0; u < SPL; u++) {
-            const int s = lane + 32 * u;
-            if (s < S) {
-                const float w = ml[u].x == -INFINITY ? 0.0f : expf(ml[u].x - Mf);
-                s_w[i * NEO__CU_MAX_SPLITS + s] = w;
-                L = fmaf(w, ml[u].y, L);
+        const bool sink = p.out != NULL && p.sinks;
+        for (int i = warp; i < nqb; i += W) {
+            if (i != warp) load_ml(i);
+            const int r = r0 + i, hq = gh * p.G + r % p.G;
+            float    *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
+            const float4 f = neo__merge_weights([&](int u) { return ml[u]; }, S, lane, p.accumulate ? stp[0] : -INFINITY,
+                                                p.accumulate ? stp[1] : 0.0f, sink, sink ? p.sinks[hq] : 0.0f, s_w + i * NEO__CU_MAX_SPLITS);
+            if (lane == 0) {
+                sh.fin[i][0] = f.x;
+                sh.fin[i][1] = f.y;
+                sh.fin[i][2] = f.z;
+                sh.fin[i][3] = f.w;
             }
         }
-        L = neo__warp_sum(L);
-        const float wprev = mprev == -INFINITY ? 0.0f : expf(mprev - Mf);
-        L = fmaf(wprev, lprev, L);
-        if (lane == 0) {
-            s_fin[i][0] = wprev;
-            s_fin[i][1] = M;
-            s_fin[i][2] = L;
-            s_fin[i][3] = L + (sink ? expf(sv - Mf) : 0.0f);
-        }
+        __syncthreads(); /* also: every read of a state's (m, l) above happens before the writes below */
+        for (int f = tid; f < nqb * NC; f += NT) finish(f, f == tid, pf, s_w);
     }
-    __syncthreads(); /* also: every read of a state's (m, l) above happens before the writes below */
-    for (int f = tid; f < nqb * NC; f += NT) {
+
+    /* columns 4 (f % NC) .. + 3 of query f / NC: the weighted sum of the partials (the
+       prefetched ones first when first), then the state or the finished output */
+    __device__ __forceinline__ void finish(int f, bool first, const float4 (&pf)[PF], const float *s_w) const {
         const int    i = f / NC, col = 4 * (f % NC), r = r0 + i, hq = gh * p.G + r % p.G;
         const float *wv = s_w + i * NEO__CU_MAX_SPLITS;
+        const float *pbuf = reinterpret_cast<const float *>(smem) + W * NEO__MMA_NQ * RS;
         float4       a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (S > 1) {
-            const float *src = p.work + (part0 + i) * D + col;
+            const float *src = p.work + ((size_t)unit * S * NEO__MMA_NQ + i) * D + col;
             int          s = 0;
-            if (f == tid) { /* the prefetched partials */
+            if (first) {
 #pragma unroll
                 for (int u = 0; u < PF; u++)
                     if (u < S) {
@@ -1261,8 +1324,8 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
             a = make_float4(w * v.x, w * v.y, w * v.z, w * v.w);
         }
         float      *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
-        float      *o = fin ? p.out + ((size_t)(r / p.G) * p.n_head + hq) * D : NULL;
-        const float wprev = s_fin[i][0], den = s_fin[i][3];
+        float      *o = p.out ? p.out + ((size_t)(r / p.G) * p.n_head + hq) * D : NULL;
+        const float wprev = sh.fin[i][0], den = sh.fin[i][3];
         float       av[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -1271,10 +1334,51 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
             else stp[2 + col + k] = av[k];
         }
         if (!o && col == 0) {
-            stp[0] = s_fin[i][1];
-            stp[1] = s_fin[i][2];
+            stp[0] = sh.fin[i][1];
+            stp[1] = sh.fin[i][2];
         }
     }
+};
+
+/* grid (H * QT, S), W warps: one block per (KV head, tile of 8 queries, split). Warp w streams
+   the split's 16-cell tiles w, w + W, .. through its own ring and keeps its own online softmax.
+   At the end the warps are combined in a fixed order; with one split the block finishes the
+   queries itself, otherwise it writes its partial, and the last of the S blocks of the query
+   tile to arrive (a counter per tile, reset by that block) merges the S partials in split order
+   and finishes: so the result does not depend on which block came last. */
+template <typename T, int D, int BPS>
+__global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma(const neo__cu_attn p) {
+    typedef neo__mma<T, D, BPS> K;
+    extern __shared__ uint4 neo__smem[];
+    __shared__ __align__(8) typename K::SH sh;
+    const K k(p, neo__smem, sh);
+    k.start();
+    uint32_t       qf[K::QP][K::KS][2];
+    const auto     q = k.lane_queries(k.q_frags(qf));
+    float          m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[K::KS][4];
+#pragma unroll
+    for (int t = 0; t < K::KS; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+    for (int j = 0; j < k.nw; j++) {
+        const int      stage = j % K::NS, tile0 = k.cb0 + (k.warp + j * K::W) * 16, nvalid = min(16, k.cb1 - tile0);
+        const unsigned ks = k.ring_s + (unsigned)(stage * 2 * K::TB);
+        float          sp[K::QP][4], pw[4];
+        k.wait(j, stage);
+        k.scores(ks, qf, sp);
+        k.softmax(sp, q, tile0, nvalid, m, l, acc, pw);
+        k.pv(ks + K::TB, pw, tile0, nvalid, acc);
+        __syncwarp(); /* every lane is done with the stage: refill it */
+        if (j + K::NS < k.nw) k.load(j + K::NS, stage);
+        if constexpr (!K::TMA) neo__cp_async_commit();
+    }
+    if constexpr (!K::TMA) neo__cp_async_wait<0>();
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+        l[0] += __shfl_xor_sync(K::FULL, l[0], o);
+        l[1] += __shfl_xor_sync(K::FULL, l[1], o);
+    }
+    __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
+    if constexpr (!K::EARLY) neo__pdl_trigger(); /* the next kernel waits for this grid's completion before touching memory */
+    if (k.combine(acc, m, l)) k.merge();
 }
 
 struct neo__cu_merge {
@@ -1307,29 +1411,18 @@ __global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
 #pragma unroll
     for (int u = 0; u < PF; u++) pf[u] = (jt < mp.dv && s0 + u < s1) ? part[(size_t)(s0 + u) * stride + 2 + jt] : 0.0f;
     if (threadIdx.x < 32) {
-        const int lane = threadIdx.x;
-        float     M = -INFINITY, mprev = -INFINITY, lprev = 0.0f;
-        for (int s = lane; s < mp.S; s += 32) M = fmaxf(M, part[s * stride]);
-        if (mp.accumulate) {
-            mprev = st[0];
-            lprev = st[1];
-        }
-        M = neo__warp_max(fmaxf(M, mprev));
-        const float sv = sink ? mp.sinks[hq] : 0.0f, Mf = sink ? fmaxf(M, sv) : M;
-        float       L = 0.0f;
-        for (int s = lane; s < mp.S; s += 32) {
-            const float m = part[s * stride], w = m == -INFINITY ? 0.0f : expf(m - Mf);
-            s_w[s] = w;
-            L = fmaf(w, part[s * stride + 1], L);
-        }
-        L = neo__warp_sum(L);
-        const float wprev = mprev == -INFINITY ? 0.0f : expf(mprev - Mf);
-        L = fmaf(wprev, lprev, L);
+        const int    lane = threadIdx.x;
+        auto         ml = [&](int u) {
+            const int s = lane + 32 * u;
+            return s < mp.S ? make_float2(part[s * stride], part[s * stride + 1]) : make_float2(-INFINITY, 0.0f);
+        };
+        const float4 f = neo__merge_weights(ml, mp.S, lane, mp.accumulate ? st[0] : -INFINITY, mp.accumulate ? st[1] : 0.0f, sink,
+                                            sink ? mp.sinks[hq] : 0.0f, s_w);
         if (lane == 0) {
-            s_misc[0] = wprev;
-            s_misc[1] = M;
-            s_misc[2] = L;
-            s_misc[3] = L + (sink ? expf(sv - Mf) : 0.0f);
+            s_misc[0] = f.x;
+            s_misc[1] = f.y;
+            s_misc[2] = f.z;
+            s_misc[3] = f.w;
         }
     }
     __syncthreads();
@@ -1885,22 +1978,9 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
         a->kv_type > NEO_TYPE_F32)
         return NEO_ERR_INVALID_ARG;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    neo__cu_app p;
-    p.k = a->k;
-    p.v = a->v;
-    p.k2 = second ? a->k2 : NULL;
-    p.v2 = second ? a->v2 : NULL;
-    p.h2 = a->h2;
-    p.src_k = a->src_k;
-    p.src_v = a->src_v;
-    p.kv_cells = a->kv_cells;
-    p.kv_h0 = a->kv_h0;
-    p.h0 = a->h0;
-    p.nh = a->h1 - a->h0;
-    p.row0 = a->row0;
-    p.n_head_kv = a->n_head_kv;
-    p.d = a->head_dim;
-    p.dv = a->head_dim_v;
+    const neo__cu_app p = {a->k,       a->v,       second ? a->k2 : NULL, second ? a->v2 : NULL, a->h2,          a->src_k,
+                           a->src_v,   a->kv_cells, a->kv_h0,              a->h0,                 a->h1 - a->h0,  a->row0,
+                           a->n_head_kv, a->head_dim, a->head_dim_v};
     dim3 grid((unsigned)(a->n_tokens * p.nh), 2);
     if (a->kv_type == NEO_TYPE_F16) neo__append_kernel<__half><<<grid, 128, 0, s>>>(p);
     else if (a->kv_type == NEO_TYPE_BF16) neo__append_kernel<__nv_bfloat16><<<grid, 128, 0, s>>>(p);
@@ -2165,19 +2245,8 @@ static int neo__cu_launch_split(neo__cuda *st, int stream, cudaStream_t s, const
                          pl->smem, s) != cudaSuccess)
         return NEO_ERR_DEVICE;
     if ((rc = neo__cu_launched()) != NEO_OK) return rc;
-    neo__cu_merge mp;
-    mp.work = st->work[stream];
-    mp.state = p->state;
-    mp.out = p->out;
-    mp.sinks = p->sinks;
-    mp.S = (int)pl->S;
-    mp.nq = p->nq;
-    mp.G = p->G;
-    mp.n_head = p->n_head;
-    mp.h0 = p->h0;
-    mp.dv = p->dv;
-    mp.accumulate = p->accumulate;
-    mp.P = pl->S < 8 ? 1 : p->dv <= 64 ? 4 : p->dv <= 128 ? 2 : 1;
+    const int     P = pl->S < 8 ? 1 : p->dv <= 64 ? 4 : p->dv <= 128 ? 2 : 1;
+    neo__cu_merge mp = {st->work[stream], p->state, p->out, p->sinks, (int)pl->S, p->nq, p->G, p->n_head, p->h0, p->dv, p->accumulate, P};
     void *margs[] = {&mp};
     if (neo__cu_launch(st, (const void *)neo__attn_merge, dim3((unsigned)(H * p->nq)), dim3(256), 0, s, margs) != NEO_OK)
         return NEO_ERR_DEVICE;
