@@ -32,6 +32,17 @@
    sm_90 (cudaFuncAttributes.ptxVersion >= 90) on an sm_90+ device: PTX for compute_80 that the
    driver compiles for an H200 runs the sm_80 path throughout.
 
+   SECTIONS (grep for the tag)
+   --------
+   device: >>common  >>attn.simt  >>merge  >>attn.mma  >>kv  >>model  >>handoff
+   host:   >>ops  >>plan  >>ops.attend  >>test (entries for tests/test_cuda_ops.c)  >>ops.model
+
+   ENVIRONMENT
+   -----------
+   Nothing of this library's. CUDA_LAUNCH_BLOCKING, CUDA's own switch, is read once at init: with
+   blocking launches a kernel that waits for the CPU half's flag would hold the host thread that
+   must set it, so the both-halves pipeline orders its halves differently (launch_blocking).
+
    KERNELS (launch geometry)
    -------------------------
    neo__attn_mma<T, D, BPS>  f16 / bf16 K and V, head_dim == head_dim_v == D in {64, 128, 256},
@@ -131,7 +142,7 @@
 #endif
 
 /* =============================================================================================
-   device helpers
+   >>common  storage types, cp.async, programmatic launch, warp sums, NaN and inf, reduce-scatter
    ============================================================================================= */
 
 /* The storage types: ld widens one element, st rounds to nearest even; for float32 (the
@@ -235,7 +246,8 @@ template <int N, int O> struct neo__rs {
 };
 
 /* =============================================================================================
-   attention: parameters, the shared online-softmax step, the two attention kernels, the merge
+   >>attn.simt  the attention parameters, then the CUDA-core kernels: float32 (neo__attn_fast)
+   and any shape (neo__attn_generic)
    ============================================================================================= */
 
 /* Query r of KV head g (0 <= r < nq = n_tokens * G) is token r / G, query head g * G + r % G. */
@@ -688,9 +700,128 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
     }
 }
 
-/* --- the tensor-core kernel (f16 / bf16 K and V, head_dim == head_dim_v in {64, 128, 256}) ---
+/* =============================================================================================
+   >>merge  the splits' partials into the state or the output: the weights (one device function
+   for both merges), and neo__attn_merge for the CUDA-core kernels
+   ============================================================================================= */
 
-   Per warp and 16-cell warp tile, with mma.m16n8k16 (f32 accumulators):
+/* The merge's weights for one query, one warp: w_s = e^(m_s - Mf) for split s (into w[s]) and
+   for the previous state (mprev, lprev), M the max of the m's, Mf that or the sink's logit sv
+   when larger. Returns (wprev, M, L, den): L = sum w_s l_s + wprev lprev, den = L + e^(sv - Mf)
+   with a sink. ml(u) is the (m, l) of split lane + 32u, (-inf, 0) from S on. A fixed order (each
+   lane's splits in order, then the warp's tree), so the result does not depend on which block
+   merges. Both merges (the tensor-core kernel's own and neo__attn_merge) use it. */
+template <typename ML>
+__device__ __forceinline__ float4 neo__merge_weights(ML ml, int S, int lane, float mprev, float lprev, bool sink, float sv, float *w) {
+    constexpr int SPL = NEO__CU_MAX_SPLITS / 32;
+    float         M = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < SPL; u++) M = fmaxf(M, ml(u).x);
+    M = neo__warp_max(fmaxf(M, mprev));
+    const float Mf = sink ? fmaxf(M, sv) : M;
+    float       L = 0.0f;
+#pragma unroll
+    for (int u = 0; u < SPL; u++) {
+        const int s = lane + 32 * u;
+        if (s < S) {
+            const float2 v = ml(u);
+            const float  ws = v.x == -INFINITY ? 0.0f : expf(v.x - Mf);
+            w[s] = ws;
+            L = fmaf(ws, v.y, L);
+        }
+    }
+    L = neo__warp_sum(L);
+    const float wprev = mprev == -INFINITY ? 0.0f : expf(mprev - Mf);
+    L = fmaf(wprev, lprev, L);
+    return make_float4(wprev, M, L, L + (sink ? expf(sv - Mf) : 0.0f));
+}
+
+struct neo__cu_merge {
+    const float *work;    /* [H][nq][S][dv + 2] */
+    float       *state;   /* [n_tokens][n_head][dv + 2] or NULL */
+    float       *out;     /* [n_tokens][n_head][dv] or NULL */
+    const float *sinks;   /* [n_head] or NULL */
+    int          S, nq, G, n_head, h0, dv, accumulate;
+    int          P;       /* partial sums over the splits per column: 1, 2 or 4 (P * dv <= 256) */
+};
+
+/* out (or state) for one (KV head, query): weights w_s = e^(m_s - M) over the previous state and
+   the splits, M their max (and the sink's logit when finishing with sinks), fixed order. */
+__global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
+    /* programmatic dependent launch: wait until the attention grid's writes are visible */
+    neo__pdl_wait();
+    __shared__ float s_w[NEO__CU_MAX_SPLITS], s_red[256], s_misc[4];
+    const int    b = blockIdx.x, kvh = b / mp.nq, r = b % mp.nq;
+    const int    t = r / mp.G, hq = (mp.h0 + kvh) * mp.G + r % mp.G;
+    const size_t stride = (size_t)mp.dv + 2;
+    const float *part = mp.work + (size_t)b * mp.S * stride;
+    float       *st = mp.state ? mp.state + ((size_t)t * mp.n_head + hq) * stride : NULL;
+    float       *o = mp.out ? mp.out + ((size_t)t * mp.n_head + hq) * mp.dv : NULL;
+    const bool   sink = o && mp.sinks;
+    const int    P = mp.P, TPC = 256 / P, pi = threadIdx.x / TPC, jt = threadIdx.x % TPC;
+    const int    s0 = pi * mp.S / P, s1 = (pi + 1) * mp.S / P;
+    /* the first partials of this thread's first column, loaded while warp 0 works out the weights */
+    constexpr int PF = 32;
+    float         pf[PF];
+#pragma unroll
+    for (int u = 0; u < PF; u++) pf[u] = (jt < mp.dv && s0 + u < s1) ? part[(size_t)(s0 + u) * stride + 2 + jt] : 0.0f;
+    if (threadIdx.x < 32) {
+        const int    lane = threadIdx.x;
+        auto         ml = [&](int u) {
+            const int s = lane + 32 * u;
+            return s < mp.S ? make_float2(part[s * stride], part[s * stride + 1]) : make_float2(-INFINITY, 0.0f);
+        };
+        const float4 f = neo__merge_weights(ml, mp.S, lane, mp.accumulate ? st[0] : -INFINITY, mp.accumulate ? st[1] : 0.0f, sink,
+                                            sink ? mp.sinks[hq] : 0.0f, s_w);
+        if (lane == 0) {
+            s_misc[0] = f.x;
+            s_misc[1] = f.y;
+            s_misc[2] = f.z;
+            s_misc[3] = f.w;
+        }
+    }
+    __syncthreads();
+    const float wprev = s_misc[0], den = s_misc[3];
+    for (int j = jt; j < mp.dv; j += TPC) {
+        float a = 0.0f;
+        int   s = s0;
+        if (j == jt) {
+#pragma unroll
+            for (int u = 0; u < PF; u++)
+                if (s0 + u < s1) a = fmaf(s_w[s0 + u], pf[u], a);
+            s = min(s1, s0 + PF);
+        }
+#pragma unroll 8
+        for (; s < s1; s++) a = fmaf(s_w[s], part[(size_t)s * stride + 2 + j], a);
+        if (P > 1) { /* P > 1 only when dv <= TPC: one column per thread */
+            s_red[threadIdx.x] = a;
+            break;
+        }
+        if (mp.accumulate) a = fmaf(wprev, st[2 + j], a);
+        if (o) o[j] = neo__finish(a, den);
+        else st[2 + j] = a;
+    }
+    if (P > 1) {
+        __syncthreads();
+        if (pi == 0 && jt < mp.dv) {
+            float a = s_red[jt];
+            for (int x = 1; x < P; x++) a += s_red[x * TPC + jt];
+            if (mp.accumulate) a = fmaf(wprev, st[2 + jt], a);
+            if (o) o[jt] = neo__finish(a, den);
+            else st[2 + jt] = a;
+        }
+    }
+    if (!o && threadIdx.x == 0) { /* warp 0 read st[0..1] before the barrier above */
+        st[0] = s_misc[1];
+        st[1] = s_misc[2];
+    }
+}
+
+/* =============================================================================================
+   >>attn.mma  the tensor-core kernel: f16 / bf16 K and V, head_dim == head_dim_v in {64, 128, 256}
+   ============================================================================================= */
+
+/* Per warp and 16-cell warp tile, with mma.m16n8k16 (f32 accumulators):
      S^T[16 cells][8 queries] = K[16 cells][d] . Q^T[d][8 queries]       A = K (ldmatrix), B = q
      O^T[d][8 queries]      += V^T[d][16 cells] . P^T[16 cells][8 queries] A = V^T (ldmatrix.trans)
    so that a query tile is always the n = 8 side and the cells and head dims the m = 16 side; the
@@ -840,37 +971,6 @@ template <int W, int NS> struct neo__mma_sh {
     int                last;
     unsigned long long bar[W][NS];
 };
-
-/* The merge's weights for one query, one warp: w_s = e^(m_s - Mf) for split s (into w[s]) and
-   for the previous state (mprev, lprev), M the max of the m's, Mf that or the sink's logit sv
-   when larger. Returns (wprev, M, L, den): L = sum w_s l_s + wprev lprev, den = L + e^(sv - Mf)
-   with a sink. ml(u) is the (m, l) of split lane + 32u, (-inf, 0) from S on. A fixed order (each
-   lane's splits in order, then the warp's tree), so the result does not depend on which block
-   merges. Both merges (the tensor-core kernel's own and neo__attn_merge) use it. */
-template <typename ML>
-__device__ __forceinline__ float4 neo__merge_weights(ML ml, int S, int lane, float mprev, float lprev, bool sink, float sv, float *w) {
-    constexpr int SPL = NEO__CU_MAX_SPLITS / 32;
-    float         M = -INFINITY;
-#pragma unroll
-    for (int u = 0; u < SPL; u++) M = fmaxf(M, ml(u).x);
-    M = neo__warp_max(fmaxf(M, mprev));
-    const float Mf = sink ? fmaxf(M, sv) : M;
-    float       L = 0.0f;
-#pragma unroll
-    for (int u = 0; u < SPL; u++) {
-        const int s = lane + 32 * u;
-        if (s < S) {
-            const float2 v = ml(u);
-            const float  ws = v.x == -INFINITY ? 0.0f : expf(v.x - Mf);
-            w[s] = ws;
-            L = fmaf(ws, v.y, L);
-        }
-    }
-    L = neo__warp_sum(L);
-    const float wprev = mprev == -INFINITY ? 0.0f : expf(mprev - Mf);
-    L = fmaf(wprev, lprev, L);
-    return make_float4(wprev, M, L, L + (sink ? expf(sv - Mf) : 0.0f));
-}
 
 /* The parts of neo__attn_mma (below), one warp's view of one block: the coordinates, then load /
    q / scores / softmax / p . v for a tile, then the warps' combine and the splits' merge. */
@@ -1381,89 +1481,8 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
     if (k.combine(acc, m, l)) k.merge();
 }
 
-struct neo__cu_merge {
-    const float *work;    /* [H][nq][S][dv + 2] */
-    float       *state;   /* [n_tokens][n_head][dv + 2] or NULL */
-    float       *out;     /* [n_tokens][n_head][dv] or NULL */
-    const float *sinks;   /* [n_head] or NULL */
-    int          S, nq, G, n_head, h0, dv, accumulate;
-    int          P;       /* partial sums over the splits per column: 1, 2 or 4 (P * dv <= 256) */
-};
-
-/* out (or state) for one (KV head, query): weights w_s = e^(m_s - M) over the previous state and
-   the splits, M their max (and the sink's logit when finishing with sinks), fixed order. */
-__global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
-    /* programmatic dependent launch: wait until the attention grid's writes are visible */
-    neo__pdl_wait();
-    __shared__ float s_w[NEO__CU_MAX_SPLITS], s_red[256], s_misc[4];
-    const int    b = blockIdx.x, kvh = b / mp.nq, r = b % mp.nq;
-    const int    t = r / mp.G, hq = (mp.h0 + kvh) * mp.G + r % mp.G;
-    const size_t stride = (size_t)mp.dv + 2;
-    const float *part = mp.work + (size_t)b * mp.S * stride;
-    float       *st = mp.state ? mp.state + ((size_t)t * mp.n_head + hq) * stride : NULL;
-    float       *o = mp.out ? mp.out + ((size_t)t * mp.n_head + hq) * mp.dv : NULL;
-    const bool   sink = o && mp.sinks;
-    const int    P = mp.P, TPC = 256 / P, pi = threadIdx.x / TPC, jt = threadIdx.x % TPC;
-    const int    s0 = pi * mp.S / P, s1 = (pi + 1) * mp.S / P;
-    /* the first partials of this thread's first column, loaded while warp 0 works out the weights */
-    constexpr int PF = 32;
-    float         pf[PF];
-#pragma unroll
-    for (int u = 0; u < PF; u++) pf[u] = (jt < mp.dv && s0 + u < s1) ? part[(size_t)(s0 + u) * stride + 2 + jt] : 0.0f;
-    if (threadIdx.x < 32) {
-        const int    lane = threadIdx.x;
-        auto         ml = [&](int u) {
-            const int s = lane + 32 * u;
-            return s < mp.S ? make_float2(part[s * stride], part[s * stride + 1]) : make_float2(-INFINITY, 0.0f);
-        };
-        const float4 f = neo__merge_weights(ml, mp.S, lane, mp.accumulate ? st[0] : -INFINITY, mp.accumulate ? st[1] : 0.0f, sink,
-                                            sink ? mp.sinks[hq] : 0.0f, s_w);
-        if (lane == 0) {
-            s_misc[0] = f.x;
-            s_misc[1] = f.y;
-            s_misc[2] = f.z;
-            s_misc[3] = f.w;
-        }
-    }
-    __syncthreads();
-    const float wprev = s_misc[0], den = s_misc[3];
-    for (int j = jt; j < mp.dv; j += TPC) {
-        float a = 0.0f;
-        int   s = s0;
-        if (j == jt) {
-#pragma unroll
-            for (int u = 0; u < PF; u++)
-                if (s0 + u < s1) a = fmaf(s_w[s0 + u], pf[u], a);
-            s = min(s1, s0 + PF);
-        }
-#pragma unroll 8
-        for (; s < s1; s++) a = fmaf(s_w[s], part[(size_t)s * stride + 2 + j], a);
-        if (P > 1) { /* P > 1 only when dv <= TPC: one column per thread */
-            s_red[threadIdx.x] = a;
-            break;
-        }
-        if (mp.accumulate) a = fmaf(wprev, st[2 + j], a);
-        if (o) o[j] = neo__finish(a, den);
-        else st[2 + j] = a;
-    }
-    if (P > 1) {
-        __syncthreads();
-        if (pi == 0 && jt < mp.dv) {
-            float a = s_red[jt];
-            for (int x = 1; x < P; x++) a += s_red[x * TPC + jt];
-            if (mp.accumulate) a = fmaf(wprev, st[2 + jt], a);
-            if (o) o[jt] = neo__finish(a, den);
-            else st[2 + jt] = a;
-        }
-    }
-    if (!o && threadIdx.x == 0) { /* warp 0 read st[0..1] before the barrier above */
-        st[0] = s_misc[1];
-        st[1] = s_misc[2];
-    }
-}
-
 /* =============================================================================================
-   append and the decode loop's small kernels
+   >>kv  append: new K and V rows, rounded to the storage type
    ============================================================================================= */
 struct neo__cu_app {
     void        *k, *v;     /* [stored heads][kv_cells][d or dv] of T */
@@ -1482,6 +1501,10 @@ template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(
     T *dst = base + ((size_t)(h - (second ? a.h2 : a.kv_h0)) * a.kv_cells + (size_t)a.row0 + t) * dim;
     for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[j] = neo__kvt<T>::st(src[j]);
 }
+
+/* =============================================================================================
+   >>model  the decode loop's kernels: projections with their epilogues (neo__matvec_kernel), argmax
+   ============================================================================================= */
 
 /* The decode loop's projections (neo__matvec_args). A unit is what one epilogue needs: a row
    (STORE, ADD), the rows i of w and w_mul (SWIGLU) or a pair of rows (ROPE). R warps share a unit,
@@ -1580,9 +1603,7 @@ template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec
        last projection, say) still runs. The weights never depend on it, so the lane's first
        batch of them is loaded and the rest of the warp's slice asked into L2 now, overlapping
        that kernel's tail; x, norm and y only after the wait. The next kernel may start as soon
-       as every block of this one is here. H200, Qwen2.5-0.5B shapes, against one float4 a
-       loop iteration and the slice into L2 only: w1|w3 16.9 -> 12.5 us, w2 7.2 -> 6.1,
-       q|k|v 4.2 -> 3.2, the classifier 34.7 -> 30.2. */
+       as every block of this one is here. */
     neo__mv_batch<ROWS> wb;
     if (u < a.units && a.vec) wb.load(wr, lo + lane, hi);
     if (u < a.units) {
@@ -1673,6 +1694,10 @@ __global__ void __launch_bounds__(1024) neo__argmax_kernel(int *out, const float
     }
 }
 
+/* =============================================================================================
+   >>handoff  the both-halves handoff's copy kernels, synchronised through flags in host memory
+   ============================================================================================= */
+
 /* The both-halves handoff: the host half's queries go down to pinned memory and a flag follows
    them (!AWAIT), or the kernel waits for the host's flag and pulls the host half's output up
    (AWAIT). The flag is polled over PCIe, so no host call is needed once both are enqueued. */
@@ -1721,7 +1746,8 @@ __global__ void __launch_bounds__(1024) neo__handoff_kernel(float *__restrict__ 
 }
 
 /* =============================================================================================
-   host side: state, status mapping, the ops
+   >>ops  host side: state, status mapping, the launch helper, init, memory, copies, events,
+   append (the attention's dispatch follows >>plan; the decode loop's after >>test)
    ============================================================================================= */
 typedef struct neo__cuda {
     int          device, n_sm, own_main;
@@ -2106,7 +2132,7 @@ static void neo__plan_splits(neo__cu_plan *pl, long long units, int ncells, int 
 }
 
 /* =============================================================================================
-   >>attn.dispatch  validation, plan, launch
+   >>ops.attend  validation, plan, launch
    ============================================================================================= */
 
 template <typename T, int D> static const void *neo__fast_fn(int nqc) {
@@ -2326,7 +2352,10 @@ extern "C" int neo__cu_test_image(int device, int *ptx_version, int *binary_vers
     return NEO_OK;
 }
 
-/* --- the decode loop's operations --- */
+/* =============================================================================================
+   >>ops.model  the decode loop's operations
+   ============================================================================================= */
+
 
 template <int EPI> static const void *neo__mv_fn(bool norm) {
     return norm ? (const void *)neo__matvec_kernel<EPI, true> : (const void *)neo__matvec_kernel<EPI, false>;
@@ -2358,9 +2387,8 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
                      : epi == NEO__MV_SWIGLU ? neo__mv_fn<NEO__MV_SWIGLU>(norm) : neo__mv_fn<NEO__MV_ROPE>(norm);
     int         rc;
     if ((rc = neo__cu_occupancy(&st->occ_mv[epi][norm], fn, 256, 0)) != NEO_OK) return rc;
-    /* Warps a unit: as many as one wave of resident blocks holds, each still 128+ floats. With
-       the batched loads a block keeps ~60-80 registers a thread (3 blocks an SM); w2 (896 x 4864)
-       at R = 8 made 2.3 waves and ran 7.8 us, at R = 2 one wave, 6.1 (H200). */
+    /* Warps a unit: as many as one wave of resident blocks holds (a second, partly empty wave
+       costs more than fewer warps a row gain), each still 128+ floats. */
     const long long cap = 8LL * st->occ_mv[epi][norm] * st->n_sm;
     a.R = 1;
     while (a.R < 8 && (long long)a.units * a.R * 2 <= cap && m->n / (2 * a.R) >= 128) a.R *= 2;
