@@ -29,8 +29,8 @@
      newer than sm_90        the compute_80 PTX, compiled by the driver: the sm_80 path.
    Below sm_80 init returns NEO_ERR_UNSUPPORTED, as it does when the object holds no image the
    GPU can run. Programmatic launches are used only when the loaded kernels were compiled for
-   sm_90 (cudaFuncAttributes.ptxVersion >= 90) on an sm_90+ device: PTX for compute_80 that the
-   driver compiles for an H200 runs the sm_80 path throughout.
+   sm_90 (cudaFuncAttributes.ptxVersion >= 90) on an sm_90+ device: compute_80 PTX that the
+   driver compiles for a Hopper GPU runs the sm_80 path throughout.
 
    SECTIONS (grep for the tag)
    --------
@@ -109,7 +109,10 @@
    float32. Tensor-core kernel: K/V are exact in the mma; q and the weights are carried in two or
    three 16-bit parts (see neo__attn_mma), sums are float32. A query with
    no visible cell in a split leaves (m, l, acc) = (-inf, 0, 0), which every merge treats as
-   weight 0. A finished query with no visible cell at all and no sink gets out = 0. */
+   weight 0. A finished query with no visible cell at all and no sink gets out = 0. NaN and inf
+   (see neo__score_dot): a masked cell never reaches an output whatever its K and V hold; inf or
+   NaN in a visible cell's K makes the outputs of its KV head's queries that see it NaN; a
+   non-finite V element of a visible cell makes that output element non-finite. */
 #include "neo_attn.h"
 
 #include <cuda_bf16.h>

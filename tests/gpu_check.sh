@@ -1,10 +1,10 @@
 #!/bin/sh
-# gpu_check.sh - the whole GPU check in one device call (make gpu-check on the lent H200):
+# gpu_check.sh - the whole GPU check in one call (make gpu-check on a machine with a CUDA GPU):
 #   1. build: neo_attn_cuda.cu (make cuda-build: every architecture), the CUDA test_ref,
 #      test_cuda_ops, mini-chat --gpu; which image the GPU runs (ptxVersion / binaryVersion)
 #   2. the kernels against float64 (test_cuda_ops) and the API suite on the GPU (test_ref with a real
 #      GPU runtime: no split for every shape case, split OFF / ON / AUTO for the split cases)
-#   3. the seeds' checks with mini-chat on stories260K: C1 greedy output identical with no split,
+#   3. end-to-end checks with mini-chat on stories260K: C1 greedy output identical with no split,
 #      split OFF and split ON; C3 GPU KV bytes shrink by the split and host bytes appear; C4
 #      --neo-pipeline off with no split byte-identical to no split; ON reports overlapped calls
 #   4. compute-sanitizer memcheck and racecheck on the CUDA tests
@@ -72,7 +72,7 @@ row "API suite on the GPU (test_ref)" $r "$(grep 'cuda ' "$OUT/test_ref.log" | s
 row "  CPU paths in the same run" $r "$(grep -c 'max relative' "$OUT/test_ref.log") paths, $(tail -n 1 "$OUT/test_ref.log" | sed 's/test_ref: //')"
 row "  split cases x4, 1 CPU thread (timing)" $r "$(grep 'cuda ' "$OUT/test_ref_split.log" | sed 's/test_ref: *//'); $(tail -n 1 "$OUT/test_ref_split.log" | sed 's/test_ref: //')"
 
-# --- 3. the seeds' checks ---
+# --- 3. end-to-end checks with mini-chat ---
 # a hang (the both-halves handoff waits on flags) is a failure, not a lost device call
 MCB="./$B/cuda/mini-chat $DIR/stories260K.bin -z $DIR/tok512.bin -t 0 -n 256 -i"
 MC="timeout 120 $MCB"
