@@ -1,7 +1,7 @@
-/* neo_attn_cuda.cu - the CUDA half of neo_attn: kernels and the neo__dev_ops table - MIT or public domain, see neo_attn.h
+/* neo_attn_cuda.cu - the CUDA half of neo_attn: kernels and the device tables - MIT or public domain, see neo_attn.h
 
-   neo_attn.h drives every device operation through a neo__dev_ops table (see "the GPU bridge" in
-   the header). This file fills that table with the CUDA runtime (cudart only, no cuBLAS). It
+   neo_attn.h drives every device operation through three small tables, neo__dev_mem, neo__dev_attn
+   and neo__dev_model (see "the GPU bridge" in the header). This file fills them with the CUDA runtime (cudart only, no cuBLAS). It
    includes the header WITHOUT NEO_ATTN_IMPLEMENTATION; compile it once and link it into a program
    whose implementing file defines NEO_ATTN_CUDA=1:
 
@@ -1868,7 +1868,7 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
     }
     {   /* CUDA's own switch, not ours: with blocking launches a kernel that waits for the CPU
            half's flag would block the host thread that has to set it, so the both-halves
-           pipeline orders the two halves differently (neo__dev_ops.launch_blocking) */
+           pipeline orders the two halves differently (neo__dev_attn.launch_async) */
         const char *e = getenv("CUDA_LAUNCH_BLOCKING");
         st->launch_blocking = e && e[0] == '1';
     }
