@@ -8,15 +8,15 @@
 #      split OFF and split ON; C3 GPU KV bytes shrink by the split and host bytes appear; C4
 #      --neo-pipeline off with no split byte-identical to no split; ON reports overlapped calls
 #   4. compute-sanitizer memcheck and racecheck on the CUDA tests
-# The model comes from $NEO_MODEL_DIR (default .gpu-data, a copy of ../shared/models that the
-# device call carries). Prints a short table last; exits non-zero if any check failed.
+# The model comes from $NEO_MODEL_DIR (default tests/data, the repository's own copy).
+# Prints a short table last; exits non-zero if any check failed.
 #
 # GPU_CHECK_ARCH=80 (or 86, 89): the same checks on the Ampere / Ada path. neo_attn_cuda.cu is
 # built (into build/jitNN) with PTX for compute_NN only, so the driver compiles that PTX for the
 # GPU at hand (__CUDA_ARCH__ is NN00: cp.async loads, plain launches); the first row proves it
 # (the kernels' ptxVersion NN, binaryVersion the GPU's).
 set -u
-DIR=${NEO_MODEL_DIR:-.gpu-data}
+DIR=${NEO_MODEL_DIR:-tests/data}
 ARCH=${GPU_CHECK_ARCH:-}
 B=build
 if [ -n "$ARCH" ]; then
