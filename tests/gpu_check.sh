@@ -110,7 +110,7 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
                >"$OUT/san_$tool.log" 2>&1 &&
            timeout 400 compute-sanitizer --tool $tool --error-exitcode 9 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on -n 40 \
                >"$OUT/san_${tool}_mc.log" 2>&1; then r=PASS; else r=FAIL; fi
-        row "compute-sanitizer $tool" $r "$(grep -h 'ERROR SUMMARY' "$OUT/san_$tool.log" "$OUT/san_${tool}_mc.log" | tr '\n' ' ')"
+        row "compute-sanitizer $tool" $r "$(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/san_$tool.log" "$OUT/san_${tool}_mc.log" | tr '\n' ' ')"
     done
 else
     row "compute-sanitizer" FAIL "not found"
