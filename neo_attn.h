@@ -559,6 +559,9 @@ int neo__cuda_get_ops(int abi_version, neo__dev_ops *ops);
 #define NEO__MAX_HEAD_DIM 16384
 #define NEO__MAX_HEADS 65536
 #define NEO__PREFILL_QUERIES 64 /* queries (tokens x group heads) one prefill task carries */
+#ifndef NEO__PREFILL_SLICE
+#define NEO__PREFILL_SLICE (1 << 30) /* queries (tokens x heads) of one prefill pass: counts stay ints */
+#endif
 #define NEO__AUTO_PROBES 3 /* timed decode calls of each pipeline before AUTO decides (a median of 3) */
 #define NEO__FLAG_OUT 32   /* unsigneds from the handoff's first flag to its second: 128 bytes */
 
@@ -2900,10 +2903,11 @@ NEO_ATTN__PUBLIC neo_status neo_attn_decode(neo_layer *L, const float *q, float 
     return s;
 }
 
-/* A prefill of more than 2^30 / n_head tokens runs in slices of that many (each as the prefill of
-   a layer that ends at its last token), so that no count of queries or tasks leaves the int range. */
+/* A prefill of more than NEO__PREFILL_SLICE / n_head tokens runs in slices of that many (each as
+   the prefill of a layer that ends at its last token), so that no count of queries or tasks
+   leaves the int range. */
 NEO_ATTN__PRIVATE neo_status neo__prefill(neo_layer *L, const float *q, int n_tokens, float *out) {
-    int        len = L->len, per = (1 << 30) / L->n_head, n;
+    int        len = L->len, per = L->n_head < NEO__PREFILL_SLICE ? NEO__PREFILL_SLICE / L->n_head : 1, n;
     neo_status s = NEO_OK;
     for (int i = 0; i < n_tokens && s == NEO_OK; i += n) {
         n = n_tokens - i < per ? n_tokens - i : per;
