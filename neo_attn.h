@@ -55,6 +55,12 @@
        out_h = sum_j softmax(s)_j * v_j, the softmax denominator also holding exp(sinks[h]) if given
    Arithmetic is float32 (q is never rounded to the storage type); against a float64 evaluation
    the relative L2 error stays under 1e-4 for every kv_type.
+   Non-finite values: when scale * dot(q_h, k_j) of a visible cell is NaN or infinite (a NaN or
+   inf in q_h or in the stored k_j, such as a key of 65520 or more stored as F16, or a product
+   beyond the float range), every element of out_h is NaN; softcap does not bound such a score. A NaN or inf in
+   element d of a visible v_j makes element d of out_h NaN or +-inf and leaves the others as
+   they would be. Cells after a query's position never change its output, whatever they hold.
+   Every path (scalar, AVX2, AVX-512, GPU) follows these rules.
 
    THE GPU, SPLIT LAYERS AND THE TWO PIPELINES
    -------------------------------------------
@@ -216,7 +222,9 @@ typedef struct neo_runtime_desc {
     void       *parallel_for_user;
     /* Optional: what the runtime and its layers have to say (why a call was refused, fewer
        threads than asked, what AUTO chose), one line without a newline, valid during the call
-       only; called from the thread that called into neo_attn. NULL = silent. */
+       only; called from the thread that called into neo_attn. NULL = silent. A call into the
+       same runtime from the logger or from a parallel_for task is refused (NEO_ERR_INVALID_ARG),
+       as is one that overlaps another thread's call. */
     void      (*log)(void *user, neo_log_level level, const char *msg);
     void       *log_user;
     /* Host memory of the runtime, its layers (a CPU runtime's KV caches included) and its
