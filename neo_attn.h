@@ -57,10 +57,10 @@
    the relative L2 error stays under 1e-4 for every kv_type.
    Non-finite values: when scale * dot(q_h, k_j) of a visible cell is NaN or infinite (a NaN or
    inf in q_h or in the stored k_j, such as a key of 65520 or more stored as F16, or a product
-   beyond the float range), every element of out_h is NaN; softcap does not bound such a score. A NaN or inf in
-   element d of a visible v_j makes element d of out_h NaN or +-inf and leaves the others as
-   they would be. Cells after a query's position never change its output, whatever they hold.
-   Every path (scalar, AVX2, AVX-512, GPU) follows these rules.
+   beyond the float range), every element of out_h is NaN; softcap does not bound such a score.
+   A NaN or inf in element d of a visible v_j makes element d of out_h NaN or +-inf and leaves
+   the others as they would be. Cells after a query's position never change its output,
+   whatever they hold. Every path (scalar, AVX2, AVX-512, GPU) follows these rules.
 
    THE GPU, SPLIT LAYERS AND THE TWO PIPELINES
    -------------------------------------------
@@ -1753,10 +1753,21 @@ NEO_ATTN__PRIVATE const char *neo__kv_row(const neo__attn_args *a, int g, int c,
     return (const char *)(v ? a->v : a->k) + ((size_t)(g - a->kv_h0) * (size_t)a->kv_cells + (size_t)(c - a->cell_base)) * w * es;
 }
 
-/* 1 when none of x: [n] is NaN or infinite */
+/* 1 when none of x: [n] is NaN or infinite: bit 31 of (exponent bits + 1 << 23) is set only when
+   the exponent is all ones. Run on every block's scores, so four lanes at a time where SSE2 is. */
 NEO_ATTN__PRIVATE int neo__finite(const float *x, size_t n) {
     uint32_t e = 0;
-    for (size_t i = 0; i < n; i++) e |= (neo__f32_bits(x[i]) & 0x7f800000u) + 0x00800000u; /* bit 31: exponent all ones */
+    size_t   i = 0;
+#if NEO__X86
+    const __m128i m = _mm_set1_epi32(0x7f800000), one = _mm_set1_epi32(0x00800000);
+    __m128i       v0 = _mm_setzero_si128(), v1 = _mm_setzero_si128();
+    for (; i + 8 <= n; i += 8) {
+        v0 = _mm_or_si128(v0, _mm_add_epi32(_mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x + i)), m), one));
+        v1 = _mm_or_si128(v1, _mm_add_epi32(_mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x + i + 4)), m), one));
+    }
+    e = _mm_movemask_ps(_mm_castsi128_ps(_mm_or_si128(v0, v1))) ? 0x80000000u : 0u; /* any lane's bit 31 */
+#endif
+    for (; i < n; i++) e |= (neo__f32_bits(x[i]) & 0x7f800000u) + 0x00800000u;
     return !(e >> 31);
 }
 /* 1 when none of p: [n] of type t is NaN or infinite */
@@ -1791,6 +1802,8 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
         int         lo = pos0 - c + 1; /* rows [lo, nk) are masked for some query */
         nk = c1 - c < NEO__BLOCK ? c1 - c : NEO__BLOCK;
         kr->scores(st->s, st->q, k0 + (size_t)(c - c0) * d * es, t, st->nq, nk, d);
+        /* a full block's scores all finite (masked cells' included) in one pass; else each query's own */
+        int fin = nk == NEO__BLOCK && neo__finite(st->s, (size_t)st->nq * NEO__BLOCK);
         for (int r = 0; r < st->nq; r++) {
             float *s = st->s + r * NEO__BLOCK;
             int    pos = pos0 + r / G, nv = pos - c + 1;
@@ -1799,7 +1812,7 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
                 memset(s, 0, sizeof(float) * NEO__BLOCK);
                 continue;
             }
-            if (!neo__finite(s, (size_t)nv)) { /* a NaN or infinite score makes the query's whole output NaN */
+            if (!fin && !neo__finite(s, (size_t)nv)) { /* a NaN or infinite score makes the query's whole output NaN */
                 for (int b = 0; b < nk; b++) s[b] = NAN;
                 st->m[r] = st->l[r] = NAN;
                 continue;
@@ -2431,11 +2444,7 @@ NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_
     neo_layer *L;
     neo_status s;
     size_t     es, row, host_heads, gk, gv, hk, hv, partial, nq;
-    const char *why = !out ? "out is NULL" : !desc ? "desc is NULL" : NULL;
-    if (why) {
-        neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s", why);
-        return NEO_ERR_INVALID_ARG;
-    }
+    const char *why;
     if ((s = neo__check_layer_desc(desc, &why)) != NEO_OK) {
         neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s", why);
         return s;
@@ -2525,7 +2534,11 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
     neo_status s;
     if (out) *out = NULL;
     if (!rt || !neo__enter(rt, "neo_layer_create")) return NEO_ERR_INVALID_ARG; /* no runtime: no logger to tell */
-    s = neo__layer_create(rt, desc, out);
+    if (out && desc) s = neo__layer_create(rt, desc, out);
+    else {
+        neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s is NULL", out ? "desc" : "out");
+        s = NEO_ERR_INVALID_ARG;
+    }
     neo__leave(rt);
     return s;
 }
