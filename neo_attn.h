@@ -200,7 +200,9 @@
    merges the chunks pairwise up a fixed tree, so the output is bitwise identical for any thread
    count on a given CPU path (scalar, AVX2 or AVX-512; neo_runtime_desc.cpu_isa can force one).
    A runtime, and the layers and sessions made from it, are used from one thread at a time;
-   different runtimes are independent.
+   different runtimes are independent. A call that overlaps another on the same runtime (from a
+   second thread, the logger or an engine's parallel-for task) is refused with
+   NEO_ERR_INVALID_ARG and a log line, and the call in progress is unharmed.
 
    THE DECODE LOOP
    ---------------
