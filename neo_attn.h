@@ -1490,7 +1490,7 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
 #pragma GCC unroll 16
             for (int f = 0; f < 16; f++) x[NEO__HSUM16_SRC(f)] = f < CB * NQT ? a[f % CB][f / CB] : z;
             const __m512 h = neo__hsum16x16(x);
-            /* quarter by quarter: masked stores of h made the whole task a third slower on Zen 4 */
+            /* quarter by quarter: masked 512-bit stores cost more than four plain 128-bit ones */
             const __m128 hq[4] = {_mm512_castps512_ps128(h), _mm512_extractf32x4_ps(h, 1), _mm512_extractf32x4_ps(h, 2),
                                   _mm512_extractf32x4_ps(h, 3)};
 #pragma GCC unroll 4
@@ -2056,8 +2056,8 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
     NEO_ATTN_DECODE_HOOK(1, task, thread);
     /* The chunks merge up a fixed binary tree, pairs (0, 1), (2, 3), .. then pairs of their
        results, each pair by whichever of its two finishes second, into the left one's slot: the
-       order never depends on the threads. The partials are read across cores (H200 host: ~6 us
-       for one thread to gather 16 partials of 7 queries); up the tree the last task to finish
+       order never depends on the threads. The partials are read across cores, which is slow for one
+       thread gathering them all; up the tree the last task to finish
        reads only one partial a level, and the others are merged while tasks still run. */
     int *done = rt->pair_done + (size_t)hi * 2 * J->n_chunks; /* [pairs of level 0][pairs of level 1].. */
     for (int i = c, n = J->n_chunks, k = 0; n > 1; done += (n + 1) / 2, i >>= 1, n = (n + 1) / 2, k++) {
