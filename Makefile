@@ -247,8 +247,15 @@ clean:
 # nvcc is there (CI runs it with no GPU; it passes with a message when nvcc is missing).
 # test-cuda-ops, test-cuda and gpu-check need a CUDA GPU. nvcc's launch stubs use the C++
 # runtime, hence -lstdc++ when a C compiler links.
+# One object serves every supported GPU: SASS for each of CUDA_ARCHS (Ampere sm_80 and sm_86, Ada
+# sm_89, Hopper sm_90) plus PTX of the first, which the driver compiles for newer GPUs (nvcc
+# builds the architectures in parallel). Narrow it for a faster build (make cuda-build
+# CUDA_ARCHS=90), or set CUDA_GENCODE outright (gpu_check's JIT modes build PTX only).
 CUDA_HOME ?= /usr/local/cuda
-NVCCFLAGS ?= -O3 -arch=sm_90
+CUDA_ARCHS ?= 80 86 89 90
+CUDA_GENCODE ?= $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+                -gencode arch=compute_$(firstword $(CUDA_ARCHS)),code=compute_$(firstword $(CUDA_ARCHS))
+NVCCFLAGS ?= -O3 --threads 0 $(CUDA_GENCODE)
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcudart -lstdc++
 CUDA_CC    = $(CC) $(CSTD) $(CWARN) -O2 -g -I. -isystem $(CUDA_HOME)/include
 

@@ -147,6 +147,12 @@
        out_h = sum_j softmax(s)_j * v_j, the softmax denominator also holding exp(sinks[h]) if given
    Arithmetic is float32 (q is never rounded to the storage type); against a float64 evaluation
    the relative L2 error stays under 1e-4 for every kv_type.
+   Non-finite values: when scale * dot(q_h, k_j) of a visible cell is NaN or infinite (a NaN or
+   inf in q_h or in the stored k_j, such as a key of 65520 or more stored as F16, or a product
+   beyond the float range), every element of out_h is NaN; softcap does not bound such a score.
+   A NaN or inf in element d of a visible v_j makes element d of out_h NaN or +-inf and leaves
+   the others as they would be. Cells after a query's position never change its output,
+   whatever they hold. Every path (scalar, AVX2, AVX-512, GPU) follows these rules.
 
    THE GPU, SPLIT LAYERS AND THE TWO PIPELINES
    -------------------------------------------
@@ -194,7 +200,9 @@
    merges the chunks pairwise up a fixed tree, so the output is bitwise identical for any thread
    count on a given CPU path (scalar, AVX2 or AVX-512; neo_runtime_desc.cpu_isa can force one).
    A runtime, and the layers and sessions made from it, are used from one thread at a time;
-   different runtimes are independent.
+   different runtimes are independent. A call that overlaps another on the same runtime (from a
+   second thread, the logger or an engine's parallel-for task) is refused with
+   NEO_ERR_INVALID_ARG and a log line, and the call in progress is unharmed.
 
    THE DECODE LOOP
    ---------------
@@ -310,7 +318,9 @@ typedef struct neo_runtime_desc {
     void       *parallel_for_user;
     /* Optional: what the runtime and its layers have to say (why a call was refused, fewer
        threads than asked, what AUTO chose), one line without a newline, valid during the call
-       only; called from the thread that called into neo_attn. NULL = silent. */
+       only; called from the thread that called into neo_attn. NULL = silent. A call into the
+       same runtime from the logger or from a parallel_for task is refused (NEO_ERR_INVALID_ARG),
+       as is one that overlaps another thread's call. */
     void      (*log)(void *user, neo_log_level level, const char *msg);
     void       *log_user;
     /* Host memory of the runtime, its layers (a CPU runtime's KV caches included) and its
@@ -676,6 +686,9 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 #define NEO__MAX_HEAD_DIM 16384
 #define NEO__MAX_HEADS 65536
 #define NEO__PREFILL_QUERIES 64 /* queries (tokens x group heads) one prefill task carries */
+#ifndef NEO__PREFILL_SLICE
+#define NEO__PREFILL_SLICE (1 << 30) /* queries (tokens x heads) of one prefill pass: counts stay ints */
+#endif
 #define NEO__AUTO_PROBES 3 /* timed decode calls of each pipeline before AUTO decides (a median of 3) */
 #define NEO__FLAG_OUT 32   /* unsigneds from the handoff's first flag to its second: 128 bytes */
 
@@ -1477,7 +1490,7 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
 #pragma GCC unroll 16
             for (int f = 0; f < 16; f++) x[NEO__HSUM16_SRC(f)] = f < CB * NQT ? a[f % CB][f / CB] : z;
             const __m512 h = neo__hsum16x16(x);
-            /* quarter by quarter: masked stores of h made the whole task a third slower on Zen 4 */
+            /* quarter by quarter: masked 512-bit stores cost more than four plain 128-bit ones */
             const __m128 hq[4] = {_mm512_castps512_ps128(h), _mm512_extractf32x4_ps(h, 1), _mm512_extractf32x4_ps(h, 2),
                                   _mm512_extractf32x4_ps(h, 3)};
 #pragma GCC unroll 4
@@ -1723,21 +1736,50 @@ struct neo_runtime {
     neo__dev_model model;
     void          *dev_state;
     struct neo__split *split;    /* the split paths' buffers and handoff state, made with the first split layer */
+    int          busy;           /* atomic: 1 while a public call uses the runtime (neo__enter) */
 };
 
+typedef void (*neo__log_fn)(void *user, neo_log_level level, const char *msg);
+NEO_ATTN__PRIVATE void neo__vlog(neo__log_fn log, void *user, neo_log_level level, const char *fmt, va_list ap) {
+    char msg[256];
+    if (!log) return;
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    log(user, level, msg);
+}
 /* One line to the engine's logger, if it has one. */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 3, 4)))
 #endif
 NEO_ATTN__PRIVATE void neo__log(const neo_runtime *rt, neo_log_level level, const char *fmt, ...) {
-    char    msg[256];
     va_list ap;
-    if (!rt || !rt->log) return;
+    if (!rt) return;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    neo__vlog(rt->log, rt->log_user, level, fmt, ap);
     va_end(ap);
-    rt->log(rt->log_user, level, msg);
 }
+/* The same before there is a runtime: to the logger of its descriptor. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 4, 5)))
+#endif
+NEO_ATTN__PRIVATE void neo__log_desc(neo__log_fn log, void *user, neo_log_level level, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    neo__vlog(log, user, level, fmt, ap);
+    va_end(ap);
+}
+
+/* A runtime, and the layers and sessions made from it, take one call at a time. The public calls
+   that use them take the runtime's flag with one atomic exchange and give it back on return, so
+   that a call overlapping another one (from a second thread, a logger or an engine's
+   parallel-for task) is refused with NEO_ERR_INVALID_ARG and a log line instead of corrupting
+   the first. The library's calls to itself go to the internals, which do not take it. */
+NEO_ATTN__PRIVATE int neo__enter(neo_runtime *rt, const char *fn) {
+    if (!__atomic_exchange_n(&rt->busy, 1, __ATOMIC_ACQUIRE)) return 1;
+    neo__log(rt, NEO_LOG_ERROR, "%s: refused: the runtime is inside another call (a runtime, its layers and sessions "
+             "take one call at a time)", fn);
+    return 0;
+}
+NEO_ATTN__PRIVATE void neo__leave(neo_runtime *rt) { __atomic_store_n(&rt->busy, 0, __ATOMIC_RELEASE); }
 
 /* Queries one task carries: the GQA group for decode, a block of tokens x group for prefill. */
 NEO_ATTN__PRIVATE int neo__prefill_tokens(int group) { return group >= NEO__PREFILL_QUERIES ? 1 : NEO__PREFILL_QUERIES / group; }
@@ -1784,9 +1826,10 @@ NEO_ATTN__PRIVATE neo_status neo__rt_reserve(neo_runtime *rt, size_t per_thread,
    head count, never on the thread count, so neither does the result. */
 NEO_ATTN__PRIVATE int neo__chunk_size(int len, int n_heads) {
     int c = NEO__MAX_CHUNK;
-    while (c > NEO__MIN_CHUNK && (double)((len + c - 1) / c) * n_heads < NEO__MIN_TASKS) c /= 2;
+    /* len >= 1; (len - 1) / c + 1 rounds up without overflow at the end of the int range */
+    while (c > NEO__MIN_CHUNK && (double)((len - 1) / c + 1) * n_heads < NEO__MIN_TASKS) c /= 2;
     if (len > c * NEO__MAX_CHUNKS) {
-        c = (len + NEO__MAX_CHUNKS - 1) / NEO__MAX_CHUNKS;
+        c = (len - 1) / NEO__MAX_CHUNKS + 1;
         c = (c + NEO__BLOCK - 1) / NEO__BLOCK * NEO__BLOCK;
     }
     return c;
@@ -1839,6 +1882,43 @@ NEO_ATTN__PRIVATE const char *neo__kv_row(const neo__attn_args *a, int g, int c,
     return (const char *)(v ? a->v : a->k) + ((size_t)(g - a->kv_h0) * (size_t)a->kv_cells + (size_t)(c - a->cell_base)) * w * es;
 }
 
+/* 1 when none of x: [n] is NaN or infinite: bit 31 of (exponent bits + 1 << 23) is set only when
+   the exponent is all ones. Run on every block's scores, so four lanes at a time where SSE2 is. */
+NEO_ATTN__PRIVATE int neo__finite(const float *x, size_t n) {
+    uint32_t e = 0;
+    size_t   i = 0;
+#if NEO__X86
+    const __m128i m = _mm_set1_epi32(0x7f800000), one = _mm_set1_epi32(0x00800000);
+    __m128i       v0 = _mm_setzero_si128(), v1 = _mm_setzero_si128();
+    for (; i + 8 <= n; i += 8) {
+        v0 = _mm_or_si128(v0, _mm_add_epi32(_mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x + i)), m), one));
+        v1 = _mm_or_si128(v1, _mm_add_epi32(_mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x + i + 4)), m), one));
+    }
+    e = _mm_movemask_ps(_mm_castsi128_ps(_mm_or_si128(v0, v1))) ? 0x80000000u : 0u; /* any lane's bit 31 */
+#endif
+    for (; i < n; i++) e |= (neo__f32_bits(x[i]) & 0x7f800000u) + 0x00800000u;
+    return !(e >> 31);
+}
+/* 1 when none of p: [n] of type t is NaN or infinite */
+NEO_ATTN__PRIVATE int neo__finite_kv(const void *p, size_t n, neo_type t) {
+    const uint16_t *h = (const uint16_t *)p;
+    uint16_t        ex = t == NEO_TYPE_F16 ? 0x7c00u : 0x7f80u, e = 0; /* the exponent bits of a half / bfloat16 */
+    if (t == NEO_TYPE_F32) return neo__finite((const float *)p, n);
+    for (size_t i = 0; i < n && e != ex; i++) e = (uint16_t)(h[i] & ex);
+    return e != ex;
+}
+
+/* acc += p x v over the rows of the block each query sees (row b is cell c + b; query r sits at
+   pos0 + r / G): the path of a block whose masked rows are not all finite, since a masked row's
+   weight 0 times an infinite value would be NaN. */
+NEO_ATTN__PRIVATE void neo__pv_visible(const neo__kernels *kr, neo__qstate *st, const void *v, neo_type t, int nk, int dv, int G,
+                                       int pos0, int c) {
+    for (int r = 0; r < st->nq; r++) {
+        int nv = pos0 + r / G - c + 1;
+        if (nv > 0) kr->pv(st->acc + (size_t)r * dv, st->s + r * NEO__BLOCK, v, t, 1, nv < nk ? nv : nk, dv);
+    }
+}
+
 NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *kr, neo__qstate *st, int c0, int c1) {
     const neo__attn_args *a = J->a;
     int         d = a->head_dim, dv = a->head_dim_v, G = J->group;
@@ -1846,15 +1926,24 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
     size_t      es = neo__type_size(t);
     const char *k0 = neo__kv_row(a, st->g, c0, 0), *v0 = neo__kv_row(a, st->g, c0, 1); /* cell c0 */
     int         pos0 = a->pos0 + st->t0; /* position of the task's first token */
-    for (int c = c0; c < c1; c += NEO__BLOCK) {
-        int nk = c1 - c < NEO__BLOCK ? c1 - c : NEO__BLOCK;
+    for (int c = c0, nk; c < c1; c += nk) { /* c + nk <= c1: no overflow at the end of the int range */
+        const char *vb = v0 + (size_t)(c - c0) * dv * es;
+        int         lo = pos0 - c + 1; /* rows [lo, nk) are masked for some query */
+        nk = c1 - c < NEO__BLOCK ? c1 - c : NEO__BLOCK;
         kr->scores(st->s, st->q, k0 + (size_t)(c - c0) * d * es, t, st->nq, nk, d);
+        /* a full block's scores all finite (masked cells' included) in one pass; else each query's own */
+        int fin = nk == NEO__BLOCK && neo__finite(st->s, (size_t)st->nq * NEO__BLOCK);
         for (int r = 0; r < st->nq; r++) {
             float *s = st->s + r * NEO__BLOCK;
             int    pos = pos0 + r / G, nv = pos - c + 1;
             if (nv > nk) nv = nk;
             if (nv <= 0) { /* the whole block is after this query */
                 memset(s, 0, sizeof(float) * NEO__BLOCK);
+                continue;
+            }
+            if (!fin && !neo__finite(s, (size_t)nv)) { /* a NaN or infinite score makes the query's whole output NaN */
+                for (int b = 0; b < nk; b++) s[b] = NAN;
+                st->m[r] = st->l[r] = NAN;
                 continue;
             }
             if (a->softcap > 0.0f)
@@ -1873,7 +1962,10 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
             }
             st->l[r] += kr->exp_sum(s, nv, st->m[r]);
         }
-        kr->pv(st->acc, st->s, v0 + (size_t)(c - c0) * dv * es, t, st->nq, nk, dv);
+        if (lo < nk && !neo__finite_kv(vb + (size_t)(lo > 0 ? lo : 0) * dv * es, (size_t)(nk - (lo > 0 ? lo : 0)) * dv, t))
+            neo__pv_visible(kr, st, vb, t, nk, dv, G, pos0, c);
+        else
+            kr->pv(st->acc, st->s, vb, t, st->nq, nk, dv);
     }
 }
 
@@ -1947,7 +2039,7 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
     const neo__attn_args *a = J->a;
     neo_runtime          *rt = J->rt;
     int    G = J->group, dv = a->head_dim_v, hi = task / J->n_chunks, c = task % J->n_chunks, g = a->h0 + hi;
-    int    c0 = a->c0 + c * J->chunk, c1 = c0 + J->chunk < a->c1 ? c0 + J->chunk : a->c1;
+    int    c0 = a->c0 + c * J->chunk, c1 = a->c1 - c0 > J->chunk ? c0 + J->chunk : a->c1;
     size_t stride = (size_t)dv + 2;
     float *first = rt->partial + (size_t)hi * J->n_chunks * G * stride; /* [n_chunks][G][stride] */
     float *part = first + (size_t)c * G * stride;
@@ -1964,8 +2056,8 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
     NEO_ATTN_DECODE_HOOK(1, task, thread);
     /* The chunks merge up a fixed binary tree, pairs (0, 1), (2, 3), .. then pairs of their
        results, each pair by whichever of its two finishes second, into the left one's slot: the
-       order never depends on the threads. The partials are read across cores (H200 host: ~6 us
-       for one thread to gather 16 partials of 7 queries); up the tree the last task to finish
+       order never depends on the threads. The partials are read across cores, which is slow for one
+       thread gathering them all; up the tree the last task to finish
        reads only one partial a level, and the others are merged while tasks still run. */
     int *done = rt->pair_done + (size_t)hi * 2 * J->n_chunks; /* [pairs of level 0][pairs of level 1].. */
     for (int i = c, n = J->n_chunks, k = 0; n > 1; done += (n + 1) / 2, i >>= 1, n = (n + 1) / 2, k++) {
@@ -2022,13 +2114,13 @@ NEO_ATTN__PRIVATE int neo__cpu_job(neo_runtime *rt, const neo__attn_args *a, neo
     J->group = a->n_head / a->n_head_kv;
     if (a->n_tokens == 1) {
         J->chunk = neo__chunk_size(a->c1 - a->c0, n_heads);
-        J->n_chunks = (a->c1 - a->c0 + J->chunk - 1) / J->chunk;
+        J->n_chunks = (a->c1 - a->c0 - 1) / J->chunk + 1;
         memset(rt->pair_done, 0, sizeof(int) * (size_t)n_heads * 2 * (size_t)J->n_chunks);
         *fn = neo__decode_task;
         return n_heads * J->n_chunks;
     }
     J->tok_per_task = neo__prefill_tokens(J->group);
-    J->n_tok_blocks = (a->n_tokens + J->tok_per_task - 1) / J->tok_per_task;
+    J->n_tok_blocks = (a->n_tokens - 1) / J->tok_per_task + 1;
     *fn = neo__prefill_task;
     return n_heads * J->n_tok_blocks;
 }
@@ -2073,8 +2165,10 @@ NEO_ATTN__PRIVATE const neo_allocator *neo__host_allocator(void *state) {
 NEO_ATTN__PRIVATE int  neo__host_alloc(void *state, void **ptr, size_t bytes) {
     return (*ptr = neo__alloc(neo__host_allocator(state), bytes)) != NULL || !bytes ? NEO_OK : NEO_ERR_NO_MEMORY;
 }
+/* "Device" memory: the stand-in's plays GPU memory, a CPU runtime's is host memory and says so. */
 NEO_ATTN__PRIVATE int neo__host_dev_alloc(void *state, void **ptr, size_t bytes) {
-    return neo__host_alloc(state, ptr, bytes) == NEO_OK ? NEO_OK : NEO_ERR_DEVICE_MEMORY;
+    if (neo__host_alloc(state, ptr, bytes) == NEO_OK) return NEO_OK;
+    return state && ((const neo_runtime *)state)->gpu ? NEO_ERR_DEVICE_MEMORY : NEO_ERR_NO_MEMORY;
 }
 NEO_ATTN__PRIVATE void neo__host_free(void *state, void *ptr) {
     neo__free(neo__host_allocator(state), ptr);
@@ -2169,17 +2263,29 @@ NEO_ATTN__PRIVATE void neo__standin_tables(neo__dev_mem *m, neo__dev_attn *t) {
    >>runtime: the descriptor's defaults resolved in one place, the backend chosen, and the few
    device calls the layer, the split paths and the decode loop make
    ============================================================================================= */
-/* *d = desc with its defaults filled in, or NEO_ERR_INVALID_ARG / _UNSUPPORTED. */
-NEO_ATTN__PRIVATE neo_status neo__rt_resolve(const neo_runtime_desc *desc, neo_runtime_desc *d) {
+/* NULL, or what is wrong with d (for the log). */
+NEO_ATTN__PRIVATE const char *neo__check_runtime_desc(const neo_runtime_desc *d) {
+    if (d->n_threads < 0 || d->n_threads > 1024) return "n_threads must be in [0, 1024]";
+    if ((d->gpu != 0 && d->gpu != 1) || d->gpu_device < 0) return "gpu must be 0 or 1, and gpu_device >= 0";
+    if ((d->gpu_standin != 0 && d->gpu_standin != 1) || (d->gpu_standin && !d->gpu))
+        return "gpu_standin must be 0 or 1, and 1 only with gpu = 1";
+    if ((unsigned)d->cpu_isa > (unsigned)NEO_CPU_AVX512) return "cpu_isa is not one of its enum's values";
+    if (d->parallel_for && d->n_threads == 0) return "parallel_for needs n_threads, the size of the engine's pool";
+    if (!d->allocator.alloc != !d->allocator.free) return "allocator needs both alloc and free, or neither";
+    return NULL;
+}
+
+/* *d = desc with its defaults filled in; on NEO_ERR_INVALID_ARG or _UNSUPPORTED, *why says what is
+   wrong (for the log). */
+NEO_ATTN__PRIVATE neo_status neo__rt_resolve(const neo_runtime_desc *desc, neo_runtime_desc *d, const char **why) {
     memset(d, 0, sizeof *d);
     if (desc) *d = *desc;
-    if (d->n_threads < 0 || d->n_threads > 1024 || (d->gpu != 0 && d->gpu != 1) || d->gpu_device < 0) return NEO_ERR_INVALID_ARG;
-    if ((d->gpu_standin != 0 && d->gpu_standin != 1) || (d->gpu_standin && !d->gpu)) return NEO_ERR_INVALID_ARG;
-    if ((unsigned)d->cpu_isa > (unsigned)NEO_CPU_AVX512) return NEO_ERR_INVALID_ARG;
-    if (d->parallel_for && d->n_threads == 0) return NEO_ERR_INVALID_ARG; /* the engine's pool size is needed */
-    if (!d->allocator.alloc != !d->allocator.free) return NEO_ERR_INVALID_ARG;
+    if ((*why = neo__check_runtime_desc(d)) != NULL) return NEO_ERR_INVALID_ARG;
 #if !NEO_ATTN_CUDA
-    if (d->gpu && !d->gpu_standin) return NEO_ERR_UNSUPPORTED; /* built without neo_attn_cuda.cu */
+    if (d->gpu && !d->gpu_standin) {
+        *why = "gpu = 1 needs a build with NEO_ATTN_CUDA=1 and neo_attn_cuda.cu (or gpu_standin = 1)";
+        return NEO_ERR_UNSUPPORTED;
+    }
 #endif
     if (d->n_threads == 0) {
 #if !NEO_ATTN_NO_THREADS
@@ -2229,19 +2335,31 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
     neo_runtime_desc d;
     neo_runtime     *rt;
     neo_status       s;
-    if (!out) return NEO_ERR_INVALID_ARG;
+    const char      *why = NULL;
+    if (!out) {
+        if (desc) neo__log_desc(desc->log, desc->log_user, NEO_LOG_ERROR, "neo_runtime_create: out is NULL");
+        return NEO_ERR_INVALID_ARG;
+    }
     *out = NULL;
-    if ((s = neo__rt_resolve(desc, &d)) != NEO_OK) return s;
+    if ((s = neo__rt_resolve(desc, &d, &why)) != NEO_OK) {
+        neo__log_desc(d.log, d.log_user, NEO_LOG_ERROR, "neo_runtime_create: %s", why);
+        return s;
+    }
     rt = (neo_runtime *)neo__calloc(&d.allocator, sizeof *rt);
-    if (!rt) return NEO_ERR_NO_MEMORY;
+    if (!rt) {
+        neo__log_desc(d.log, d.log_user, NEO_LOG_ERROR, "neo_runtime_create: out of host memory");
+        return NEO_ERR_NO_MEMORY;
+    }
     rt->log = d.log;
     rt->log_user = d.log_user;
     rt->alloc = d.allocator;
     if (!neo__kernels_init(&rt->kern, d.cpu_isa)) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_runtime_create: cpu_isa %s: not in this CPU or build", neo_cpu_isa_name(d.cpu_isa));
         neo__free(&d.allocator, rt);
         return NEO_ERR_UNSUPPORTED;
     }
     if ((s = neo__pool_init(&rt->pool, d.n_threads, d.parallel_for, d.parallel_for_user, &rt->alloc)) != NEO_OK) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_runtime_create: the thread pool: %s", neo_status_string(s));
         neo__free(&d.allocator, rt);
         return s;
     }
@@ -2256,6 +2374,7 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
     }
     rt->scratch = (float **)neo__calloc(&rt->alloc, sizeof(float *) * (size_t)rt->pool.n_threads);
     if (!rt->scratch) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_runtime_create: out of host memory");
         neo_runtime_destroy(rt);
         return NEO_ERR_NO_MEMORY;
     }
@@ -2267,7 +2386,7 @@ NEO_ATTN__PRIVATE void neo__split_release(neo_runtime *rt);
 
 NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     neo_allocator a; /* a copy: rt itself is freed with it */
-    if (!rt) return;
+    if (!rt || !neo__enter(rt, "neo_runtime_destroy")) return;
     a = rt->alloc;
     rt->mem.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
     neo__pool_wait(&rt->pool); /* a detached CPU half writes the buffers freed below */
@@ -2283,7 +2402,11 @@ NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
 }
 
 NEO_ATTN__PUBLIC neo_status neo_runtime_get_info(const neo_runtime *rt, neo_runtime_info *info) {
-    if (!rt || !info) return NEO_ERR_INVALID_ARG;
+    if (!rt) return NEO_ERR_INVALID_ARG;
+    if (!info) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_runtime_get_info: info is NULL");
+        return NEO_ERR_INVALID_ARG;
+    }
     info->n_threads = rt->pool.n_threads;
     info->gpu = rt->gpu;
     info->cpu_isa = rt->kern.isa;
@@ -2451,21 +2574,22 @@ NEO_ATTN__PRIVATE neo_status neo__layer_params(neo_layer *L, const neo_layer_des
 }
 
 NEO_ATTN__PRIVATE neo_status neo__split_prepare(neo_layer *L);
+NEO_ATTN__PRIVATE void       neo__layer_destroy(neo_layer *L);
 
-NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_desc *desc, neo_layer **out) {
+NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_desc *desc, neo_layer **out) {
     neo_layer  *L;
     neo_status  s;
     size_t      partial, nq;
     const char *why;
-    if (!out) return NEO_ERR_INVALID_ARG;
-    *out = NULL;
-    if (!rt || !desc) return NEO_ERR_INVALID_ARG;
     if ((s = neo__check_layer_desc(desc, &why)) != NEO_OK) {
         neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s", why);
         return s;
     }
     L = (neo_layer *)neo__calloc(&rt->alloc, sizeof *L);
-    if (!L) return NEO_ERR_NO_MEMORY;
+    if (!L) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: out of host memory");
+        return NEO_ERR_NO_MEMORY;
+    }
     L->rt = rt;
     neo__layer_shape(L, desc);
     if ((s = neo__layer_alloc_kv(L)) != NEO_OK || (s = neo__layer_params(L, desc)) != NEO_OK) goto fail;
@@ -2477,11 +2601,26 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
     *out = L;
     return NEO_OK;
 fail:
-    neo_layer_destroy(L);
+    neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s (a %d/%d/%d layer of %d cells, %zu bytes of cache on the host, %zu on the "
+             "GPU)", neo_status_string(s), L->n_head, L->n_head_kv, L->head_dim, L->n_ctx, L->host_bytes, L->gpu_bytes);
+    neo__layer_destroy(L);
     return s;
 }
 
-NEO_ATTN__PUBLIC void neo_layer_destroy(neo_layer *L) {
+NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_desc *desc, neo_layer **out) {
+    neo_status s;
+    if (out) *out = NULL;
+    if (!rt || !neo__enter(rt, "neo_layer_create")) return NEO_ERR_INVALID_ARG; /* no runtime: no logger to tell */
+    if (out && desc) s = neo__layer_create(rt, desc, out);
+    else {
+        neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s is NULL", out ? "desc" : "out");
+        s = NEO_ERR_INVALID_ARG;
+    }
+    neo__leave(rt);
+    return s;
+}
+
+NEO_ATTN__PRIVATE void neo__layer_destroy(neo_layer *L) {
     neo_runtime *rt;
     if (!L) return;
     rt = L->rt;
@@ -2496,6 +2635,13 @@ NEO_ATTN__PUBLIC void neo_layer_destroy(neo_layer *L) {
     neo__free(&rt->alloc, L->sinks);
     neo__free(&rt->alloc, L->slopes);
     neo__free(&rt->alloc, L);
+}
+
+NEO_ATTN__PUBLIC void neo_layer_destroy(neo_layer *L) {
+    neo_runtime *rt = L ? L->rt : NULL;
+    if (!L || !neo__enter(rt, "neo_layer_destroy")) return;
+    neo__layer_destroy(L);
+    neo__leave(rt);
 }
 
 NEO_ATTN__PRIVATE void neo__append_args_init(const neo_layer *L, neo__append_args *a, const float *k, const float *v, int n_tokens) {
@@ -2513,11 +2659,19 @@ NEO_ATTN__PRIVATE void neo__append_args_init(const neo_layer *L, neo__append_arg
 
 /* One call of the backend's append: the device heads' rows, and the host heads' straight into
    their (pinned) host memory. */
-NEO_ATTN__PUBLIC neo_status neo_attn_append(neo_layer *L, const float *k, const float *v, int n_tokens) {
+NEO_ATTN__PRIVATE neo_status neo__attn_append(neo_layer *L, const float *k, const float *v, int n_tokens) {
+    neo_runtime     *rt = L->rt;
     neo__append_args a;
     int              s;
-    if (!L || !k || !v || n_tokens < 1) return NEO_ERR_INVALID_ARG;
-    if (n_tokens > L->n_ctx - L->len) return NEO_ERR_FULL;
+    if (!k || !v || n_tokens < 1) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_attn_append: %s", n_tokens < 1 ? "n_tokens < 1" : "k or v is NULL");
+        return NEO_ERR_INVALID_ARG;
+    }
+    if (n_tokens > L->n_ctx - L->len) {
+        neo__log(rt, NEO_LOG_WARN, "neo_attn_append: %d tokens do not fit: the layer holds %d of n_ctx %d", n_tokens, L->len,
+                 L->n_ctx);
+        return NEO_ERR_FULL;
+    }
     neo__append_args_init(L, &a, k, v, n_tokens);
     a.h1 = L->n_head_kv;
     a.k = L->k_dev;
@@ -2527,21 +2681,47 @@ NEO_ATTN__PUBLIC neo_status neo_attn_append(neo_layer *L, const float *k, const 
         a.v2 = L->v_host;
         a.h2 = L->gpu_heads;
     }
-    if ((s = L->rt->attn.append(L->rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)s;
+    if ((s = rt->attn.append(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_attn_append: %s", neo_status_string((neo_status)s));
+        return (neo_status)s;
+    }
     L->len += n_tokens;
     return NEO_OK;
 }
 
+NEO_ATTN__PUBLIC neo_status neo_attn_append(neo_layer *L, const float *k, const float *v, int n_tokens) {
+    neo_status s;
+    if (!L || !neo__enter(L->rt, "neo_attn_append")) return NEO_ERR_INVALID_ARG;
+    s = neo__attn_append(L, k, v, n_tokens);
+    neo__leave(L->rt);
+    return s;
+}
+
 NEO_ATTN__PUBLIC int neo_layer_length(const neo_layer *L) { return L ? L->len : 0; }
 
-NEO_ATTN__PUBLIC neo_status neo_layer_truncate(neo_layer *L, int n_tokens) {
-    if (!L || n_tokens < 0 || n_tokens > L->len) return NEO_ERR_INVALID_ARG;
+NEO_ATTN__PRIVATE neo_status neo__layer_truncate(neo_layer *L, int n_tokens, const char *fn) {
+    if (n_tokens < 0 || n_tokens > L->len) {
+        neo__log(L->rt, NEO_LOG_ERROR, "%s: n_tokens %d is outside [0, %d], the length", fn, n_tokens, L->len);
+        return NEO_ERR_INVALID_ARG;
+    }
     L->len = n_tokens;
     return NEO_OK;
 }
 
+NEO_ATTN__PUBLIC neo_status neo_layer_truncate(neo_layer *L, int n_tokens) {
+    neo_status s;
+    if (!L || !neo__enter(L->rt, "neo_layer_truncate")) return NEO_ERR_INVALID_ARG;
+    s = neo__layer_truncate(L, n_tokens, "neo_layer_truncate");
+    neo__leave(L->rt);
+    return s;
+}
+
 NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_info *info) {
-    if (!L || !info) return NEO_ERR_INVALID_ARG;
+    if (!L) return NEO_ERR_INVALID_ARG;
+    if (!info) {
+        neo__log(L->rt, NEO_LOG_ERROR, "neo_layer_get_info: info is NULL");
+        return NEO_ERR_INVALID_ARG;
+    }
     memset(info, 0, sizeof *info);
     info->gpu_heads = L->gpu_heads;
     info->cpu_heads = L->n_head_kv - L->gpu_heads;
@@ -2647,8 +2827,9 @@ NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, 
     a.h1 = L->n_head_kv;
     a.kv_cells = CH;
     a.state = (float *)SP->d_state;
-    for (int i = 0, c0 = 0; c0 < L->len; i++, c0 += CH) {
-        int    b = i & 1, c1 = c0 + CH < L->len ? c0 + CH : L->len;
+    for (int i = 0, c0 = 0, c1; c0 < L->len; i++, c0 = c1) {
+        int    b = i & 1;
+        c1 = L->len - c0 > CH ? c0 + CH : L->len; /* not c0 + CH past the end of the int range */
         char  *kst = (char *)SP->d_stage[b], *vst = kst + (size_t)hh * CH * L->head_dim * es;
         size_t kw = (size_t)(c1 - c0) * L->head_dim * es, vw = (size_t)(c1 - c0) * L->head_dim_v * es;
         if ((i >= 2 && (s = D->wait(S, NEO__STREAM_COPY, NEO__EV_USED0 + b)) != NEO_OK) ||
@@ -2830,7 +3011,7 @@ NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, floa
     neo_status   s;
     int          probe, mode;
     double       t0;
-    if (L->auto_n == 2 * NEO__AUTO_PROBES && L->len >= 2 * L->auto_len) L->auto_n = 0; /* context doubled: ask again */
+    if (L->auto_n == 2 * NEO__AUTO_PROBES && L->len / 2 >= L->auto_len) L->auto_n = 0; /* context doubled: ask again */
     probe = L->auto_n < 2 * NEO__AUTO_PROBES;
     mode = probe ? L->auto_n & 1 : L->auto_choice;
     L->pipeline = mode ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
@@ -2851,19 +3032,53 @@ NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, floa
     return NEO_OK;
 }
 
-NEO_ATTN__PUBLIC neo_status neo_attn_decode(neo_layer *L, const float *q, float *out) {
+NEO_ATTN__PRIVATE neo_status neo__attn_decode(neo_layer *L, const float *q, float *out) {
     neo_status s;
     int        split;
-    if (!L || !q || !out || L->len == 0) return NEO_ERR_INVALID_ARG;
+    if (!q || !out || L->len == 0) {
+        neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_decode: %s", L->len == 0 ? "the layer is empty (append first)" : "q or out is NULL");
+        return NEO_ERR_INVALID_ARG;
+    }
     split = L->gpu_heads > 0 && L->gpu_heads < L->n_head_kv;
     s = split && L->pipeline == NEO_PIPELINE_AUTO ? neo__decode_auto(L, q, out) : neo__layer_attend(L, q, 1, out);
     if (s == NEO_OK) L->n_decode++;
+    else neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_decode: %s", neo_status_string(s));
+    return s;
+}
+
+NEO_ATTN__PUBLIC neo_status neo_attn_decode(neo_layer *L, const float *q, float *out) {
+    neo_status s;
+    if (!L || !neo__enter(L->rt, "neo_attn_decode")) return NEO_ERR_INVALID_ARG;
+    s = neo__attn_decode(L, q, out);
+    neo__leave(L->rt);
+    return s;
+}
+
+/* A prefill of more than NEO__PREFILL_SLICE / n_head tokens runs in slices of that many (each as
+   the prefill of a layer that ends at its last token), so that no count of queries or tasks
+   leaves the int range. */
+NEO_ATTN__PRIVATE neo_status neo__prefill(neo_layer *L, const float *q, int n_tokens, float *out) {
+    int        len = L->len, per = L->n_head < NEO__PREFILL_SLICE ? NEO__PREFILL_SLICE / L->n_head : 1, n;
+    neo_status s = NEO_OK;
+    for (int i = 0; i < n_tokens && s == NEO_OK; i += n) {
+        n = n_tokens - i < per ? n_tokens - i : per;
+        L->len = len - n_tokens + i + n;
+        s = neo__layer_attend(L, q + (size_t)i * L->n_head * L->head_dim, n, out + (size_t)i * L->n_head * L->head_dim_v);
+    }
+    L->len = len;
     return s;
 }
 
 NEO_ATTN__PUBLIC neo_status neo_attn_prefill(neo_layer *L, const float *q, int n_tokens, float *out) {
-    if (!L || !q || !out || n_tokens < 1 || n_tokens > L->len) return NEO_ERR_INVALID_ARG;
-    return neo__layer_attend(L, q, n_tokens, out);
+    neo_status s = NEO_ERR_INVALID_ARG;
+    if (!L || !neo__enter(L->rt, "neo_attn_prefill")) return NEO_ERR_INVALID_ARG;
+    if (!q || !out) neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_prefill: q or out is NULL");
+    else if (n_tokens < 1 || n_tokens > L->len)
+        neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_prefill: n_tokens %d is outside [1, %d], the length", n_tokens, L->len);
+    else if ((s = neo__prefill(L, q, n_tokens, out)) != NEO_OK)
+        neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_prefill: %s", neo_status_string(s));
+    neo__leave(L->rt);
+    return s;
 }
 
 /* =============================================================================================
@@ -3168,16 +3383,23 @@ struct neo_session {
     neo__mv_host     mv;        /* the host matvec's scratch, when the backend has no matvec */
 };
 
-NEO_ATTN__PUBLIC void neo_session_destroy(neo_session *s) {
+NEO_ATTN__PRIVATE void neo__session_destroy(neo_session *s) {
     if (!s) return;
     if (s->layers)
-        for (int l = 0; l < s->m->info.n_layers; l++) neo_layer_destroy(s->layers[l]);
+        for (int l = 0; l < s->m->info.n_layers; l++) neo__layer_destroy(s->layers[l]);
     neo__free(&s->rt->alloc, s->layers);
     neo__dev_free(s->rt, s->act);
     neo__dev_free(s->rt, s->next);
     neo__dev_free(s->rt, s->w_dev);
     neo__free(&s->rt->alloc, s->mv.scratch);
     neo__free(&s->rt->alloc, s);
+}
+
+NEO_ATTN__PUBLIC void neo_session_destroy(neo_session *s) {
+    neo_runtime *rt = s ? s->rt : NULL;
+    if (!s || !neo__enter(rt, "neo_session_destroy")) return;
+    neo__session_destroy(s);
+    neo__leave(rt);
 }
 
 /* The model's floats into w (device, n_floats) in the fused layout (see neo_session): the same
@@ -3197,23 +3419,27 @@ NEO_ATTN__PRIVATE neo_status neo__upload_fused(neo_runtime *rt, const neo_model 
     return neo__dev_sync(rt);
 }
 
-NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model *m, const neo_session_desc *desc,
-                                               neo_session **out) {
+NEO_ATTN__PRIVATE neo_status neo__session_create(neo_runtime *rt, const neo_model *m, const neo_session_desc *desc,
+                                                 neo_session **out) {
     neo_session_desc      d;
     const neo_model_info *mi;
     neo_session          *s;
     neo_status            st = NEO_ERR_NO_MEMORY;
     size_t                kv, floats;
     const float          *base;
-    if (!out) return NEO_ERR_INVALID_ARG;
-    *out = NULL;
-    if (!rt || !m) return NEO_ERR_INVALID_ARG;
     memset(&d, 0, sizeof d);
     if (desc) d = *desc;
+    if (!out || !m || d.n_ctx < 0 || d.gpu_heads < 0 || d.gpu_heads > m->info.n_kv_heads) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_session_create: %s", !out ? "out is NULL" : !m ? "model is NULL" : d.n_ctx < 0 ? "n_ctx < 0"
+                                                                                 : "gpu_heads must be in [0, the model's n_kv_heads]");
+        return NEO_ERR_INVALID_ARG;
+    }
     mi = &m->info;
-    if (d.n_ctx < 0 || d.gpu_heads < 0 || d.gpu_heads > mi->n_kv_heads) return NEO_ERR_INVALID_ARG;
     kv = (size_t)(mi->dim / mi->n_heads) * (size_t)mi->n_kv_heads;
-    if (!(s = (neo_session *)neo__calloc(&rt->alloc, sizeof *s))) return NEO_ERR_NO_MEMORY;
+    if (!(s = (neo_session *)neo__calloc(&rt->alloc, sizeof *s))) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_session_create: out of host memory");
+        return NEO_ERR_NO_MEMORY;
+    }
     s->rt = rt;
     s->mv.rt = rt;
     s->m = m;
@@ -3266,12 +3492,26 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
         ld.kv_type = d.kv_type;
         ld.gpu_heads = d.gpu_heads;
         ld.pipeline = d.pipeline;
-        if ((st = neo_layer_create(rt, &ld, &s->layers[l])) != NEO_OK) goto fail;
+        if ((st = neo__layer_create(rt, &ld, &s->layers[l])) != NEO_OK) { /* which says why */
+            neo__session_destroy(s);
+            return st;
+        }
     }
     *out = s;
     return NEO_OK;
 fail:
-    neo_session_destroy(s);
+    neo__log(rt, NEO_LOG_ERROR, "neo_session_create: %s", neo_status_string(st));
+    neo__session_destroy(s);
+    return st;
+}
+
+NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model *m, const neo_session_desc *desc,
+                                               neo_session **out) {
+    neo_status st;
+    if (out) *out = NULL;
+    if (!rt || !neo__enter(rt, "neo_session_create")) return NEO_ERR_INVALID_ARG; /* no runtime: no logger to tell */
+    st = neo__session_create(rt, m, desc, out);
+    neo__leave(rt);
     return st;
 }
 
@@ -3337,7 +3577,7 @@ NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int
         }
         if (e != NEO_OK) break;
         /* this layer's KV cache and attention over it */
-        if ((e = neo_attn_append(s->layers[l], s->k, s->v, 1)) != NEO_OK || (e = neo_attn_decode(s->layers[l], s->q, s->xb)) != NEO_OK)
+        if ((e = neo__attn_append(s->layers[l], s->k, s->v, 1)) != NEO_OK || (e = neo__attn_decode(s->layers[l], s->q, s->xb)) != NEO_OK)
             break;
         /* output projection and residual; FFN w2(silu(w1 x) * w3 x) and residual */
         if ((e = neo__mv(s, s->x, s->wo + ld * dim, NULL, s->xb, NULL, dim, dim, NEO__MV_ADD)) != NEO_OK ||
@@ -3355,11 +3595,20 @@ NEO_ATTN__PRIVATE neo_status neo__session_step(neo_session *s, int token, float 
     neo_runtime *rt;
     neo_status   st;
     int          pos, V;
-    if (!s || (!logits && !next)) return NEO_ERR_INVALID_ARG;
     V = s->m->info.vocab_size;
-    if (token < 0 || token >= V) return NEO_ERR_INVALID_ARG;
     pos = neo_layer_length(s->layers[0]);
-    if (pos >= s->n_ctx) return NEO_ERR_FULL;
+    if (!logits && !next) {
+        neo__log(s->rt, NEO_LOG_ERROR, "neo_session_step: the output pointer is NULL");
+        return NEO_ERR_INVALID_ARG;
+    }
+    if (token < 0 || token >= V) {
+        neo__log(s->rt, NEO_LOG_ERROR, "neo_session_step: token %d is outside [0, %d), the vocabulary", token, V);
+        return NEO_ERR_INVALID_ARG;
+    }
+    if (pos >= s->n_ctx) {
+        neo__log(s->rt, NEO_LOG_WARN, "neo_session_step: the session is full (n_ctx %d tokens)", s->n_ctx);
+        return NEO_ERR_FULL;
+    }
     rt = s->rt;
     if ((st = neo__session_forward(s, token, pos)) == NEO_OK) {
         if (logits) st = neo__dev_copy(rt, logits, s->logits, sizeof(float) * (size_t)V);
@@ -3368,30 +3617,48 @@ NEO_ATTN__PRIVATE neo_status neo__session_step(neo_session *s, int token, float 
             st = neo__dev_copy(rt, next, s->next, sizeof(int));
         if (st == NEO_OK) st = neo__dev_sync(rt);
     }
-    if (st != NEO_OK) /* leave no layer a token ahead of the others */
+    if (st != NEO_OK) { /* leave no layer a token ahead of the others */
+        neo__log(s->rt, NEO_LOG_ERROR, "neo_session_step: %s", neo_status_string(st));
         for (int l = 0; l < s->m->info.n_layers; l++)
-            if (neo_layer_length(s->layers[l]) > pos) neo_layer_truncate(s->layers[l], pos);
+            if (neo_layer_length(s->layers[l]) > pos) neo__layer_truncate(s->layers[l], pos, "neo_session_step");
+    }
+    return st;
+}
+
+/* neo__session_step with the runtime's flag taken */
+NEO_ATTN__PRIVATE neo_status neo__session_step_entry(neo_session *s, int token, float *logits, int *next) {
+    neo_status st;
+    if (!s || !neo__enter(s->rt, "neo_session_step")) return NEO_ERR_INVALID_ARG;
+    st = neo__session_step(s, token, logits, next);
+    neo__leave(s->rt);
     return st;
 }
 
 NEO_ATTN__PUBLIC neo_status neo_session_step(neo_session *s, int token, float *logits) {
-    return logits ? neo__session_step(s, token, logits, NULL) : NEO_ERR_INVALID_ARG;
+    return neo__session_step_entry(s, token, logits, NULL);
 }
 
 NEO_ATTN__PUBLIC neo_status neo_session_step_argmax(neo_session *s, int token, int *next) {
-    return next ? neo__session_step(s, token, NULL, next) : NEO_ERR_INVALID_ARG;
+    return neo__session_step_entry(s, token, NULL, next);
 }
 
 NEO_ATTN__PUBLIC int neo_session_length(const neo_session *s) { return s ? neo_layer_length(s->layers[0]) : 0; }
 
 NEO_ATTN__PUBLIC neo_status neo_session_truncate(neo_session *s, int n_tokens) {
-    if (!s || n_tokens < 0 || n_tokens > neo_session_length(s)) return NEO_ERR_INVALID_ARG;
-    for (int l = 0; l < s->m->info.n_layers; l++) neo_layer_truncate(s->layers[l], n_tokens);
-    return NEO_OK;
+    neo_status st = NEO_OK;
+    if (!s || !neo__enter(s->rt, "neo_session_truncate")) return NEO_ERR_INVALID_ARG;
+    for (int l = 0; l < s->m->info.n_layers && st == NEO_OK; l++) /* every layer has the same length */
+        st = neo__layer_truncate(s->layers[l], n_tokens, "neo_session_truncate");
+    neo__leave(s->rt);
+    return st;
 }
 
 NEO_ATTN__PUBLIC neo_status neo_session_get_info(const neo_session *s, neo_layer_info *info) {
-    if (!s || !info) return NEO_ERR_INVALID_ARG;
+    if (!s) return NEO_ERR_INVALID_ARG;
+    if (!info) {
+        neo__log(s->rt, NEO_LOG_ERROR, "neo_session_get_info: info is NULL");
+        return NEO_ERR_INVALID_ARG;
+    }
     memset(info, 0, sizeof *info);
     for (int l = 0; l < s->m->info.n_layers; l++) {
         neo_layer_info li;

@@ -1,6 +1,7 @@
 /* test_api.c - every error case of the public API (API.md and neo_attn.h): bad pointers, shapes
    and options give the documented status, change nothing and never crash; plus the small rules
    (status strings, the gpu-heads fraction rule, layer info on a CPU runtime, sinks copied). */
+#define NEO__PREFILL_SLICE 64 /* prefills of more than 64 / n_head tokens run in slices (test_prefill_slices) */
 #define NEO_ATTN_IMPLEMENTATION
 #include "neo_attn.h"
 
@@ -10,6 +11,8 @@
 
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -852,6 +855,445 @@ done:
     neo_model_destroy(m);
 }
 
+/* --- every refusal is logged: a logger that records is told why, once the call has a runtime --- */
+
+#define EXPECT_LOG(call, st, word)                                                                                     \
+    do {                                                                                                               \
+        int n0_ = log_lines;                                                                                           \
+        check_context("the log of %s", #call);                                                                         \
+        CHECK_STATUS(call, st);                                                                                        \
+        if (!CHECK(log_lines > n0_ && strstr(log_last, word) != NULL))                                                 \
+            fprintf(stderr, "    %d lines, the last: \"%s\" (wanted \"%s\")\n", log_lines - n0_, log_last, word);      \
+    } while (0)
+
+static void test_refusals_logged(void) {
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL;
+    neo_layer       *l = NULL;
+    neo_layer_desc   d = base_desc();
+    neo_layer_info   li;
+    synth_cfg        sc = {16, 24, 2, 4, 2, 32, 3};
+    size_t           size = 0;
+    unsigned char   *buf = synth_build(&sc, 11, &size);
+    neo_model       *m = NULL;
+    neo_session     *s = NULL;
+    neo_session_desc sd = {0};
+    static float     k[32 * 2 * 16], v[32 * 2 * 16], q[32 * 8 * 16], out[32 * 8 * 16], logits[32];
+    int              next;
+
+    rd.log = test_log, rd.n_threads = 1;
+    EXPECT_LOG(neo_runtime_create(&rd, NULL), NEO_ERR_INVALID_ARG, "out is NULL");
+    rd.n_threads = -1;
+    EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG, "n_threads");
+    rd.n_threads = 1, rd.gpu = 2;
+    EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG, "gpu must");
+    rd.gpu = 0, rd.gpu_standin = 1;
+    EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG, "gpu_standin");
+    rd.gpu_standin = 0, rd.cpu_isa = (neo_cpu_isa)7;
+    EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG, "cpu_isa");
+    rd.cpu_isa = NEO_CPU_AUTO, rd.parallel_for = engine_parallel_for, rd.n_threads = 0;
+    EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG, "parallel_for");
+    rd.parallel_for = NULL, rd.n_threads = 1, rd.allocator.alloc = count_alloc_fn;
+    EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG, "allocator");
+    rd.allocator.alloc = NULL, rd.gpu = 1;
+    EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_UNSUPPORTED, "NEO_ATTN_CUDA");
+    rd.gpu = 0;
+    if (!test_cpu_has(NEO_CPU_AVX512)) {
+        rd.cpu_isa = NEO_CPU_AVX512;
+        EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_UNSUPPORTED, "avx512");
+        rd.cpu_isa = NEO_CPU_AUTO;
+    }
+    CHECK(rt == NULL);
+    check_context("refusals logged: runtime");
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK) || !CHECK(buf != NULL)) goto done;
+    EXPECT_LOG(neo_runtime_get_info(rt, NULL), NEO_ERR_INVALID_ARG, "info");
+
+    EXPECT_LOG(neo_layer_create(rt, NULL, &l), NEO_ERR_INVALID_ARG, "desc is NULL");
+    EXPECT_LOG(neo_layer_create(rt, &d, NULL), NEO_ERR_INVALID_ARG, "out is NULL");
+    d.n_head_kv = 3;
+    EXPECT_LOG(neo_layer_create(rt, &d, &l), NEO_ERR_INVALID_ARG, "n_head");
+    d = base_desc(), d.n_head = d.n_head_kv = 64, d.head_dim = 1024, d.n_ctx = INT_MAX, d.kv_type = NEO_TYPE_F32;
+    EXPECT_LOG(neo_layer_create(rt, &d, &l), NEO_ERR_NO_MEMORY, "out of host memory");
+    d = base_desc();
+    check_context("refusals logged: layer");
+    if (!CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK)) goto done;
+    fill(k, sizeof k / sizeof *k, 0.5f), fill(v, sizeof v / sizeof *v, -1.0f), fill(q, sizeof q / sizeof *q, 0.25f);
+    EXPECT_LOG(neo_attn_decode(l, q, out), NEO_ERR_INVALID_ARG, "empty");
+    EXPECT_LOG(neo_attn_prefill(l, q, 1, out), NEO_ERR_INVALID_ARG, "outside [1, 0]");
+    EXPECT_LOG(neo_attn_append(l, NULL, v, 1), NEO_ERR_INVALID_ARG, "NULL");
+    EXPECT_LOG(neo_attn_append(l, k, NULL, 1), NEO_ERR_INVALID_ARG, "NULL");
+    EXPECT_LOG(neo_attn_append(l, k, v, 0), NEO_ERR_INVALID_ARG, "n_tokens");
+    EXPECT_LOG(neo_attn_append(l, k, v, 33), NEO_ERR_FULL, "n_ctx 32");
+    CHECK_STATUS(neo_attn_append(l, k, v, 30), NEO_OK);
+    EXPECT_LOG(neo_attn_append(l, k, v, 3), NEO_ERR_FULL, "holds 30 of n_ctx 32");
+    CHECK(log_level == NEO_LOG_WARN);
+    EXPECT_LOG(neo_attn_decode(l, NULL, out), NEO_ERR_INVALID_ARG, "NULL");
+    EXPECT_LOG(neo_attn_decode(l, q, NULL), NEO_ERR_INVALID_ARG, "NULL");
+    EXPECT_LOG(neo_attn_prefill(l, NULL, 1, out), NEO_ERR_INVALID_ARG, "NULL");
+    EXPECT_LOG(neo_attn_prefill(l, q, 0, out), NEO_ERR_INVALID_ARG, "n_tokens 0");
+    EXPECT_LOG(neo_attn_prefill(l, q, 31, out), NEO_ERR_INVALID_ARG, "n_tokens 31 is outside [1, 30]");
+    EXPECT_LOG(neo_layer_truncate(l, 31), NEO_ERR_INVALID_ARG, "n_tokens 31 is outside [0, 30]");
+    EXPECT_LOG(neo_layer_truncate(l, -1), NEO_ERR_INVALID_ARG, "outside");
+    EXPECT_LOG(neo_layer_get_info(l, NULL), NEO_ERR_INVALID_ARG, "info");
+    CHECK(neo_layer_length(l) == 30);
+    check_context("refusals logged: the calls that succeed say nothing");
+    {
+        int n0 = log_lines;
+        CHECK_STATUS(neo_attn_decode(l, q, out), NEO_OK);
+        CHECK_STATUS(neo_attn_prefill(l, q, 30, out), NEO_OK);
+        CHECK_STATUS(neo_layer_truncate(l, 29), NEO_OK);
+        CHECK_STATUS(neo_layer_get_info(l, &li), NEO_OK);
+        CHECK(log_lines == n0);
+    }
+
+    check_context("refusals logged: session");
+    if (!CHECK_STATUS(neo_model_load_memory(buf, size, &m), NEO_OK)) goto done;
+    EXPECT_LOG(neo_session_create(rt, NULL, NULL, &s), NEO_ERR_INVALID_ARG, "model is NULL");
+    EXPECT_LOG(neo_session_create(rt, m, NULL, NULL), NEO_ERR_INVALID_ARG, "out is NULL");
+    sd.n_ctx = -1;
+    EXPECT_LOG(neo_session_create(rt, m, &sd, &s), NEO_ERR_INVALID_ARG, "n_ctx");
+    sd.n_ctx = 0, sd.gpu_heads = 3;
+    EXPECT_LOG(neo_session_create(rt, m, &sd, &s), NEO_ERR_INVALID_ARG, "gpu_heads");
+    sd.gpu_heads = 0, sd.kv_type = (neo_type)5;
+    EXPECT_LOG(neo_session_create(rt, m, &sd, &s), NEO_ERR_INVALID_ARG, "kv_type");
+    sd.kv_type = NEO_TYPE_F16;
+    if (!CHECK_STATUS(neo_session_create(rt, m, &sd, &s), NEO_OK)) goto done;
+    EXPECT_LOG(neo_session_step(s, 1, NULL), NEO_ERR_INVALID_ARG, "NULL");
+    EXPECT_LOG(neo_session_step_argmax(s, 1, NULL), NEO_ERR_INVALID_ARG, "NULL");
+    EXPECT_LOG(neo_session_step(s, -1, logits), NEO_ERR_INVALID_ARG, "token -1");
+    EXPECT_LOG(neo_session_step_argmax(s, 32, &next), NEO_ERR_INVALID_ARG, "token 32 is outside [0, 32)");
+    EXPECT_LOG(neo_session_truncate(s, 1), NEO_ERR_INVALID_ARG, "outside [0, 0]");
+    CHECK_STATUS(neo_session_step(s, 1, logits), NEO_OK);
+    CHECK_STATUS(neo_session_step(s, 2, logits), NEO_OK);
+    CHECK_STATUS(neo_session_step_argmax(s, 3, &next), NEO_OK);
+    EXPECT_LOG(neo_session_step(s, 4, logits), NEO_ERR_FULL, "full");
+    EXPECT_LOG(neo_session_truncate(s, -1), NEO_ERR_INVALID_ARG, "outside");
+    EXPECT_LOG(neo_session_get_info(s, NULL), NEO_ERR_INVALID_ARG, "info");
+    CHECK(neo_session_length(s) == 3);
+done:
+    check_context("%s", "");
+    neo_session_destroy(s);
+    neo_model_destroy(m);
+    neo_layer_destroy(l);
+    neo_runtime_destroy(rt);
+    free(buf);
+}
+
+/* --- out of host memory on a CPU runtime: every allocation failing in turn through the runtime's
+   allocator, from the runtime to a session's steps, gives NEO_ERR_NO_MEMORY (never the GPU's
+   NEO_ERR_DEVICE_MEMORY) with a log line, and leaks nothing --- */
+
+static void test_cpu_out_of_memory(void) {
+    synth_cfg      sc = {16, 24, 2, 4, 2, 32, 8};
+    size_t         size = 0;
+    unsigned char *buf = synth_build(&sc, 5, &size);
+    neo_model     *m = NULL;
+    float          logits[2][32];
+    int            f, done = 0;
+    check_context("CPU runtime out of memory");
+    if (!CHECK(buf != NULL) || !CHECK_STATUS(neo_model_load_memory(buf, size, &m), NEO_OK)) goto out;
+    for (f = -1; f < 400 && !done; f++) { /* f = -1: no failure, the reference run */
+        count_alloc      c = {0, 0, -1};
+        neo_runtime_desc rd = {0};
+        neo_runtime     *rt = NULL;
+        neo_layer       *l = NULL;
+        neo_session     *s = NULL;
+        neo_layer_desc   d = base_desc();
+        neo_status       st;
+        float            kv[4 * 2 * 16], q[8 * 16], o[8 * 16];
+        int              i;
+        c.fail_at = f;
+        rd.n_threads = 2, rd.log = test_log;
+        rd.allocator.alloc = count_alloc_fn, rd.allocator.free = count_free_fn, rd.allocator.user = &c;
+        fill(kv, sizeof kv / sizeof *kv, 0.5f), fill(q, sizeof q / sizeof *q, 0.25f);
+        log_lines = 0;
+        st = neo_runtime_create(&rd, &rt);
+        if (st == NEO_OK) st = neo_layer_create(rt, &d, &l);
+        if (st == NEO_OK) st = neo_attn_append(l, kv, kv, 4);
+        if (st == NEO_OK) st = neo_attn_decode(l, q, o);
+        if (st == NEO_OK) st = neo_session_create(rt, m, NULL, &s);
+        for (i = 0; i < 3 && st == NEO_OK; i++) st = neo_session_step(s, i + 1, logits[f >= 0]);
+        if (st == NEO_OK) {
+            done = f >= 0;
+            CHECK(f < 0 || same_bits(logits[0], logits[1], 32)); /* a retry that gets its memory gives the same bits */
+        } else if (!CHECK_STATUS(st, NEO_ERR_NO_MEMORY) || !CHECK(log_lines >= 1 && log_level == NEO_LOG_ERROR)) {
+            fprintf(stderr, "    allocation %d failed: status %d, %d log lines (last \"%s\")\n", f, (int)st, log_lines, log_lines ? log_last : "");
+        }
+        neo_session_destroy(s);
+        neo_layer_destroy(l);
+        neo_runtime_destroy(rt);
+        if (!CHECK(c.allocs == c.frees)) break;
+        CHECK(f >= 0 || st == NEO_OK);
+    }
+    CHECK(done);
+out:
+    neo_model_destroy(m);
+    free(buf);
+}
+
+/* --- one call at a time per runtime: a call that overlaps another one on the same runtime (or
+   its layers and sessions) is refused with NEO_ERR_INVALID_ARG and a log line, and changes
+   nothing; the refused call's runtime works on afterwards --- */
+
+/* What a call entered from inside another one returned, and whether it ran. */
+static neo_layer   *inner_layer;   /* set: the next engine parallel-for or log line calls into it */
+static neo_session *inner_session;
+static neo_status   inner_st[8];
+static int          inner_calls;
+static void call_inside(void) {
+    static float kv[2 * 16], q[8 * 16], o[8 * 16], lg[32];
+    neo_layer   *nl = (neo_layer *)(uintptr_t)1;
+    neo_layer   *l = inner_layer;
+    neo_layer_desc d = base_desc();
+    if (!l) return;
+    inner_layer = NULL; /* once */
+    inner_calls++;
+    inner_st[0] = neo_attn_append(l, kv, kv, 1);
+    inner_st[1] = neo_attn_decode(l, q, o);
+    inner_st[2] = neo_attn_prefill(l, q, 1, o);
+    inner_st[3] = neo_layer_truncate(l, 0);
+    inner_st[4] = neo_layer_create(l->rt, &d, &nl);
+    inner_st[5] = nl == NULL ? NEO_ERR_INVALID_ARG : NEO_OK;
+    inner_st[6] = inner_session ? neo_session_step(inner_session, 1, lg) : NEO_ERR_INVALID_ARG;
+    inner_st[7] = inner_session ? neo_session_truncate(inner_session, 0) : NEO_ERR_INVALID_ARG;
+    neo_layer_destroy(l);            /* refused: the layer lives on */
+    neo_session_destroy(inner_session);
+    neo_runtime_destroy(l->rt);      /* refused too */
+}
+static void reentering_parallel_for(void *user, int n_tasks, neo_task_fn task, void *arg) {
+    int i;
+    (void)user;
+    call_inside();
+    for (i = 0; i < n_tasks; i++) task(arg, i, i % 2);
+}
+static void reentering_log(void *user, neo_log_level level, const char *msg) {
+    test_log(user, level, msg);
+    call_inside();
+}
+static int all_refused(void) {
+    int i, ok = inner_calls == 1;
+    for (i = 0; i < 8; i++) ok &= inner_st[i] == NEO_ERR_INVALID_ARG;
+    return ok;
+}
+
+/* The engine's parallel-for that blocks its first job until released (another thread's call
+   meanwhile finds the runtime in use). */
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  hold_cv = PTHREAD_COND_INITIALIZER;
+static int             hold_state; /* 1: hold the next job; 2: a job is held; 3: let it go */
+static void holding_parallel_for(void *user, int n_tasks, neo_task_fn task, void *arg) {
+    int i;
+    (void)user;
+    pthread_mutex_lock(&hold_mu);
+    if (hold_state == 1) {
+        hold_state = 2;
+        pthread_cond_broadcast(&hold_cv);
+        while (hold_state != 3) pthread_cond_wait(&hold_cv, &hold_mu);
+    }
+    pthread_mutex_unlock(&hold_mu);
+    for (i = 0; i < n_tasks; i++) task(arg, i, i % 2);
+}
+typedef struct held_call {
+    neo_layer  *l;
+    const float *q;
+    float      *out;
+    neo_status  st;
+} held_call;
+static void *held_decode(void *arg) {
+    held_call *h = (held_call *)arg;
+    h->st = neo_attn_decode(h->l, h->q, h->out);
+    return NULL;
+}
+
+/* Two threads decoding on two layers of one runtime, against the rules: each call is refused or
+   right, bitwise. */
+static int race_lines;
+static void race_log(void *user, neo_log_level level, const char *msg) {
+    (void)user, (void)level, (void)msg;
+    __atomic_add_fetch(&race_lines, 1, __ATOMIC_RELAXED);
+}
+typedef struct racer {
+    neo_layer   *l;
+    const float *q, *want;
+    int          ok, refused, wrong;
+} racer;
+static void *race(void *arg) {
+    racer *r = (racer *)arg;
+    float  o[8 * 64];
+    int    i;
+    for (i = 0; i < 10000000 && r->ok < 100; i++) { /* until 100 calls of each thread got in between the other's */
+        neo_status st = neo_attn_decode(r->l, r->q, o);
+        if (st == NEO_OK) r->ok++, r->wrong += !same_bits(o, r->want, 8 * 64);
+        else r->refused += st == NEO_ERR_INVALID_ARG, r->wrong += st != NEO_ERR_INVALID_ARG, sched_yield();
+    }
+    return NULL;
+}
+
+static void test_one_call_at_a_time(void) {
+    static float     k[2048 * 2 * 64], v[2048 * 2 * 64], q[8 * 64], o[2][8 * 64];
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL;
+    neo_layer       *l[2] = {NULL, NULL};
+    neo_layer_desc   d = base_desc();
+    synth_cfg        sc = {16, 24, 2, 4, 2, 32, 8};
+    size_t           size = 0;
+    unsigned char   *buf = synth_build(&sc, 9, &size);
+    neo_model       *m = NULL;
+    neo_session     *s = NULL;
+    int              j, n0;
+
+    /* big enough a decode that the runtime hands it to the engine's parallel-for */
+    d.n_head = 8, d.n_head_kv = 2, d.head_dim = 64, d.n_ctx = 2048;
+    fill(k, 2048 * 2 * 64, 0.5f), fill(v, 2048 * 2 * 64, -0.25f), fill(q, 8 * 64, 0.1f);
+    check_context("one call at a time: setup");
+    if (!CHECK(buf != NULL) || !CHECK_STATUS(neo_model_load_memory(buf, size, &m), NEO_OK)) goto out;
+
+    /* 1. from a task of the engine's parallel-for */
+    rd.parallel_for = reentering_parallel_for, rd.n_threads = 2, rd.log = test_log;
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) goto out;
+    for (j = 0; j < 2; j++) CHECK_STATUS(neo_layer_create(rt, &d, &l[j]), NEO_OK);
+    CHECK_STATUS(neo_session_create(rt, m, NULL, &s), NEO_OK);
+    if (!l[0] || !l[1] || !s) goto out;
+    for (j = 0; j < 2; j++) CHECK_STATUS(neo_attn_append(l[j], k, v, 2048), NEO_OK);
+    CHECK_STATUS(neo_attn_decode(l[0], q, o[0]), NEO_OK); /* the reference: nothing re-enters */
+    check_context("one call at a time: entered from the engine's parallel-for");
+    inner_layer = l[1], inner_session = s, inner_calls = 0, log_lines = 0;
+    poison(o[1], 8 * 64);
+    CHECK_STATUS(neo_attn_decode(l[0], q, o[1]), NEO_OK);
+    CHECK(all_refused() && same_bits(o[0], o[1], 8 * 64));
+    CHECK(log_lines >= 10 && strstr(log_last, "refused") && strstr(log_last, "neo_runtime_destroy"));
+    CHECK(neo_layer_length(l[1]) == 2048 && neo_session_length(s) == 0); /* the refused calls changed nothing */
+    CHECK_STATUS(neo_attn_decode(l[1], q, o[1]), NEO_OK);                 /* and the flag is free again */
+    CHECK(same_bits(o[0], o[1], 8 * 64));
+    CHECK_STATUS(neo_session_step(s, 1, o[1]), NEO_OK);
+    neo_session_destroy(s), s = NULL;
+    neo_layer_destroy(l[1]), l[1] = NULL;
+    neo_layer_destroy(l[0]), l[0] = NULL;
+    neo_runtime_destroy(rt), rt = NULL;
+
+    /* 2. from the logger, while a refused call holds the runtime */
+    check_context("one call at a time: entered from the logger");
+    memset(&rd, 0, sizeof rd);
+    rd.n_threads = 2, rd.log = reentering_log;
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) goto out;
+    CHECK_STATUS(neo_layer_create(rt, &d, &l[0]), NEO_OK);
+    CHECK_STATUS(neo_session_create(rt, m, NULL, &s), NEO_OK);
+    if (!l[0] || !s) goto out;
+    inner_layer = l[0], inner_session = s, inner_calls = 0;
+    CHECK_STATUS(neo_attn_decode(l[0], q, o[1]), NEO_ERR_INVALID_ARG); /* empty: logged, inside the call */
+    CHECK(all_refused() && neo_layer_length(l[0]) == 0);
+    CHECK_STATUS(neo_attn_append(l[0], k, v, 16), NEO_OK);
+    CHECK(neo_layer_length(l[0]) == 16);
+    neo_session_destroy(s), s = NULL;
+    neo_layer_destroy(l[0]), l[0] = NULL;
+    neo_runtime_destroy(rt), rt = NULL;
+
+    /* 3. from another thread, while a call is held inside the engine's parallel-for */
+    check_context("one call at a time: another thread");
+    memset(&rd, 0, sizeof rd);
+    rd.parallel_for = holding_parallel_for, rd.n_threads = 2, rd.log = test_log;
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) goto out;
+    for (j = 0; j < 2; j++) CHECK_STATUS(neo_layer_create(rt, &d, &l[j]), NEO_OK);
+    CHECK_STATUS(neo_session_create(rt, m, NULL, &s), NEO_OK);
+    if (!l[0] || !l[1] || !s) goto out;
+    for (j = 0; j < 2; j++) CHECK_STATUS(neo_attn_append(l[j], k, v, 2048), NEO_OK);
+    {
+        held_call h = {l[0], q, o[1], NEO_ERR_DEVICE};
+        pthread_t th;
+        poison(o[1], 8 * 64);
+        hold_state = 1;
+        if (CHECK(pthread_create(&th, NULL, held_decode, &h) == 0)) {
+            pthread_mutex_lock(&hold_mu);
+            while (hold_state != 2) pthread_cond_wait(&hold_cv, &hold_mu);
+            pthread_mutex_unlock(&hold_mu);
+            n0 = log_lines;
+            inner_layer = l[1], inner_session = s, inner_calls = 0;
+            call_inside();
+            CHECK(all_refused() && log_lines - n0 >= 10 && strstr(log_last, "refused"));
+            pthread_mutex_lock(&hold_mu);
+            hold_state = 3;
+            pthread_cond_broadcast(&hold_cv);
+            pthread_mutex_unlock(&hold_mu);
+            pthread_join(th, NULL);
+            CHECK_STATUS(h.st, NEO_OK);
+            CHECK(same_bits(o[0], o[1], 8 * 64)); /* the held call finished undisturbed */
+            CHECK(neo_layer_length(l[1]) == 2048 && neo_session_length(s) == 0);
+            CHECK_STATUS(neo_attn_decode(l[1], q, o[1]), NEO_OK);
+            CHECK(same_bits(o[0], o[1], 8 * 64));
+        }
+        hold_state = 0;
+    }
+    neo_session_destroy(s), s = NULL;
+    neo_layer_destroy(l[1]), l[1] = NULL;
+    neo_layer_destroy(l[0]), l[0] = NULL;
+    neo_runtime_destroy(rt), rt = NULL;
+
+    /* 4. two threads racing on one runtime's pool: refused or bitwise right, never wrong or hung */
+    check_context("one call at a time: two threads racing");
+    memset(&rd, 0, sizeof rd);
+    rd.n_threads = 2, rd.log = race_log;
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) goto out;
+    for (j = 0; j < 2; j++) CHECK_STATUS(neo_layer_create(rt, &d, &l[j]), NEO_OK);
+    if (!l[0] || !l[1]) goto out;
+    for (j = 0; j < 2; j++) CHECK_STATUS(neo_attn_append(l[j], k, v, 2048), NEO_OK);
+    CHECK_STATUS(neo_attn_decode(l[0], q, o[0]), NEO_OK);
+    {
+        racer     r[2] = {{l[0], q, o[0], 0, 0, 0}, {l[1], q, o[0], 0, 0, 0}};
+        pthread_t th[2];
+        int       started = 0;
+        race_lines = 0;
+        for (j = 0; j < 2; j++) started += pthread_create(&th[j], NULL, race, &r[j]) == 0;
+        for (j = 0; j < started; j++) pthread_join(th[j], NULL);
+        CHECK(started == 2 && r[0].wrong == 0 && r[1].wrong == 0 && r[0].ok == 100 && r[1].ok == 100);
+        CHECK(race_lines == r[0].refused + r[1].refused);
+        printf("test_api: two threads, one runtime: %d calls right, %d refused, %d wrong\n", r[0].ok + r[1].ok,
+               r[0].refused + r[1].refused, r[0].wrong + r[1].wrong);
+    }
+out:
+    check_context("%s", "");
+    neo_session_destroy(s);
+    neo_layer_destroy(l[1]);
+    neo_layer_destroy(l[0]);
+    neo_runtime_destroy(rt);
+    neo_model_destroy(m);
+    free(buf);
+}
+
+/* --- a prefill longer than NEO__PREFILL_SLICE queries (lowered to 64 here) runs in slices: each
+   query's output is its decode's, on a CPU runtime and on split stand-in layers --- */
+
+static void test_prefill_slices(void) {
+    enum { NH = 8, NKV = 2, HD = 16, N = 37 };
+    static float k[N * NKV * HD], v[N * NKV * HD], q[N * NH * HD], o[N * NH * HD], one[NH * HD];
+    int          r;
+    fill(k, sizeof k / sizeof *k, 0.5f), fill(v, sizeof v / sizeof *v, -1.0f), fill(q, sizeof q / sizeof *q, 0.25f);
+    for (r = 0; r < 3; r++) { /* CPU, stand-in OFF, stand-in ON */
+        neo_runtime_desc rd = {0};
+        neo_runtime     *rt = NULL;
+        neo_layer       *l = NULL;
+        neo_layer_desc   d = base_desc();
+        int              t, worst_ok = 1;
+        rd.n_threads = 2, rd.gpu = r > 0, rd.gpu_standin = r > 0;
+        d.n_head = NH, d.n_head_kv = NKV, d.head_dim = HD, d.n_ctx = N, d.gpu_heads = 1, d.pipeline = r == 2 ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
+        check_context("prefill in slices of %d tokens, runtime %d", NEO__PREFILL_SLICE / NH, r);
+        if (CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK) && CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) &&
+            CHECK_STATUS(neo_attn_append(l, k, v, N), NEO_OK)) {
+            poison(o, N * NH * HD);
+            CHECK_STATUS(neo_attn_prefill(l, q, N, o), NEO_OK);
+            CHECK(neo_layer_length(l) == N);
+            for (t = N - 1; t >= 0; t--) { /* token t is the decode of a layer of t + 1 cells */
+                int e;
+                CHECK_STATUS(neo_layer_truncate(l, t + 1), NEO_OK);
+                CHECK_STATUS(neo_attn_decode(l, q + (size_t)t * NH * HD, one), NEO_OK);
+                for (e = 0; e < NH * HD; e++) worst_ok &= fabsf(o[(size_t)t * NH * HD + e] - one[e]) <= 1e-5f * (1.0f + fabsf(one[e]));
+            }
+            CHECK(worst_ok);
+        }
+        neo_layer_destroy(l);
+        neo_runtime_destroy(rt);
+    }
+}
+
 int main(void) {
     neo_runtime *rt;
     test_strings();
@@ -867,6 +1309,10 @@ int main(void) {
         test_model_session(rt);
         neo_runtime_destroy(rt);
     }
+    test_refusals_logged();
+    test_cpu_out_of_memory();
+    test_one_call_at_a_time();
+    test_prefill_slices();
     check_context("%s", "");
     return check_summary("test_api");
 }

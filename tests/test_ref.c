@@ -11,6 +11,7 @@
 #include "check.h"
 #include "cpu_isa.h"
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -213,7 +214,15 @@ static void open_runtimes(void) {
     int i, t;
     for (i = 0; i < 3; i++) {
         isa_ok[i] = test_cpu_has(isa_list[i]);
-        if (!isa_ok[i]) continue;
+        if (!isa_ok[i]) { /* reported at the end as not run, never counted */
+            neo_runtime_desc rd = {0};
+            neo_runtime     *rt = NULL;
+            rd.n_threads = 1, rd.cpu_isa = isa_list[i];
+            check_context("runtime %s, which this CPU or build lacks", neo_cpu_isa_name(isa_list[i]));
+            CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_UNSUPPORTED);
+            CHECK(rt == NULL);
+            continue;
+        }
         for (t = 1; t <= 4; t++) {
             neo_runtime_desc rd = {0};
             neo_runtime_info ri = {0, 0, NEO_CPU_AUTO};
@@ -310,12 +319,10 @@ static void tc_close(tcase *c) {
     free(c->ks), free(c->vs);
 }
 
-static void tc_append(tcase *c, int n) {
+/* appends n tokens of k: [n][n_head_kv][head_dim], v: [n][n_head_kv][head_dim_v] to every layer and the mirror */
+static void tc_append_vals(tcase *c, const float *k, const float *v, int n) {
     size_t rk = (size_t)c->d.n_head_kv * (size_t)c->d.head_dim, rv = (size_t)c->d.n_head_kv * (size_t)c->dv, j;
-    float *k = (float *)malloc((size_t)n * rk * sizeof(float)), *v = (float *)malloc((size_t)n * rv * sizeof(float));
     int full = c->len + n > c->d.n_ctx, i;
-    if (!CHECK(k && v)) goto done;
-    rng_fill(k, (size_t)n * rk, -2.0f, 2.0f), rng_fill(v, (size_t)n * rv, -2.0f, 2.0f);
     for (i = 0; i < c->n; i++) {
         CHECK_STATUS(t_append(c->l[i], c->isa[i] == 4, k, v, (size_t)n * rk, (size_t)n * rv, n), full ? NEO_ERR_FULL : NEO_OK);
         CHECK(neo_layer_length(c->l[i]) == (full ? c->len : c->len + n));
@@ -325,7 +332,15 @@ static void tc_append(tcase *c, int n) {
         for (j = 0; j < (size_t)n * rv; j++) c->vs[(size_t)c->len * rv + j] = stored(c->d.kv_type, v[j]);
         c->len += n;
     }
-done:
+}
+
+static void tc_append(tcase *c, int n) {
+    size_t rk = (size_t)c->d.n_head_kv * (size_t)c->d.head_dim, rv = (size_t)c->d.n_head_kv * (size_t)c->dv;
+    float *k = (float *)malloc((size_t)n * rk * sizeof(float)), *v = (float *)malloc((size_t)n * rv * sizeof(float));
+    if (CHECK(k && v)) {
+        rng_fill(k, (size_t)n * rk, -2.0f, 2.0f), rng_fill(v, (size_t)n * rv, -2.0f, 2.0f);
+        tc_append_vals(c, k, v, n);
+    }
     free(k), free(v);
 }
 
@@ -705,6 +720,258 @@ static void test_determinism(void) {
     tc_close(&c);
 }
 
+/* --- non-finite values, as the header's manual states them: a NaN or infinite score (scale * q . k)
+   of a cell a query sees makes that query head's whole output NaN; a NaN or infinity in element e
+   of a V row it sees makes its output element e NaN or infinite; cells after a query's position
+   never change its output, whatever they hold. --- */
+
+static int any_nonfinite(const float *x, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 1;
+    return 0;
+}
+
+/* Like tc_query, against those rules (on the stored values), with q_bad_head's first q element NaN
+   when it is >= 0. Every output element is checked; the rest of a head is compared with the float64
+   reference. */
+static void tc_query_nf(tcase *c, int n_tok, int q_bad_head) {
+    const neo_layer_desc *d = &c->d;
+    int nq = n_tok ? n_tok : 1, hd = d->head_dim, dv = c->dv, group = d->n_head / d->n_head_kv, i, first[5] = {-1, -1, -1, -1, -1};
+    size_t nqe = (size_t)nq * (size_t)d->n_head * (size_t)hd, no = (size_t)nq * (size_t)d->n_head * (size_t)dv, e;
+    float *q = (float *)malloc(nqe * sizeof(float)), *out = (float *)malloc((size_t)c->n * no * sizeof(float));
+    double *ref = (double *)malloc(no * sizeof(double));
+    /* the first cell with a non-finite K row, and with a non-finite V element e, of each KV head */
+    int *bad_k = (int *)malloc((size_t)d->n_head_kv * sizeof(int)), *bad_v = (int *)malloc((size_t)d->n_head_kv * (size_t)dv * sizeof(int));
+    if (!CHECK(q && out && ref && bad_k && bad_v && nq <= c->len)) goto done;
+    for (i = 0; i < d->n_head_kv; i++) {
+        int j;
+        bad_k[i] = INT_MAX;
+        for (e = 0; e < (size_t)dv; e++) bad_v[(size_t)i * (size_t)dv + e] = INT_MAX;
+        for (j = c->len - 1; j >= 0; j--) {
+            if (any_nonfinite(c->ks + ((size_t)j * (size_t)d->n_head_kv + (size_t)i) * (size_t)hd, (size_t)hd)) bad_k[i] = j;
+            for (e = 0; e < (size_t)dv; e++)
+                if (!isfinite(c->vs[((size_t)j * (size_t)d->n_head_kv + (size_t)i) * (size_t)dv + e])) bad_v[(size_t)i * (size_t)dv + e] = j;
+        }
+    }
+    rng_fill(q, nqe, -2.0f, 2.0f);
+    for (i = 0; q_bad_head >= 0 && i < nq; i++) q[((size_t)i * (size_t)d->n_head + (size_t)q_bad_head) * (size_t)hd] = NAN;
+    for (e = 0; e < (size_t)c->n * no; e++) out[e] = u2f(0x7FC0DEADu);
+    reference(c, q, nq, ref);
+    for (i = 0; i < c->n; i++) {
+        float *o = out + (size_t)i * no;
+        int    tt, h, bad_heads = 0, bad_cols = 0, ok = 1;
+        double worst = 0.0;
+        CHECK_STATUS(t_query(c->l[i], c->isa[i] == 4, q, nqe, n_tok, o, no), NEO_OK);
+        for (tt = 0; tt < nq; tt++) {
+            int p = c->len - nq + tt;
+            for (h = 0; h < d->n_head; h++) {
+                size_t       th = (size_t)tt * (size_t)d->n_head + (size_t)h;
+                const float *oh = o + th * (size_t)dv;
+                const double *rh = ref + th * (size_t)dv;
+                int          kh = h / group, nan_head = any_nonfinite(q + th * (size_t)hd, (size_t)hd) || bad_k[kh] <= p;
+                double       num = 0.0, den = 0.0;
+                if (nan_head) {
+                    for (e = 0; e < (size_t)dv; e++) ok &= isnan(oh[e]) != 0;
+                    bad_heads++;
+                    continue;
+                }
+                for (e = 0; e < (size_t)dv; e++) {
+                    if (bad_v[(size_t)kh * (size_t)dv + e] <= p) {
+                        ok &= !isfinite(oh[e]);
+                        bad_cols++;
+                        continue;
+                    }
+                    num += ((double)oh[e] - rh[e]) * ((double)oh[e] - rh[e]), den += rh[e] * rh[e];
+                }
+                /* the finite part of a head under the bound (a NaN fails the comparison) */
+                if (!(num <= TOL * TOL * den)) {
+                    ok = 0;
+                    if (den > 0 && !(sqrt(num / den) <= worst)) worst = sqrt(num / den);
+                }
+            }
+        }
+        if (!CHECK(ok))
+            fprintf(stderr, "    %s x%d: %s n_tok %d len %d: wrong (%d NaN heads and %d non-finite columns expected; worst "
+                    "finite head rel err %.3g)\n", path_names[c->isa[i]], c->thr[i], n_tok ? "prefill" : "decode", n_tok, c->len,
+                    bad_heads, bad_cols, worst);
+        n_calls[c->isa[i]]++;
+        if (c->isa[i] == 4) continue; /* one GPU layer a case */
+        if (first[c->isa[i]] < 0) first[c->isa[i]] = i;
+        else if (c->bitwise && !CHECK(memcmp(o, out + (size_t)first[c->isa[i]] * no, no * sizeof(float)) == 0))
+            fprintf(stderr, "    %s: x%d and x%d differ (%s n_tok %d len %d)\n", path_names[c->isa[i]], c->thr[first[c->isa[i]]],
+                    c->thr[i], n_tok ? "prefill" : "decode", n_tok, c->len);
+    }
+done:
+    free(q), free(out), free(ref), free(bad_k), free(bad_v);
+}
+
+/* One token of random K and V with element `elem` of KV head 0's K (which = 0) or V row set to val. */
+static void tc_append_poisoned(tcase *c, int which, int elem, float val) {
+    size_t rk = (size_t)c->d.n_head_kv * (size_t)c->d.head_dim, rv = (size_t)c->d.n_head_kv * (size_t)c->dv;
+    float *k = (float *)malloc(rk * sizeof(float)), *v = (float *)malloc(rv * sizeof(float));
+    if (CHECK(k && v)) {
+        rng_fill(k, rk, -2.0f, 2.0f), rng_fill(v, rv, -2.0f, 2.0f);
+        (which ? v : k)[elem] = val;
+        tc_append_vals(c, k, v, 1);
+    }
+    free(k), free(v);
+}
+
+/* Every CPU path, the stand-in (split where there are two KV heads), the GPU: the prefill case
+   reported (the last of 10 cells poisoned), the SIMD case reported (cell 5 of 70), a GQA group
+   of 8 with tail columns, and softcap (which must not hide an infinite score) with ALiBi and
+   sinks. The cell is poisoned in K or V with inf, NaN, 1e6 (infinite in F16) or -inf. */
+static void test_nonfinite(void) {
+    static const struct { int nh, nkv, hd, dv, P, N; float softcap, alibi; } sh[] = {
+        {2, 1, 8, 0, 9, 10, 0, 0}, {4, 2, 16, 0, 5, 70, 0, 0}, {16, 2, 100, 36, 130, 140, 0, 0}, {8, 4, 64, 0, 63, 150, 3.0f, 2.0f}};
+    static const float vals[] = {INFINITY, NAN, 1e6f, -INFINITY};
+    static const char *const vname[] = {"inf", "NaN", "1e6", "-inf"};
+    int s, w, vi, mode, k = 0;
+    for (s = 0; s < 4; s++)
+        for (w = 0; w < 2; w++)
+            for (vi = 0; vi < 4; vi++, k++)
+                for (mode = 0; mode <= 2; mode += 2) {
+                    char           name[128];
+                    tcase          c;
+                    float          sinks[16];
+                    neo_layer_desc d = shape(sh[s].nh, sh[s].nkv, sh[s].hd, sh[s].dv, 256, vi == 2 ? NEO_TYPE_F16 : (neo_type)(k % 3));
+                    int            elem = (k * 7) % (w ? (sh[s].dv ? sh[s].dv : sh[s].hd) : sh[s].hd), P = sh[s].P, N = sh[s].N;
+                    d.softcap = sh[s].softcap, d.max_alibi_bias = sh[s].alibi;
+                    if (s == 3) set_sinks(sinks, 8), d.sinks = sinks;
+                    if (mode == 2 && sh[s].nkv > 1) d.gpu_heads = 1, d.pipeline = (neo_pipeline)(k % 2);
+                    snprintf(name, sizeof name, "non-finite %s %s in cell %d of %d, %d/%d/%d, kv_type %d%s", vname[vi], w ? "V" : "K", P, N,
+                             d.n_head, d.n_head_kv, d.head_dim, d.kv_type, mode ? ", stand-in" : "");
+                    if (tc_open(&c, &d, mode, name)) {
+                        tc_append(&c, P);
+                        tc_append_poisoned(&c, w, elem, vals[vi]);
+                        tc_query_nf(&c, P + 1, -1), tc_query_nf(&c, 0, -1); /* the poisoned cell is the last one */
+                        if (N > P + 1) tc_append(&c, N - P - 1);
+                        tc_query_nf(&c, N, -1), tc_query_nf(&c, N - P, -1), tc_query_nf(&c, 0, -1);
+                        tc_truncate(&c, P), tc_query_nf(&c, P < 4 ? P : 4, -1), tc_query_nf(&c, 0, -1); /* gone again */
+                        if (k == 0) tc_query_nf(&c, 0, sh[s].nh - 1), tc_query_nf(&c, P, 0);   /* a NaN query */
+                    }
+                    tc_close(&c);
+                }
+}
+
+/* Cells at the end of the int range: the decode chunking at every length up to INT_MAX, and the
+   attention of cells [INT_MAX - n, INT_MAX) bitwise that of the same cells at [0, n), decode and
+   prefill, on every CPU path and the stand-in (within the bound on the GPU). */
+static void test_int_range(void) {
+    static const int lens[] = {1, 63, 64, 255, 256, 257, 65536, 262144, 262145, 1 << 30, INT_MAX - 1023, INT_MAX - 1022, INT_MAX - 1000,
+                               INT_MAX - 1, INT_MAX};
+    static const int heads[] = {1, 2, 8, 65536};
+    const int        n = 2999, nh = 8, nkv = 2, hd = 64;
+    neo_runtime     *rt[5] = {NULL, NULL, NULL, NULL, NULL};
+    int              i, j, r;
+    check_context("decode chunks at lengths up to INT_MAX");
+    for (i = 0; i < (int)(sizeof lens / sizeof *lens); i++)
+        for (j = 0; j < 4; j++) {
+            int       c = neo__chunk_size(lens[i], heads[j]);
+            long long nc = c >= 1 ? ((long long)lens[i] + c - 1) / c : 0;
+            if (!CHECK(c >= 1 && nc >= 1 && nc <= NEO__MAX_CHUNKS && (c <= NEO__MAX_CHUNK || c % NEO__BLOCK == 0)))
+                fprintf(stderr, "    length %d, %d heads: chunks of %d cells\n", lens[i], heads[j], c);
+        }
+    for (i = 0; i < 3; i++) rt[i] = isa_ok[i] ? rts[i][2] : NULL;
+    rt[3] = rts_gpu[3];
+    rt[4] = rt_cuda;
+    for (r = 0; r < 5; r++) {
+        neo_layer_desc ld = shape(nh, nkv, hd, 0, n, (neo_type)(r % 3));
+        neo_layer     *L = NULL;
+        float         *k, *v, *q, *out[2];
+        const void    *kc, *vc;
+        int            dev = r >= 3;
+        if (!rt[r]) continue;
+        check_context("cells below INT_MAX: %s", path_names[r]);
+        if (!CHECK_STATUS(neo_layer_create(rt[r], &ld, &L), NEO_OK)) continue;
+        k = (float *)malloc(sizeof(float) * (size_t)n * nkv * hd), v = (float *)malloc(sizeof(float) * (size_t)n * nkv * hd);
+        q = (float *)malloc(sizeof(float) * 5 * nh * hd);
+        out[0] = (float *)malloc(sizeof(float) * 5 * nh * hd), out[1] = (float *)malloc(sizeof(float) * 5 * nh * hd);
+        if (CHECK(k && v && q && out[0] && out[1])) {
+            rng_fill(k, (size_t)n * nkv * hd, -2.0f, 2.0f), rng_fill(v, (size_t)n * nkv * hd, -2.0f, 2.0f), rng_fill(q, 5 * nh * hd, -2.0f, 2.0f);
+            CHECK_STATUS(t_append(L, r == 4, k, v, (size_t)n * nkv * hd, (size_t)n * nkv * hd, n), NEO_OK);
+            /* L stores K and V itself: device memory on a GPU runtime, else host */
+            kc = dev ? L->k_dev : L->k_host, vc = dev ? L->v_dev : L->v_host;
+            for (j = 0; j < 2; j++) { /* decode, then a prefill of 5 */
+                int nt = j ? 5 : 1, top;
+                size_t no = (size_t)nt * nh * hd;
+                for (top = 0; top < 2; top++) {
+                    neo__attn_args a;
+                    float *qd = q, *od = out[top];
+                    for (size_t e = 0; e < no; e++) out[top][e] = u2f(0x7FC0DEADu);
+#if NEO_TEST_CUDA
+                    if (r == 4) qd = (float *)to_dev(q, no * sizeof(float)), od = (float *)to_dev(out[top], no * sizeof(float));
+#endif
+                    neo__layer_args(L, &a, qd, nt, od, dev);
+                    a.k = kc, a.v = vc, a.h1 = nkv;
+                    if (top) a.cell_base = a.c0 = INT_MAX - n, a.c1 = INT_MAX, a.pos0 = INT_MAX - nt;
+                    CHECK_STATUS((neo_status)rt[r]->attn.attend(rt[r]->dev_state, &a, NEO__STREAM_MAIN), NEO_OK);
+#if NEO_TEST_CUDA
+                    if (r == 4) {
+                        CHECK(cudaDeviceSynchronize() == cudaSuccess && cudaMemcpy(out[top], od, no * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+                        cudaFree(qd), cudaFree(od);
+                    }
+#endif
+                }
+                if (r < 4) CHECK(memcmp(out[0], out[1], no * sizeof(float)) == 0);
+                else {
+                    double num = 0.0, den = 0.0;
+                    for (size_t e = 0; e < no; e++) num += ((double)out[1][e] - out[0][e]) * ((double)out[1][e] - out[0][e]), den += (double)out[0][e] * out[0][e];
+                    CHECK(num <= TOL * TOL * den);
+                }
+                n_calls[r] += 2;
+            }
+        }
+        neo_layer_destroy(L);
+        free(k), free(v), free(q), free(out[0]), free(out[1]);
+    }
+}
+
+#if NEO_TEST_CUDA
+/* The reported crash, end to end on the GPU: n_ctx INT_MAX (8 GiB of F16 for one KV head of
+   head_dim 1), filled to INT_MAX - 1000 cells of zeros, then 1000 cells whose V is 1: every
+   score is 0, so a query at position p gives the share of ones among cells [0, p]. */
+static void test_int_max_gpu(void) {
+    const int      step = 1 << 27, tail = 1000;
+    neo_layer_desc ld = shape(2, 1, 1, 0, INT_MAX, NEO_TYPE_F16);
+    neo_layer     *L = NULL;
+    float         *zeros = NULL, ones[1000], zk[1000], q[2 * 5] = {1, -1, 1, -1, 1, -1, 1, -1, 1, -1}, out[2 * 5];
+    int            i, len = 0;
+    if (!rt_cuda) return;
+    check_context("n_ctx INT_MAX on the GPU");
+    if (!CHECK_STATUS(neo_layer_create(rt_cuda, &ld, &L), NEO_OK)) return;
+    if (CHECK(cudaMalloc((void **)&zeros, (size_t)step * sizeof(float)) == cudaSuccess && cudaMemset(zeros, 0, (size_t)step * sizeof(float)) == cudaSuccess)) {
+        while (len < INT_MAX - tail) {
+            int nt = INT_MAX - tail - len < step ? INT_MAX - tail - len : step;
+            if (!CHECK_STATUS(neo_attn_append(L, zeros, zeros, nt), NEO_OK)) break;
+            len += nt;
+        }
+        for (int j = 0; j < 2; j++) { /* a decode at INT_MAX - 1000, then the 1000 ones, a decode and a prefill at INT_MAX */
+            double want = j ? (double)tail / INT_MAX : 0.0;
+            for (i = 0; i < 10; i++) out[i] = u2f(0x7FC0DEADu);
+            CHECK_STATUS(t_query(L, 1, q, 2, 0, out, 2), NEO_OK);
+            CHECK(fabs(out[0] - want) <= 1e-4 * want && fabs(out[1] - want) <= 1e-4 * want);
+            if (j) {
+                CHECK_STATUS(t_query(L, 1, q, 10, 5, out, 10), NEO_OK);
+                for (i = 0; i < 5; i++) {
+                    double p = (double)INT_MAX - 5 + i, w = (double)(tail - 5 + i + 1) / (p + 1);
+                    CHECK(fabs(out[2 * i] - w) <= 1e-4 * w && fabs(out[2 * i + 1] - w) <= 1e-4 * w);
+                }
+                break;
+            }
+            for (i = 0; i < tail; i++) ones[i] = 1.0f, zk[i] = 0.0f;
+            CHECK_STATUS(t_append(L, 1, zk, ones, tail, tail, tail), NEO_OK);
+            CHECK(neo_layer_length(L) == INT_MAX);
+            CHECK_STATUS(t_append(L, 1, zk, ones, 1, 1, 1), NEO_ERR_FULL);
+        }
+        n_calls[4] += 3;
+    }
+    cudaFree(zeros);
+    neo_layer_destroy(L);
+}
+#endif
+
 static void timed(const char *name, void (*fn)(void)) {
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
@@ -783,11 +1050,18 @@ int main(void) {
     timed("determinism", test_determinism);
     timed("gated decode", test_gated);
     timed("split layers", test_split);
+    timed("non-finite", test_nonfinite);
+    timed("int range", test_int_range);
+#if NEO_TEST_CUDA
+    timed("INT_MAX on GPU", test_int_max_gpu);
+#endif
 report:
 
     for (i = 0; i < 5; i++) {
         if (i == 3 || (i < 3 && isa_ok[i]) || (i == 4 && rt_cuda))
             printf("test_ref: %-11s %5ld calls, max relative L2 error %.3g\n", path_names[i], n_calls[i], max_err[i]);
+        else if (i < 3)
+            printf("test_ref: %-11s NOT RUN: not in this CPU or build (NEO_ERR_UNSUPPORTED)\n", path_names[i]);
         for (t = 1; t <= 4 && i < 4; t++) neo_runtime_destroy(i < 3 ? rts[i][t] : rts_gpu[t]);
     }
     neo_runtime_destroy(rt_cuda);
