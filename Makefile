@@ -80,10 +80,10 @@ install: $(B)/mini-chat
 # single-threaded ones (the fuzzers, the builds without threads, the small programs) in two lanes.
 #
 # The implementation is compiled once per configuration (tests/test_compile_impl.c: the header with
-# NEO_ATTN_IMPLEMENTATION, as C11) into an object that the programs using only the public API link:
+# NEO_ATTN_IMPLEMENTATION, as C11) into an object that programs using only the public API link:
 # -DNEO_ATTN_IMPLEMENTATION_INCLUDED (the implementation's include guard) makes their own
-# "#define NEO_ATTN_IMPLEMENTATION" compile nothing more. Tests that call internal functions
-# (test_ref, test_model), set the implementation's macros (test_ref, probe-cpu) or need their own
+# "#define NEO_ATTN_IMPLEMENTATION" compile nothing more. Tests that reach internals (test_ref,
+# test_model, test_api), set the implementation's macros (test_ref, probe-cpu) or need their own
 # flags (fuzzers, TSan, no threads / no SIMD) keep the implementation in their translation unit.
 LINK_IMPL = -DNEO_ATTN_IMPLEMENTATION_INCLUDED
 # The sanitizer runs and the build without threads and SIMD: every case kind and path, fewer
@@ -91,7 +91,7 @@ LINK_IMPL = -DNEO_ATTN_IMPLEMENTATION_INCLUDED
 QUICK     = NEO_TEST_QUICK=1
 # Test programs carry line tables only (-g1): enough for the sanitizers' and a debugger's
 # backtraces, and full debug info of the SIMD kernels is a large part of their compile time.
-# The ASan + UBSan builds whose tests run briefly (the shared object, test_model) are not
+# The ASan + UBSan builds whose tests run briefly (the shared object, test_model, test_api) are not
 # optimised: -O0 instruments every access all the same.
 TOPT      = -O2 -g1
 SAN_O1    = -O1 -g1 $(SAN)
@@ -103,17 +103,15 @@ $(B)/san/impl.o: tests/test_compile_impl.c $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) $(SAN_O0) -I. -c $< -o $@
 
 # linked with the implementation's object: the public API only
-$(B)/test_api $(B)/test_bits: $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) $(B)/impl.o
+$(B)/test_bits: tests/test_bits.c $(TEST_H) $(HDR) $(B)/impl.o
 	$(CC) $(CSTD) $(CWARN) $(TOPT) $(LINK_IMPL) -I. $< $(B)/impl.o -o $@ $(LDLIBS)
-$(B)/san/test_api: tests/test_api.c $(TEST_H) $(HDR) $(B)/san/impl.o
-	$(CC) $(CSTD) $(CWARN) $(SAN_O0) $(LINK_IMPL) -I. $< $(B)/san/impl.o -o $@ $(LDLIBS)
 
 $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. $< -o $@ $(LDLIBS)
 
 $(B)/san/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) $(SAN_O1) -I. $< -o $@ $(LDLIBS)
-$(B)/san/test_model: tests/test_model.c $(TEST_H) $(HDR) | $(B)
+$(B)/san/test_model $(B)/san/test_api: $(B)/san/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) $(SAN_O0) -I. $< -o $@ $(LDLIBS)
 
 # the tokenizer test needs none of the header's SIMD kernels (which take most of a build's time)
@@ -162,10 +160,10 @@ $(B)/fuzz_tokenizer: tests/fuzz_tokenizer.c tests/bpe_reference.h examples/mini-
 FUZZ_BINS    = $(B)/fuzz_model $(B)/fuzz_tokenizer
 COMPILE_BINS = $(B)/compile_c $(B)/compile_cc $(B)/compile_static $(B)/compile_no_model $(B)/probe-cpu
 # the longest builds first, so that two jobs keep both cores busy to the end
-TEST_BINS    = $(addprefix $(B)/san/,test_ref test_model) $(B)/san/impl.o $(B)/test_ref $(B)/test_model \
-               $(B)/probe-cpu $(B)/impl.o $(B)/compile_cc $(B)/tsan/test_pool $(FUZZ_BINS) \
-               $(B)/san/test_api $(B)/san/test_tokenizer $(B)/test_api $(B)/test_bits $(B)/test_tokenizer \
-               $(B)/mini-chat $(B)/snippets/built $(B)/test_ref_plain $(B)/test_api_plain $(COMPILE_BINS)
+TEST_BINS    = $(B)/san/test_ref $(B)/probe-cpu $(B)/test_ref $(B)/test_api $(B)/test_model $(B)/impl.o \
+               $(B)/san/test_api $(B)/san/test_model $(B)/san/impl.o $(B)/tsan/test_pool $(FUZZ_BINS) \
+               $(B)/compile_cc $(B)/san/test_tokenizer $(B)/test_tokenizer $(B)/test_bits $(B)/mini-chat \
+               $(B)/snippets/built $(B)/test_ref_plain $(B)/test_api_plain $(COMPILE_BINS)
 
 test:
 	@rm -f $(B)/results
