@@ -65,7 +65,7 @@ $(B)/bench-cpu: examples/bench/bench_cpu.c examples/bench/bench_util.h $(HDR) | 
 	$(CC) $(CSTD) $(CWARN) -O3 -g -I. $< -o $@ $(LDLIBS)
 
 $(B)/probe-cpu: examples/bench/probe_cpu.c examples/bench/bench_util.h $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) -O3 -g -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) -O3 -g1 -I. $< -o $@ $(LDLIBS)
 
 install: $(B)/mini-chat
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/neo_attn
@@ -76,8 +76,9 @@ install: $(B)/mini-chat
 # --- tests ---------------------------------------------------------------------------------------
 # make test builds every test program first, two at a time, then runs them through
 # tests/run_test.sh (output in build/log/, one count line on the screen and in build/results, which
-# the last line adds up): first the tests that use both cores, one at a time; then the
-# single-threaded ones (the fuzzers, the builds without threads, the small programs) in two lanes.
+# the last line adds up): the tests that use threads one at a time, and beside them, one at a time,
+# the single-threaded ones (the builds without threads, the tokenizer under ASan, the small
+# programs); then the two fuzzers at once, each on a core of its own.
 #
 # The implementation is compiled once per configuration (tests/test_compile_impl.c: the header with
 # NEO_ATTN_IMPLEMENTATION, as C11) into an object that programs using only the public API link:
@@ -172,19 +173,16 @@ test:
 
 test-build: $(TEST_BINS)
 
-# Each run-NAME target runs one test (run-san-NAME under ASan + UBSan); test-run runs them all:
-# the ones that use both cores one at a time, then two lanes of single-threaded ones at once.
-TWO_CORES = run-test_api run-test_ref run-test_model run-test_bits run-test_tokenizer run-compile_cc \
-            run-probe-cpu run-test_golden run-san-test_api run-san-test_ref run-san-test_model \
-            run-tsan-test_pool
-LANE_1    = run-test_ref_plain run-san-test_tokenizer run-test_api_plain run-compile_c run-compile_static \
-            run-compile_no_model run-test_snippets
-LANE_2    = run-fuzz_model run-fuzz_tokenizer
+# Each run-NAME target runs one test (run-san-NAME under ASan + UBSan); test-run runs them all.
+THREADED  = run-san-test_ref run-tsan-test_pool run-test_ref run-test_api run-test_model run-test_bits \
+            run-compile_cc run-probe-cpu run-test_golden run-san-test_api run-san-test_model
+SERIAL    = run-test_ref_plain run-san-test_tokenizer run-test_tokenizer run-test_api_plain run-compile_c \
+            run-compile_static run-compile_no_model run-test_snippets
 
 test-run:
-	@f=0; $(MAKE) --no-print-directory -j1 -k $(TWO_CORES) || f=1; \
-	$(MAKE) --no-print-directory -j1 -k $(LANE_1) & p=$$!; \
-	$(MAKE) --no-print-directory -j1 -k $(LANE_2) || f=1; wait $$p || f=1; exit $$f
+	@f=0; $(MAKE) --no-print-directory -j1 -k $(SERIAL) & p=$$!; \
+	$(MAKE) --no-print-directory -j1 -k $(THREADED) || f=1; wait $$p || f=1; \
+	$(MAKE) --no-print-directory -k test-fuzz || f=1; exit $$f
 
 run-test_%: $(B)/test_%
 	@$(RUN) test_$* ./$(B)/test_$*
