@@ -25,9 +25,8 @@
 
 /* NEO_TEST_QUICK=1 (make test's sanitizer runs): every case, path and kind of call, with fewer
    repetitions: each CPU path once per shape case (not the best one twice), 1 and 3 threads in
-   the determinism cases, and prefills of at most QUICK_TOKENS queries (more than one prefill
-   task at every GQA group). The plain runs do everything. */
-enum { QUICK_TOKENS = 70 };
+   the determinism cases, and prefills of at most one prefill task's tokens plus one (a full task
+   and a partial one at every GQA group). The plain runs do everything. */
 static int quick;
 
 /* With NEO_TEST_CUDA=1 (make test-cuda: NEO_ATTN_CUDA=1, linked with neo_attn_cuda.cu) every
@@ -402,7 +401,8 @@ static void reference(const tcase *c, const float *q, int n_tok, double *ref) {
 /* n_tok 0: decode; else prefill of n_tok queries. Every layer against the reference, and bitwise
    against the first layer of the same CPU path. */
 static void tc_query(tcase *c, int n_tok) {
-    if (quick && n_tok > QUICK_TOKENS && n_tok <= c->len) n_tok = QUICK_TOKENS;
+    int cap = neo__prefill_tokens(c->d.n_head / c->d.n_head_kv) + 1;
+    if (quick && n_tok > cap && n_tok <= c->len) n_tok = cap;
     int nq = n_tok ? n_tok : 1, i, first[5] = {-1, -1, -1, -1, -1};
     size_t nqe = (size_t)nq * (size_t)c->d.n_head * (size_t)c->d.head_dim;
     size_t no = (size_t)nq * (size_t)c->d.n_head * (size_t)c->dv, e;
