@@ -110,7 +110,7 @@
    three 16-bit parts (see neo__attn_mma), sums are float32. A query with
    no visible cell in a split leaves (m, l, acc) = (-inf, 0, 0), which every merge treats as
    weight 0. A finished query with no visible cell at all and no sink gets out = 0. NaN and inf
-   (see neo__score_dot): a masked cell never reaches an output whatever its K and V hold; inf or
+   (see neo__score): a masked cell never reaches an output whatever its K and V hold; inf or
    NaN in a visible cell's K makes the outputs of its KV head's queries that see it NaN; a
    non-finite V element of a visible cell makes that output element non-finite. */
 #include "neo_attn.h"
@@ -218,7 +218,10 @@ __device__ __forceinline__ float neo__warp_max(float v) {
    cell never reaches an output: its weight is exactly 0 and no kernel multiplies it into an
    accumulator (see neo__fast_pv and the tensor-core kernel's masked tiles). A non-finite V
    element of a visible cell makes that output element non-finite. */
-__device__ __forceinline__ float neo__score_dot(float dot) { return fabsf(dot) <= 3.402823466e38f ? dot : __int_as_float(0x7fc00000); }
+/* scale * dot, NaN where dot is inf or NaN: dot - dot is +0 for a finite dot, and adding it in
+   the fma leaves the value of scale * dot (one rounding; an exact zero product as +0), and NaN
+   otherwise. One dependent add in the score's chain and no test. */
+__device__ __forceinline__ float neo__score(float scale, float dot) { return fmaf(scale, dot, dot - dot); }
 /* a finished output: acc / l, 0 where no cell was visible and there is no sink (l == 0), NaN
    where l is (a NaN score upstream) */
 __device__ __forceinline__ float neo__finish(float acc, float den) { return den != 0.0f ? acc / den : 0.0f; }
@@ -293,7 +296,7 @@ __device__ __forceinline__ void neo__softmax_tile(const neo__cu_attn &p, float *
             const int c = lane + 32 * cc, cell = tile0 + c;
             float     s = -INFINITY;
             if (qok && c < nvalid && cell <= pos) {
-                s = p.scale * neo__score_dot(s_p[c * NQ + i]);
+                s = neo__score(p.scale, s_p[c * NQ + i]);
                 if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
                 if (p.slopes) s -= slope * (float)(pos - cell);
             }
@@ -412,7 +415,7 @@ __device__ __forceinline__ float neo__fast_softmax(const neo__cu_attn &p, float 
         const int row = k * RW + rsub, cell = tile0 + row;
         float     s = -INFINITY;
         if (qok && row < nvalid && cell <= pos) {
-            s = p.scale * neo__score_dot(sc[k]);
+            s = neo__score(p.scale, sc[k]);
             if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
             if (p.slopes) s -= slope * (float)(pos - cell);
         }
@@ -1206,7 +1209,7 @@ template <typename T, int D, int BPS> struct neo__mma {
                 float dot = sp[QP - 1][x];
 #pragma unroll
                 for (int u = QP - 2; u >= 0; u--) dot += sp[u][x]; /* low to high */
-                s = q.sce[e] * neo__score_dot(dot);
+                s = neo__score(q.sce[e], dot);
                 if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
                 if (p.slopes) s -= q.slp[e] * (float)(q.pse[e] - cell);
             }
