@@ -390,7 +390,8 @@ NEO_ATTN_API neo_status neo_session_step(neo_session *s, int token, float *logit
 NEO_ATTN_API neo_status neo_session_step_argmax(neo_session *s, int token, int *next);
 NEO_ATTN_API int        neo_session_length(const neo_session *s);   /* 0 for NULL */
 NEO_ATTN_API neo_status neo_session_truncate(neo_session *s, int n_tokens);   /* as neo_layer_truncate */
-/* Sums of every layer's neo_layer_info (heads per layer, bytes and calls over all layers). */
+/* Sums of every layer's neo_layer_info (bytes and calls over all layers; gpu_heads and cpu_heads
+   are the last layer's, which other layers share unless layer_gpu_heads placed them apart). */
 NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_info *info);
 #endif /* NEO_ATTN_NO_MODEL */
 

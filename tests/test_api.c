@@ -1098,6 +1098,48 @@ static void test_move_no_memory(void) {
     neo_runtime_destroy(cpu);
 }
 
+/* neo_session_desc.layer_gpu_heads: each layer its own placement (a plan's), the same tokens */
+static void test_session_placement(void) {
+    synth_cfg        c = {16, 24, 2, 4, 2, 32, 16};
+    size_t           size = 0;
+    unsigned char   *buf = synth_build(&c, 11, &size);
+    neo_model       *m = NULL;
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL;
+    neo_session     *a = NULL, *b = NULL;
+    neo_session_desc sd = {0};
+    neo_layer_info   li;
+    static const int place[2] = {NEO_GPU_HEADS_NONE, 1}, bad[2] = {0, -2};
+    float            la[32], lb[32];
+    check_context("session with layer_gpu_heads");
+    rd.n_threads = 2, rd.gpu = 1, rd.gpu_standin = 1;
+    if (!CHECK(buf != NULL) || !CHECK_STATUS(neo_model_load_memory(buf, size, &m), NEO_OK) ||
+        !CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK))
+        goto done;
+    sd.layer_gpu_heads = bad;
+    CHECK_STATUS(neo_session_create(rt, m, &sd, &a), NEO_ERR_INVALID_ARG);
+    CHECK(a == NULL);
+    sd.layer_gpu_heads = place, sd.pipeline = NEO_PIPELINE_ON, sd.gpu_heads = 2; /* gpu_heads is overridden */
+    if (!CHECK_STATUS(neo_session_create(rt, m, &sd, &a), NEO_OK)) goto done;
+    sd.layer_gpu_heads = NULL, sd.gpu_heads = 0;
+    if (!CHECK_STATUS(neo_session_create(rt, m, &sd, &b), NEO_OK)) goto done;
+    CHECK_STATUS(neo_session_get_info(a, &li), NEO_OK);
+    CHECK(li.gpu_heads == 1 && li.cpu_heads == 1);
+    CHECK(li.gpu_bytes == (size_t)16 * 2 * 4 * 2 && li.host_bytes == (size_t)3 * 16 * 2 * 4 * 2); /* heads * ctx * (K+V) * hs * f16 */
+    for (int t = 0; t < 10; t++) {
+        double num = 0, den = 0;
+        CHECK_STATUS(neo_session_step(a, (t * 7) % 32, la), NEO_OK);
+        CHECK_STATUS(neo_session_step(b, (t * 7) % 32, lb), NEO_OK);
+        for (int i = 0; i < 32; i++) num += ((double)la[i] - lb[i]) * ((double)la[i] - lb[i]), den += (double)lb[i] * lb[i];
+        CHECK(sqrt(num) <= 1e-4 * sqrt(den));
+    }
+done:
+    neo_session_destroy(a), neo_session_destroy(b);
+    neo_runtime_destroy(rt);
+    neo_model_destroy(m);
+    free(buf);
+}
+
 int main(void) {
     neo_runtime *rt;
     test_strings();
@@ -1114,6 +1156,7 @@ int main(void) {
         test_plan();
         test_cpu_placement(rt);
         test_move_no_memory();
+        test_session_placement();
         neo_runtime_destroy(rt);
     }
     check_context("%s", "");

@@ -437,6 +437,7 @@ typedef struct {
     int gpu_standin;        /* 1 = the GPU path on neo_attn's host stand-in (no GPU needed) */
     neo_type kv_type;
     float gpu_heads_frac;   /* share of KV heads in GPU memory; >= 1 = all (no split) */
+    long long gpu_kv_budget; /* bytes of KV cache in GPU memory, placed by neo_plan_gpu_heads; < 0 = unset */
     neo_pipeline pipeline;
 } NeoOptions;
 
@@ -482,6 +483,27 @@ static void neo_log_line(void *user, neo_log_level level, const char *msg) {
     if (level != NEO_LOG_INFO) fprintf(stderr, "neo_attn %s: %s\n", level == NEO_LOG_ERROR ? "error" : "warning", msg);
 }
 
+/* --gpu-kv-budget: every layer's gpu_heads from neo_plan_gpu_heads ([n_layers], to free), or NULL
+   with a message. */
+static int *plan_gpu_heads(const neo_model_info *c, neo_type kv_type, long long budget) {
+    neo_layer_desc *d = calloc((size_t)c->n_layers, sizeof *d);
+    int *gh = malloc((size_t)c->n_layers * sizeof *gh), host = -1;
+    for (int l = 0; d && gh && l < c->n_layers; l++) {
+        d[l].n_head = c->n_heads, d[l].n_head_kv = c->n_kv_heads, d[l].head_dim = c->dim / c->n_heads;
+        d[l].n_ctx = c->seq_len, d[l].kv_type = kv_type;
+    }
+    if (d && gh) host = neo_plan_gpu_heads(d, c->n_layers, (size_t)budget, gh);
+    free(d);
+    if (host < 0) {
+        fprintf(stderr, "mini-chat: --gpu-kv-budget %lld: no placement (out of memory or a model shape neo_attn refuses)\n", budget);
+        free(gh);
+        return NULL;
+    }
+    fprintf(stderr, "mini-chat: --gpu-kv-budget %lld: %d of %d KV heads in host memory\n", budget, host,
+            c->n_layers * c->n_kv_heads);
+    return gh;
+}
+
 /* Prints a one-line message and returns -1 on failure. */
 static int build_transformer(Transformer *t, const char *checkpoint_path, const NeoOptions *o) {
     memset(t, 0, sizeof *t);
@@ -522,7 +544,14 @@ static int build_transformer(Transformer *t, const char *checkpoint_path, const 
     sd.kv_type = o->kv_type;
     sd.gpu_heads = neo_gpu_heads_for_frac(t->config.n_kv_heads, o->gpu_heads_frac);
     sd.pipeline = o->pipeline;
+    int *plan = NULL;
+    if (o->gpu_kv_budget >= 0 && !(plan = plan_gpu_heads(&t->config, o->kv_type, o->gpu_kv_budget))) {
+        free_transformer(t);
+        return -1;
+    }
+    sd.layer_gpu_heads = plan;
     st = neo_session_create(t->rt, t->model, &sd, &t->session);
+    free(plan);
     if (st != NEO_OK) {
         fprintf(stderr, "mini-chat: cannot create a session (kv %s, %d GPU heads, pipeline %s): %s\n",
                 kv_type_name(o->kv_type), sd.gpu_heads, pipeline_name(o->pipeline), neo_status_string(st));
@@ -760,6 +789,8 @@ static void usage(FILE *out) {
             "  --kv-type f16|bf16|f32     KV cache storage, default f32 (matches run.c exactly)\n"
             "  --gpu-heads-frac <float>   share of KV heads in GPU memory, in [0,1]; default 1 = all, no split\n"
             "                             (NEO_GPU_HEADS_FRAC)\n"
+            "  --gpu-kv-budget <bytes>    GPU memory for the KV cache instead: as many heads as fit, the rest\n"
+            "                             spread evenly over the layers' host memory (NEO_GPU_KV_BUDGET)\n"
             "  --neo-pipeline off|on|auto how a split layer runs, default auto (NEO_PIPELINE)\n"
             "  --threads <int>            CPU threads, default 0 = online cores (NEO_THREADS)\n"
             "  --gpu                      attention on a CUDA GPU (needs a NEO_ATTN_CUDA build)\n"
@@ -798,6 +829,15 @@ static int parse_frac(const char *s, float *out) {
     float f;
     if (parse_float(s, &f) != 0 || f < 0.0f || f > 1.0f) return -1;
     *out = f;
+    return 0;
+}
+
+static int parse_bytes(const char *s, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE || v < 0) return -1;
+    *out = v;
     return 0;
 }
 
@@ -893,6 +933,7 @@ int main(int argc, char **argv) {
     NeoOptions neo;
     neo.kv_type = NEO_TYPE_F32;           /* --kv-type: f32 keeps run.c's numbers exactly */
     neo.gpu_heads_frac = 1.0f;            /* --gpu-heads-frac: 1 = every KV head on the GPU (no split) */
+    neo.gpu_kv_budget = -1;               /* --gpu-kv-budget: unset, the fraction decides */
     neo.pipeline = NEO_PIPELINE_AUTO;     /* --neo-pipeline: chosen from measured costs */
     neo.n_threads = 0;                    /* --threads: 0 = online cores */
     neo.gpu = 0;                          /* --gpu: 0 = CPU only */
@@ -902,6 +943,8 @@ int main(int argc, char **argv) {
     const char *env;
     if ((env = getenv("NEO_GPU_HEADS_FRAC")) && env[0] && parse_frac(env, &neo.gpu_heads_frac) != 0)
         return bad_value("NEO_GPU_HEADS_FRAC", env);
+    if ((env = getenv("NEO_GPU_KV_BUDGET")) && env[0] && parse_bytes(env, &neo.gpu_kv_budget) != 0)
+        return bad_value("NEO_GPU_KV_BUDGET", env);
     if ((env = getenv("NEO_PIPELINE")) && env[0] && parse_pipeline(env, &neo.pipeline) != 0)
         return bad_value("NEO_PIPELINE", env);
     if ((env = getenv("NEO_THREADS")) && env[0] && parse_threads(env, &neo.n_threads) != 0)
@@ -942,7 +985,8 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc) value = argv[++i];
         if (strcmp(name, "-t") && strcmp(name, "-p") && strcmp(name, "-s") && strcmp(name, "-n") &&
             strcmp(name, "-i") && strcmp(name, "-z") && strcmp(name, "--kv-type") &&
-            strcmp(name, "--gpu-heads-frac") && strcmp(name, "--neo-pipeline") && strcmp(name, "--threads")) {
+            strcmp(name, "--gpu-heads-frac") && strcmp(name, "--gpu-kv-budget") && strcmp(name, "--neo-pipeline") &&
+            strcmp(name, "--threads")) {
             fprintf(stderr, "mini-chat: unknown option '%s'\n", arg);
             usage(stderr);
             return 1;
@@ -968,6 +1012,8 @@ int main(int argc, char **argv) {
             if (parse_kv_type(value, &neo.kv_type) != 0) return bad_value("--kv-type", value);
         } else if (strcmp(name, "--gpu-heads-frac") == 0) {
             if (parse_frac(value, &neo.gpu_heads_frac) != 0) return bad_value("--gpu-heads-frac", value);
+        } else if (strcmp(name, "--gpu-kv-budget") == 0) {
+            if (parse_bytes(value, &neo.gpu_kv_budget) != 0) return bad_value("--gpu-kv-budget", value);
         } else if (strcmp(name, "--neo-pipeline") == 0) {
             if (parse_pipeline(value, &neo.pipeline) != 0) return bad_value("--neo-pipeline", value);
         } else {
