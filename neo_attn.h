@@ -87,6 +87,13 @@
    machine at hand.
    neo_runtime_desc.gpu_standin = 1 runs the same orchestration on a host stand-in for the GPU
    (host memory, synchronous), which is how the split paths are tested where there is no GPU.
+   Many sequences: neo_attn_append_batch and neo_attn_decode_batch take one token for each of n
+   layers of one shape (n sequences' caches of one model layer), with the host halves of all of
+   them in one job of the pool and one join, the device halves together, and the results of n
+   single calls. gpu_heads = NEO_GPU_HEADS_NONE keeps a layer's whole cache in host memory;
+   neo_layer_set_gpu_heads moves heads between the sides with their contents (a scheduler
+   rebalancing, an idle sequence giving its GPU share back); neo_plan_gpu_heads places heads from
+   a GPU byte budget; neo_runtime_sync waits for everything queued.
 
    THREADS AND DETERMINISM
    -----------------------
@@ -126,7 +133,7 @@
    neo_attn DOES NOT
    -----------------
    - own or load an engine's weights (the decode loop owns only what it loads itself)
-   - tokenize, sample, batch several sequences, or page the cache
+   - tokenize, sample, schedule sequences, or page the cache
    - quantize the cache below 16 bits
 
    TRUST BOUNDARY
