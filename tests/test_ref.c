@@ -793,8 +793,9 @@ static neo_status b_decode(const bset *s, neo_layer *const *ls, const float *q, 
         return st;
     }
 #endif
-    (void)s, (void)qn, (void)on;
-    return neo_attn_decode_batch(ls, BN, q, out);
+    (void)qn, (void)on;
+    neo_status st = neo_attn_decode_batch(ls, BN, q, out);
+    return st == NEO_OK ? neo_runtime_sync(s->rt) : st;
 }
 
 static int bset_open(bset *s, neo_runtime *rt, int path, int hd, int dv, int n_head, int n_kv) {
@@ -917,6 +918,12 @@ static void batch_on(neo_runtime *rt, int path, const char *what) {
             for (int r = 0; r < 8; r++) { /* layer BN - 1 is full after 3 tokens */
                 bset_append(&s);
                 bset_decode(&s);
+                if (r == 1) /* moved heads, in both sets alike: the batch goes on as before */
+                    for (int i = 1; i < BN; i += 2) {
+                        int g = i == 1 ? NEO_GPU_HEADS_NONE : i == 3 ? 0 : 1;
+                        CHECK_STATUS(neo_layer_set_gpu_heads(s.a[i], g), NEO_OK);
+                        CHECK_STATUS(neo_layer_set_gpu_heads(s.b[i], g), NEO_OK);
+                    }
                 if (r == 4) {
                     CHECK_STATUS(neo_layer_truncate(s.a[BN - 1], 20), NEO_OK);
                     CHECK_STATUS(neo_layer_truncate(s.b[BN - 1], 20), NEO_OK);
@@ -990,6 +997,15 @@ static void move_on(neo_runtime *rt, int path, neo_pipeline p, neo_type t) {
         neo_layer_destroy(fresh);
     }
     CHECK(!bitwise || memcmp(out, first, sizeof out) == 0); /* back at 2 device heads */
+    {
+        neo_layer_info before, after;
+        CHECK_STATUS(neo_layer_get_info(c.l[0], &before), NEO_OK);
+        CHECK_STATUS(neo_layer_set_gpu_heads(c.l[0], -2), NEO_ERR_INVALID_ARG);
+        CHECK_STATUS(neo_layer_set_gpu_heads(c.l[0], 5), NEO_ERR_INVALID_ARG);
+        CHECK_STATUS(neo_layer_set_gpu_heads(NULL, 1), NEO_ERR_INVALID_ARG);
+        CHECK_STATUS(neo_layer_get_info(c.l[0], &after), NEO_OK);
+        CHECK(after.gpu_heads == before.gpu_heads && after.gpu_bytes == before.gpu_bytes && neo_layer_length(c.l[0]) == 500);
+    }
     tc_append(&c, 150), tc_query(&c, 0), tc_query(&c, 3);
     CHECK_STATUS(neo_layer_set_gpu_heads(c.l[0], NEO_GPU_HEADS_NONE), NEO_OK);
     tc_append(&c, 50), tc_query(&c, 0), tc_query(&c, 7);
