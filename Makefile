@@ -196,3 +196,12 @@ lint:
 	  END { if (bad) exit 1; print "lint: no repeated block of 6 or more lines" }'
 
 .PHONY: lint
+
+# --- the documentation's programs ---------------------------------------------------------------
+# test-snippets cuts the quick-start programs out of README.md and neo_attn.h's manual, checks
+# that the two copies agree, and builds and runs each as C (ASan + UBSan, leaks fail) and as C++
+# (tests/test_snippets.sh).
+test-snippets: | $(B)
+	CC="$(CC)" CXX="$(CXX)" sh tests/test_snippets.sh $(B)
+
+.PHONY: test-snippets

@@ -3,16 +3,32 @@
    neo_attn keeps some KV heads of every attention layer in GPU memory and the rest in host
    memory, and attends over both halves at once: the GPU half on the engine's CUDA stream, the
    host half with CPU flash-attention on a pthread pool, joined through flags in pinned memory.
-   With no GPU it is a fast, exact CPU decode attention library. It also carries a tiny llama-style decode loop (llama2.c checkpoints).
+   With no GPU it is a fast, exact CPU decode attention library. It also carries a tiny
+   llama-style decode loop (llama2.c checkpoints).
 
    DO THIS
    -------
        #define NEO_ATTN_IMPLEMENTATION
        #include "neo_attn.h"
    in exactly one C or C++ file; every other file just includes the header. Link with -lm
-   -lpthread. For the GPU path, also compile neo_attn_cuda.cu (nvcc -O3 -arch=sm_90 -c
-   neo_attn_cuda.cu), define NEO_ATTN_CUDA=1 where the implementation is compiled, and link that
-   object and cudart (-lcudart).
+   -lpthread. For the GPU path, also compile neo_attn_cuda.cu for your GPU (see PLATFORMS),
+   define NEO_ATTN_CUDA=1 where the implementation is compiled, and link that object, cudart and
+   the C++ runtime (nvcc's launch stubs use it):
+       nvcc -O3 -arch=sm_90 -c neo_attn_cuda.cu
+       cc -DNEO_ATTN_CUDA=1 -I$CUDA_HOME/include engine.c neo_attn_cuda.o \
+          -L$CUDA_HOME/lib64 -lcudart -lstdc++ -lm -lpthread
+
+   PLATFORMS
+   ---------
+   CPU: a C11 or C++17 compiler and POSIX threads (NEO_ATTN_NO_THREADS=1 needs none); built and
+   tested with gcc and clang on Linux. On x86-64 with gcc or clang the kernels are picked at run
+   time from what the CPU has: AVX-512 (F, BW, VL) or AVX2 + F16C + FMA. Every other CPU (ARM
+   included) and compiler gets the portable scalar kernels: the same results within the error
+   bound below, at a lower speed.
+   GPU: the GPU path (neo_attn_cuda.cu) needs an NVIDIA GPU and the CUDA toolkit (cudart only).
+   Supported GPUs: compute capability 9.0 (H100, H200; nvcc -arch=sm_90), tested with CUDA 13.0.
+   In a build without NEO_ATTN_CUDA=1, neo_runtime_desc.gpu = 1 returns NEO_ERR_UNSUPPORTED;
+   everything else runs on the CPU alone.
 
    CONFIGURATION MACROS (define before the implementing include)
    ------------------------------------------------------------
@@ -21,7 +37,9 @@
        NEO_ATTN_MALLOC(sz, u)    malloc(sz)    host allocator; define with NEO_ATTN_FREE or neither
        NEO_ATTN_FREE(p, u)       free(p)       (a runtime's neo_runtime_desc.allocator wins over both)
        NEO_ATTN_ASSERT(x)        assert(x)     internal invariants only, never caller input
-       NEO_ATTN_CUDA             0             1 = call into neo_attn_cuda.cu for gpu = 1 runtimes
+       NEO_ATTN_CUDA             0             1 = call into neo_attn_cuda.cu for gpu = 1 runtimes;
+                                               needs that file compiled for a supported GPU
+                                               (PLATFORMS) and linked with -lcudart -lstdc++
        NEO_ATTN_NO_THREADS       0             1 = no pthread pool; every parallel loop runs inline
        NEO_ATTN_NO_SIMD          0             1 = only the portable scalar kernels
        NEO_ATTN_SPIN_US          300           how long idle pool workers spin before sleeping
@@ -32,18 +50,92 @@
 
    QUICK START
    -----------
-       neo_runtime *rt;  neo_layer *layer;
-       neo_runtime_desc rd = {0};                         // n_threads 0 = online cores, CPU only
-       if (neo_runtime_create(&rd, &rt) != NEO_OK) return 1;
-       neo_layer_desc d = {0};
-       d.n_head = 32; d.n_head_kv = 8; d.head_dim = 128; d.n_ctx = 32768;   // F16 cache by default
-       neo_status s = neo_layer_create(rt, &d, &layer);
-       if (s != NEO_OK) { fprintf(stderr, "%s\n", neo_status_string(s)); return 1; }
-       for (int t = 0; t < n_prompt; t++)                  // k: [n_head_kv][head_dim] per token
-           neo_attn_append(layer, k + t * 8 * 128, v + t * 8 * 128, 1);
-       neo_attn_decode(layer, q, out);                     // q: [32][128] -> out: [32][128]
-       neo_layer_destroy(layer);
-       neo_runtime_destroy(rt);
+   Two complete programs; README.md shows the same two, and tests/test_snippets.sh builds and
+   runs them from both texts, as C and as C++. In C++ write each `= {0}` as `= {}`. First, one
+   attention layer on the CPU:
+
+       // quick start 1: decode attention on the CPU
+       #define NEO_ATTN_IMPLEMENTATION
+       #include "neo_attn.h"
+       #include <stdio.h>
+
+       enum { N_HEAD = 32, N_HEAD_KV = 8, HEAD_DIM = 128, N_PROMPT = 16 };
+       static float k[N_PROMPT][N_HEAD_KV][HEAD_DIM];   // the prompt's keys and values, as your
+       static float v[N_PROMPT][N_HEAD_KV][HEAD_DIM];   // model's projections write them (float32)
+       static float q[N_HEAD][HEAD_DIM];                // the last token's queries
+       static float out[N_HEAD][HEAD_DIM];              // attention output (head_dim_v = head_dim)
+
+       static void fill(float *x, int n) {               // stands in for your model
+           for (int i = 0; i < n; i++) x[i] = (float)(i % 13) / 13.0f - 0.5f;
+       }
+
+       int main(void) {
+           fill(&k[0][0][0], N_PROMPT * N_HEAD_KV * HEAD_DIM);
+           fill(&v[0][0][0], N_PROMPT * N_HEAD_KV * HEAD_DIM);
+           fill(&q[0][0], N_HEAD * HEAD_DIM);
+           neo_runtime_desc rd = {0};                   // n_threads 0 = one thread per online core
+           neo_runtime *rt = NULL;
+           neo_status s = neo_runtime_create(&rd, &rt);
+           neo_layer_desc d = {0};                      // F16 cache, scale 1/sqrt(head_dim)
+           d.n_head = N_HEAD; d.n_head_kv = N_HEAD_KV; d.head_dim = HEAD_DIM; d.n_ctx = 4096;
+           neo_layer *layer = NULL;
+           if (s == NEO_OK) s = neo_layer_create(rt, &d, &layer);
+           if (s == NEO_OK) s = neo_attn_append(layer, &k[0][0][0], &v[0][0][0], N_PROMPT);
+           if (s == NEO_OK) s = neo_attn_decode(layer, &q[0][0], &out[0][0]);   // position N_PROMPT - 1
+           if (s == NEO_OK) printf("out[0][0..1] = %.6f %.6f\n", out[0][0], out[0][1]);
+           else fprintf(stderr, "neo_attn: %s\n", neo_status_string(s));
+           neo_layer_destroy(layer);                    // NULL is fine
+           neo_runtime_destroy(rt);
+           return s == NEO_OK ? 0 : 1;
+       }
+
+   Second, a layer split between GPU and host memory, run for a few decode steps. It runs on the
+   host stand-in for the GPU, so it needs no GPU: on a CUDA build, delete the gpu_standin line
+   and give q, k, v and out in device memory; the calls stay the same.
+
+       // quick start 2: a layer split between GPU and host memory
+       #define NEO_ATTN_IMPLEMENTATION
+       #include "neo_attn.h"
+       #include <stdio.h>
+
+       enum { N_HEAD = 32, N_HEAD_KV = 8, HEAD_DIM = 128, N_STEPS = 64 };
+       // On a GPU these four live in device memory (cudaMalloc); the stand-in takes host memory.
+       static float k[N_HEAD_KV][HEAD_DIM], v[N_HEAD_KV][HEAD_DIM];   // one new token's key and value
+       static float q[N_HEAD][HEAD_DIM], out[N_HEAD][HEAD_DIM];       // its queries, the output
+
+       static void fill(float *x, int n, int t) {       // stands in for your model
+           for (int i = 0; i < n; i++) x[i] = (float)((i + t) % 13) / 13.0f - 0.5f;
+       }
+
+       int main(void) {
+           neo_runtime_desc rd = {0};
+           rd.gpu = 1;                                  // the GPU path (a build with NEO_ATTN_CUDA=1) ...
+           rd.gpu_standin = 1;                          // ... played by the host stand-in: delete on a GPU
+           neo_runtime *rt = NULL;
+           neo_status s = neo_runtime_create(&rd, &rt);
+           neo_layer_desc d = {0};
+           d.n_head = N_HEAD; d.n_head_kv = N_HEAD_KV; d.head_dim = HEAD_DIM; d.n_ctx = 4096;
+           d.gpu_heads = 6;                             // KV heads 0-5 in GPU memory, 6-7 in host memory
+           d.pipeline = NEO_PIPELINE_AUTO;              // time stream-back against both halves at once
+           neo_layer *layer = NULL;
+           if (s == NEO_OK) s = neo_layer_create(rt, &d, &layer);
+           for (int t = 0; t < N_STEPS && s == NEO_OK; t++) {   // one decode step a token
+               fill(&k[0][0], N_HEAD_KV * HEAD_DIM, t);
+               fill(&v[0][0], N_HEAD_KV * HEAD_DIM, t + 1);
+               fill(&q[0][0], N_HEAD * HEAD_DIM, t + 2);
+               s = neo_attn_append(layer, &k[0][0], &v[0][0], 1);
+               if (s == NEO_OK) s = neo_attn_decode(layer, &q[0][0], &out[0][0]);
+           }
+           neo_layer_info info = {0};
+           if (s == NEO_OK) s = neo_layer_get_info(layer, &info);
+           if (s == NEO_OK)
+               printf("KV heads: %d in GPU memory (%zu bytes), %d in host memory (%zu bytes)\n",
+                      info.gpu_heads, info.gpu_bytes, info.cpu_heads, info.host_bytes);
+           else fprintf(stderr, "neo_attn: %s\n", neo_status_string(s));
+           neo_layer_destroy(layer);
+           neo_runtime_destroy(rt);
+           return s == NEO_OK ? 0 : 1;
+       }
 
    THE ATTENTION FUNCTION
    ----------------------
@@ -78,13 +170,14 @@
                         capturing stream it returns NEO_ERR_UNSUPPORTED.
      NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; the faster runs
                         from then on, and the timing is repeated when the context doubles.
-   Which wins (H200 host, docs/BENCHMARKS_GPU.md): ON's cost is the host half at DRAM speed
-   (about 90 GB/s with 16 threads) plus about 7-20 us a call of handoff; OFF's is the host half
-   over PCIe (about 55 GB/s) after the GPU half. So ON wins for large host halves (Llama-3-8B
-   shapes at a 1/2 split: 32k cells a head 0.85 vs 1.27 ms, 4k 0.12-0.17 vs 0.18 ms), the two
-   are even for small ones (4k at 1/8: 52-67 vs 65 us), and OFF wins for shapes whose CPU half
-   is compute-bound (GQA group 7, head_dim 64: 32k 0.21 vs 0.18 ms). AUTO measures this on the
-   machine at hand.
+   Which is faster depends on the machine and the shape. OFF reads the host half over PCIe,
+   after the GPU half, so its cost is the sum of the two. ON attends the host half on the CPU
+   while the GPU attends its own, so its cost is the slower of the two plus a fixed handoff a
+   call; the CPU half runs at the host's memory read rate, or at its arithmetic rate where that
+   is lower (large GQA groups at a small head_dim). So ON wins when the host half is large and
+   the CPU reads it faster than PCIe carries it, the two are close when the host half is small
+   (the handoff weighs most), and OFF wins when the CPU half is bound by arithmetic. AUTO
+   measures this on the machine at hand; docs/BENCHMARKS.md has measured figures.
    neo_runtime_desc.gpu_standin = 1 runs the same orchestration on a host stand-in for the GPU
    (host memory, synchronous), which is how the split paths are tested where there is no GPU.
    Many sequences: neo_attn_append_batch and neo_attn_decode_batch take one token for each of n
@@ -100,14 +193,13 @@
    A runtime owns a persistent pool of n_threads - 1 workers; the calling thread is the last
    one. Workers spin for NEO_ATTN_SPIN_US microseconds after a job before they sleep, because
    the wake-up is paid once per layer per token. A call waits for its tasks, never for a
-   worker that has no core at the moment: asking for more threads than the machine has free
-   cores costs little (2 cores, 16 threads: 70 us a 14/2/64 4k decode, as with 2 threads; 337 us
-   when every call waited for every worker). An engine with a pool of its own passes it
-   instead (neo_runtime_desc.parallel_for): the runtime then starts no threads and runs every
-   parallel job through it, output unchanged. CPU attention splits every KV head's cells
-   into chunks whose size depends only on the context length, and merges the chunks pairwise up
-   a fixed tree, so the output is bitwise identical for any thread count on a given CPU path
-   (scalar, AVX2 or AVX-512; neo_runtime_desc.cpu_isa can force one).
+   worker that has no core at the moment: such a worker misses the job and the others take its
+   tasks, so asking for more threads than the machine has free cores costs little. An engine
+   with a pool of its own passes it instead (neo_runtime_desc.parallel_for): the runtime then
+   starts no threads and runs every parallel job through it, output unchanged. CPU attention
+   splits every KV head's cells into chunks whose size depends only on the context length, and
+   merges the chunks pairwise up a fixed tree, so the output is bitwise identical for any thread
+   count on a given CPU path (scalar, AVX2 or AVX-512; neo_runtime_desc.cpu_isa can force one).
    A runtime, and the layers and sessions made from it, are used from one thread at a time;
    different runtimes are independent.
 
@@ -125,10 +217,13 @@
    FINDING YOUR WAY
    ----------------
    The implementation is in banners, each with a grep tag, in dependency order:
-       >>config  >>util  >>status  >>pool (thread pool)  >>cpu (SIMD kernels)  >>attn (CPU
-       flash-attention)  >>dev (host device-ops: CPU runtime and GPU stand-in)  >>runtime
-       >>layer (KV cache, append)  >>orchestration (no split / OFF / ON / AUTO)  >>model
-       (llama2.c decode loop). The GPU kernels are in neo_attn_cuda.cu, behind neo__dev_ops.
+       >>config  >>util  >>status  >>pool (thread pool: launch, help, wait)  >>cpu (SIMD
+       kernels)  >>attn (CPU flash-attention: ranges, merge tree)  >>host (the CPU backend)
+       >>standin (the GPU stand-in for tests)  >>runtime  >>layer (KV cache, append)  >>split
+       (stream-back OFF, both halves ON, AUTO)  >>batch (many layers in one call, moving heads,
+       placement)  >>model (llama2.c decode loop and its ops;
+       NEO_ATTN_NO_MODEL leaves it out). The GPU kernels are in neo_attn_cuda.cu, with banners of
+       their own, behind three tables: neo__dev_mem, neo__dev_attn, neo__dev_model.
 
    neo_attn DOES NOT
    -----------------

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""plot.py - docs/bench.png from build/bench's CSV (and peers.py's): decode-attention time per call
-against context, one panel per shape, one line per mode, each mode's bound dashed in its colour;
-log-log axes.
+"""plot.py - docs/bench.png, the headline plot, from build/bench's CSV and peers.py's.
 
-    python3 examples/bench/plot.py bench.csv [peers.csv] [--out docs/bench.png]
+Left: time of one decode-attention call against context for one shape (Llama-3-8B by default),
+log-log: the GPU alone, a split layer with both halves at once, the same split streamed back,
+the CPU alone, and torch SDPA on the GPU and on the CPU beside them (dashed). Right: the capacity
+row, a decode step over a cache larger than the GPU's memory. Needs matplotlib (only for this
+plot: pip install matplotlib).
+
+    python3 examples/bench/plot.py docs/bench_gpu.csv docs/bench_gpu_peers.csv [--out docs/bench.png]
 """
 import argparse
 import csv
@@ -13,65 +17,100 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-MODES = [  # mode, colour, marker, draw its bound
-    ("gpu", "tab:green", "o", True),
-    ("gpu-graph", "tab:olive", "s", False),
-    ("cpu", "tab:blue", "o", True),
-    ("on-1/2", "tab:red", "^", True),
-    ("off-1/2", "tab:purple", "v", True),
-    ("auto-1/2", "tab:pink", "x", False),
-    ("on-1/8", "tab:orange", "^", True),
-    ("off-1/8", "tab:brown", "v", True),
-    ("auto-1/8", "tab:gray", "x", False),
-    ("torch-gpu", "black", "D", False),
-    ("torch-cpu", "tab:cyan", "D", False),
+LINES = [  # mode in the CSV, label, colour, line style, marker
+    ("gpu", "neo_attn, GPU only", "tab:green", "-", "o"),
+    ("on-1/2", "neo_attn, both halves at once (half the KV heads in host memory)", "tab:red", "-", "^"),
+    ("off-1/2", "neo_attn, stream-back (the same split)", "tab:purple", "-", "v"),
+    ("cpu", "neo_attn, CPU only", "tab:blue", "-", "s"),
+    ("torch-gpu", "torch SDPA, GPU", "black", "--", "D"),
+    ("torch-cpu", "torch SDPA, CPU (f16)", "tab:cyan", "--", "D"),
 ]
-SHAPES = [("llama3-8b", "Llama-3-8B: 32 q / 8 kv heads, d 128"), ("qwen2.5-0.5b", "Qwen2.5-0.5B: 14 q / 2 kv heads, d 64")]
+CAPACITY = [("on-1/8", "both halves at once", "tab:red"), ("off-1/8", "stream-back", "tab:purple"),
+            ("cpu-est", "CPU only (estimate)", "tab:blue")]
+SHAPES = {"llama3-8b": "Llama-3-8B layer: 32 query / 8 KV heads, head_dim 128",
+          "qwen2.5-0.5b": "Qwen2.5-0.5B layer: 14 query / 2 KV heads, head_dim 64"}
 
 
 def read(paths):
-    rows, meta = [], []
+    rows, meta = [], {}
     for p in paths:
         with open(p) as f:
             lines = f.readlines()
-        meta += [ln[1:].strip() for ln in lines if ln.startswith("#")]
+        for ln in lines:
+            if ln.startswith("#") and "=" in ln:
+                key, val = ln[1:].strip().split("=", 1)
+                meta.setdefault(key, val)
         rows += list(csv.DictReader(ln for ln in lines if not ln.startswith("#")))
     return rows, meta
 
 
+def label_ctx(n):
+    return f"{n // (1 << 20)}M" if n >= 1 << 20 else f"{n // 1024}k"
+
+
+def attention_panel(ax, rows, shape):
+    ticks = set()
+    for mode, label, colour, style, marker in LINES:
+        pts = sorted((int(r["ctx"]), float(r["us"])) for r in rows
+                     if r["section"] in ("attn", "peer") and r["shape"] == shape and r["mode"] == mode
+                     and r["us"] not in ("nan", ""))
+        if not pts:
+            continue
+        ticks.update(p[0] for p in pts)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle=style, marker=marker, color=colour,
+                label=label, linewidth=1.8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(sorted(ticks), [label_ctx(t) for t in sorted(ticks)])
+    ax.minorticks_off()
+    ax.set_xlabel("context (tokens in the KV cache)")
+    ax.set_ylabel("µs per decode call, one layer (lower is better)")
+    ax.set_title(SHAPES.get(shape, shape) + ", f16 KV", fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def capacity_panel(ax, rows):
+    cap = {r["mode"]: r for r in rows if r["section"] == "cap"}
+    bars = [(label, float(cap[mode]["us"]) / 1000.0, colour) for mode, label, colour in CAPACITY if mode in cap]
+    if not bars:
+        ax.set_axis_off()
+        return
+    first = next(iter(cap.values()))
+    ctx, layers = int(first["ctx"]), int(first["layers"])
+    gib = int(first["kv_bytes"]) / 2**30
+    gpu_share = int(first["gpu_bytes"]) / max(1, int(first["kv_bytes"]))
+    y = range(len(bars))
+    ax.barh(list(y), [b[1] for b in bars], color=[b[2] for b in bars])
+    ax.set_yticks(list(y), [b[0] for b in bars])
+    ax.invert_yaxis()
+    for i, b in enumerate(bars):
+        ax.text(b[1], i, f" {b[1]:.0f} ms", va="center", fontsize=9)
+    ax.set_xlim(0, max(b[1] for b in bars) * 1.25)
+    ax.set_xlabel("ms per decode step, all layers (lower is better)")
+    ax.set_title(f"Capacity: {layers} layers x {ctx / 1e6:.2f}M tokens = {gib:.0f} GiB of KV,\n"
+                 f"more than the GPU holds: {gpu_share * 8:.0f} of 8 KV heads in GPU memory", fontsize=10)
+    ax.grid(True, axis="x", alpha=0.3)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("csv", nargs="+")
+    ap.add_argument("csv", nargs="+", help="build/bench's CSV, then peers.py's (optional)")
     ap.add_argument("--out", default="docs/bench.png")
+    ap.add_argument("--shape", default="llama3-8b", choices=sorted(SHAPES))
     a = ap.parse_args()
     rows, meta = read(a.csv)
-    fig, axes = plt.subplots(1, 2, figsize=(15, 6.5))
-    for ax, (shape, title) in zip(axes, SHAPES):
-        for mode, colour, marker, bound in MODES:
-            pts = sorted((int(r["ctx"]), float(r["us"]), float(r["bound_us"])) for r in rows
-                         if r["section"] in ("attn", "peer") and r["shape"] == shape and r["mode"] == mode
-                         and r["us"] not in ("nan", ""))
-            if not pts:
-                continue
-            x = [p[0] for p in pts]
-            ax.plot(x, [p[1] for p in pts], marker=marker, color=colour, label=mode, linewidth=1.4)
-            if bound:
-                ax.plot(x, [p[2] for p in pts], linestyle="--", color=colour, linewidth=0.9, alpha=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("context (tokens)")
-        ax.set_ylabel("µs per decode call (one layer)")
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, ncol=2, title="solid: measured; dashed: bound", title_fontsize=7)
-    date = next((m.split("=", 1)[1] for m in meta if m.startswith("date=")), "")
-    commit = next((m.split("=", 1)[1] for m in meta if m.startswith("commit=")), "")
-    gpu = next((m.split("=", 1)[1].split(",")[0] for m in meta if m.startswith("gpu=")), "")
-    fig.suptitle(f"neo_attn decode attention, f16 KV: {gpu}, {date}, commit {commit}. Bounds: gpu = KV / HBM copy rate; "
-                 f"cpu = KV / DRAM read;\non = max(GPU half / HBM, host half / DRAM); off = host half / pinned H2D + "
-                 f"GPU half / HBM (all measured in the same run)", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
-    fig.savefig(a.out, dpi=110)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 6.2), gridspec_kw={"width_ratios": [1.6, 1]})
+    attention_panel(left, rows, a.shape)
+    capacity_panel(right, rows)
+    handles, labels = left.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)
+    gpu = meta.get("gpu", "").split(",")[0]
+    cpu = meta.get("cpu", "").split(",")
+    host = f"{cpu[1].strip().replace(' cores', '-core')} {cpu[0].replace('(R)', '')}" if len(cpu) > 1 else "its"
+    fig.suptitle(f"neo_attn decode attention on an {gpu} and its {host} host\n"
+                 f"bench run {meta.get('date', '')}, commit {meta.get('commit', '')}", fontsize=11)
+    fig.tight_layout(rect=(0, 0.09, 1, 0.95))
+    fig.savefig(a.out, dpi=100)
     print(f"plot.py: wrote {a.out}")
 
 
