@@ -952,6 +952,7 @@ static void test_cpu_placement(neo_runtime *rt) {
     neo_layer_desc d = base_desc();
     neo_layer     *a = NULL, *b = NULL;
     neo_layer_info li;
+    memset(&li, 0, sizeof li);
     fill(k, sizeof k / sizeof *k, 0.1f), fill(v, sizeof v / sizeof *v, -0.3f), fill(q, sizeof q / sizeof *q, 0.7f);
     check_context("NEO_GPU_HEADS_NONE on a CPU runtime");
     d.gpu_heads = NEO_GPU_HEADS_NONE;
@@ -1060,6 +1061,7 @@ static void test_move_no_memory(void) {
             neo_layer     *l = NULL;
             neo_layer_info before, after;
             neo_status     st;
+            memset(&before, 0, sizeof before), memset(&after, 0, sizeof after);
             rd.n_threads = 2, rd.gpu = 1, rd.gpu_standin = 1;
             rd.allocator.alloc = count_alloc_fn, rd.allocator.free = count_free_fn, rd.allocator.user = &c;
             d.n_head_kv = 4, d.n_ctx = 100, d.gpu_heads = 1, d.pipeline = NEO_PIPELINE_ON;
@@ -1111,6 +1113,7 @@ static void test_session_placement(void) {
     neo_layer_info   li;
     static const int place[2] = {NEO_GPU_HEADS_NONE, 1}, bad[2] = {0, -2};
     float            la[32], lb[32];
+    memset(&li, 0, sizeof li);
     check_context("session with layer_gpu_heads");
     rd.n_threads = 2, rd.gpu = 1, rd.gpu_standin = 1;
     if (!CHECK(buf != NULL) || !CHECK_STATUS(neo_model_load_memory(buf, size, &m), NEO_OK) ||

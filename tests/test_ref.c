@@ -980,6 +980,7 @@ static void move_on(neo_runtime *rt, int path, neo_pipeline p, neo_type t) {
         neo_layer_desc fd = c.d;
         neo_layer_info li;
         int            g = seq[i], dev = g == NEO_GPU_HEADS_NONE ? 0 : g ? g : 4;
+        memset(&li, 0, sizeof li);
         for (size_t e = 0; e < on; e++) out[e] = twin[e] = u2f(0x7FC0DEADu);
         CHECK_STATUS(neo_layer_set_gpu_heads(c.l[0], g), NEO_OK);
         CHECK_STATUS(neo_layer_get_info(c.l[0], &li), NEO_OK);
@@ -999,6 +1000,7 @@ static void move_on(neo_runtime *rt, int path, neo_pipeline p, neo_type t) {
     CHECK(!bitwise || memcmp(out, first, sizeof out) == 0); /* back at 2 device heads */
     {
         neo_layer_info before, after;
+        memset(&before, 0, sizeof before), memset(&after, 0, sizeof after);
         CHECK_STATUS(neo_layer_get_info(c.l[0], &before), NEO_OK);
         CHECK_STATUS(neo_layer_set_gpu_heads(c.l[0], -2), NEO_ERR_INVALID_ARG);
         CHECK_STATUS(neo_layer_set_gpu_heads(c.l[0], 5), NEO_ERR_INVALID_ARG);
