@@ -1,39 +1,68 @@
-/* neo_attn_cuda.cu - the CUDA half of neo_attn: kernels and the neo__dev_ops table - MIT or public domain, see neo_attn.h
+/* neo_attn_cuda.cu - the CUDA half of neo_attn: kernels and the device tables - MIT or public domain, see neo_attn.h
 
-   neo_attn.h drives every device operation through a neo__dev_ops table (see "the GPU bridge" in
-   the header). This file fills that table with the CUDA runtime (cudart only, no cuBLAS). It
+   neo_attn.h drives every device operation through three small tables, neo__dev_mem, neo__dev_attn
+   and neo__dev_model (see "the GPU bridge" in the header). This file fills them with the CUDA runtime (cudart only, no cuBLAS). It
    includes the header WITHOUT NEO_ATTN_IMPLEMENTATION; compile it once and link it into a program
    whose implementing file defines NEO_ATTN_CUDA=1:
 
-       nvcc -O3 -arch=sm_90 -c neo_attn_cuda.cu
+       nvcc -O3 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
+            -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
+            -gencode arch=compute_80,code=compute_80 -c neo_attn_cuda.cu
 
-   and link with -lcudart, plus -lstdc++ when a C compiler links (nvcc's launch stubs use the C++
-   runtime). sm_90 is the target this was written and timed for; nothing newer than sm_80 is used
-   except griddepcontrol (programmatic dependent launch, sm_90 PTX), so other targets need a port.
-   Nothing here exits or prints: every CUDA call is checked and becomes a neo_status.
+   (make cuda-build; CUDA_ARCHS narrows it) and link with -lcudart, plus -lstdc++ when a C
+   compiler links (nvcc's launch stubs use the C++ runtime). Nothing here exits or prints: every
+   CUDA call is checked and becomes a neo_status.
+
+   GPUS
+   ----
+   sm_80 and later. The same kernels compile for every target; what differs is chosen at compile
+   time by __CUDA_ARCH__ and at init by the device:
+     sm_90 (Hopper)          the tensor-core kernel loads its tiles with bulk copies (TMA:
+                             cp.async.bulk + mbarrier transaction counts), and the attention,
+                             merge and matvec kernels are launched as programmatic dependents
+                             (griddepcontrol) so that each one's launch overlaps the tail of the
+                             one before.
+     sm_80, sm_86, sm_89     the tensor-core kernel loads with cp.async into swizzled rows and
+     (Ampere, Ada)           ldmatrix; every launch is plain. Block shapes whose shared memory
+                             does not fit the device (sm_86 / sm_89 have 99 KB a block) give way
+                             to the narrow shape (see the planner).
+     newer than sm_90        the compute_80 PTX, compiled by the driver: the sm_80 path.
+   Below sm_80 init returns NEO_ERR_UNSUPPORTED, as it does when the object holds no image the
+   GPU can run. Programmatic launches are used only when the loaded kernels were compiled for
+   sm_90 (cudaFuncAttributes.ptxVersion >= 90) on an sm_90+ device: compute_80 PTX that the
+   driver compiles for a Hopper GPU runs the sm_80 path throughout.
+
+   SECTIONS (grep for the tag)
+   --------
+   device: >>common  >>attn.simt  >>merge  >>attn.mma  >>kv  >>model  >>handoff
+   host:   >>ops  >>plan  >>ops.attend  >>test (entries for tests/test_cuda_ops.c)  >>ops.model
+
+   ENVIRONMENT
+   -----------
+   Nothing of this library's. CUDA_LAUNCH_BLOCKING, CUDA's own switch, is read once at init: with
+   blocking launches a kernel that waits for the CPU half's flag would hold the host thread that
+   must set it, so the both-halves pipeline orders its halves differently (launch_blocking).
 
    KERNELS (launch geometry)
    -------------------------
    neo__attn_mma<T, D, BPS>  f16 / bf16 K and V, head_dim == head_dim_v == D in {64, 128, 256},
                              16-byte aligned K, V and q: the attention path for those (see its
-                             comment). grid (H * ceil(nq / 8), S). Two block shapes: wide, 12
-                             warps (4 for D = 256), one block an SM (192 KB of rings); narrow
-                             (D = 128 only), 5 warps, two blocks an SM (80 KB each), for 64k+
-                             cells a KV head; NEO_CUDA_MMA_BLOCKS=1 or 2 at init forces one for
-                             D = 128 (comparison). Tensor cores (mma.m16n8k16, f32
+                             comment). grid (H * ceil(nq / 8), S). Two block shapes (BPS 1 and
+                             2): wide, 12 warps (4 for D = 256), one block an SM; narrow (D = 128
+                             and 256), 5 warps two blocks an SM (D = 128), or 2 warps (D = 256).
+                             The planner picks one (>>plan). Tensor cores (mma.m16n8k16, f32
                              accumulators, q and the weights split into 16-bit parts so that the
                              result keeps float32 accuracy); each warp streams its own 16-cell K
-                             and V tiles with bulk copies (cp.async.bulk + mbarrier); every K/V row
+                             and V tiles (bulk copies on sm_90, cp.async below); every K/V row
                              is read once for a tile of 8 queries (the GQA group, or tokens x
                              group in prefill), so group 8 costs what group 4 does. It merges its
                              own splits: the last block of a query tile to finish (an arrival
                              counter per tile in the stream's buffer, which that block resets)
                              merges the partials in split order and writes out / state, so an
-                             attend is one launch, with programmatic dependent launch so that the
-                             next one's launch overlaps its tail. NEO_CUDA_MMA=0 in the
-                             environment at init selects the kernels below instead (comparison).
-   neo__attn_fast<T, D, NQ>  float32 K and V (and the path above with NEO_CUDA_MMA=0):
-                             flash-decoding for head_dim == head_dim_v == D in {64, 128, 256} and
+                             attend is one launch (a programmatic dependent on sm_90, so that
+                             its launch overlaps the tail of the kernel before).
+   neo__attn_fast<T, D, NQ>  float32 K and V (T = float): flash-decoding for head_dim ==
+                             head_dim_v == D in {64, 128, 256} and
                              16-byte aligned K, V and q. grid (H * QT, S): one block per (KV head,
                              tile of NQ = 1/2/4/8 queries, split of the cell range), 128 threads.
                              Each warp streams its own 2 KB K + 2 KB V warp tiles (warp tiles
@@ -49,9 +78,8 @@
                              per column block, which only matters for head_dim_v > 256).
    neo__attn_merge           one block of 256 threads per (KV head, query): merges the S partials
                              (and the previous state when accumulating) in split order, then
-                             writes the state or the finished, normalised output. Launched with
-                             programmatic dependent launch so its launch overlaps the tail of the
-                             attention kernel.
+                             writes the state or the finished, normalised output. A
+                             programmatic dependent of the attention kernel on sm_90.
    neo__append_kernel        grid (n_tokens * (h1 - h0), 2: K and V), 128 threads: one new row each.
    neo__matvec_kernel<E, N>  the decode loop's projections, with run.c's rmsnorm before (N) and the
                              residual add, SwiGLU or RoPE after (E) folded in: 8 warps a block, R
@@ -81,7 +109,10 @@
    float32. Tensor-core kernel: K/V are exact in the mma; q and the weights are carried in two or
    three 16-bit parts (see neo__attn_mma), sums are float32. A query with
    no visible cell in a split leaves (m, l, acc) = (-inf, 0, 0), which every merge treats as
-   weight 0. A finished query with no visible cell at all and no sink gets out = 0. */
+   weight 0. A finished query with no visible cell at all and no sink gets out = 0. NaN and inf
+   (see neo__score_dot): a masked cell never reaches an output whatever its K and V hold; inf or
+   NaN in a visible cell's K makes the outputs of its KV head's queries that see it NaN; a
+   non-finite V element of a visible cell makes that output element non-finite. */
 #include "neo_attn.h"
 
 #include <cuda_bf16.h>
@@ -95,55 +126,36 @@
 
 #define NEO__CU_STREAMS 2
 #define NEO__CU_THREADS 128             /* attention kernels */
-#ifndef NEO__CU_WSTAGES
 #define NEO__CU_WSTAGES 3               /* cp.async ring depth of each warp */
-#endif
-#ifndef NEO__CU_WTILE_BYTES
 #define NEO__CU_WTILE_BYTES 2048        /* K (or V) bytes of one warp tile */
-#endif
-#ifndef NEO__CU_NQ8_BLOCKS
 #define NEO__CU_NQ8_BLOCKS 1            /* resident blocks the 8-query kernels are built for */
-#endif
 #define NEO__CU_MAX_SPLITS 256          /* splits per KV head (the merge's shared weights) */
 #define NEO__CU_MAX_DIM 16384
 #define NEO__CU_GEN_COLS 256            /* output columns per generic block */
 #define NEO__CU_GEN_TILE 32             /* cells per generic tile */
 #define NEO__CU_WORK_CAP ((size_t)512 << 20) /* split partials beyond this use fewer splits */
+/* How the tensor-core kernel loads its tiles, per compiled architecture: on sm_90 bulk copies
+   (cp.async.bulk completing on an mbarrier's transaction count) into plain rows; below sm_90
+   (Ampere, Ada) cp.async into XOR-swizzled rows, read with ldmatrix. The host pass runs no device
+   code; it only needs the shapes, which do not depend on this. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define NEO__CU_TMA 0
+#else
+#define NEO__CU_TMA 1
+#endif
 
 /* =============================================================================================
-   device helpers
+   >>common  storage types, cp.async, programmatic launch, warp sums, NaN and inf, reduce-scatter
    ============================================================================================= */
 
-/* Widening of the storage types: E elements per 16-byte chunk. */
+/* The storage types: ld widens one element, st rounds to nearest even; for float32 (the
+   CUDA-core kernel's type) cvt widens a 16-byte chunk of E elements. */
 template <typename T> struct neo__kvt;
 template <> struct neo__kvt<__half> {
-    static constexpr int E = 8;
-    static __device__ __forceinline__ void cvt(const uint4 r, float *x) {
-        const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            __half2_raw raw;
-            raw.x = (unsigned short)(w[i] & 0xffffu);
-            raw.y = (unsigned short)(w[i] >> 16);
-            const float2 f = __half22float2(__half2(raw));
-            x[2 * i] = f.x;
-            x[2 * i + 1] = f.y;
-        }
-    }
     static __device__ __forceinline__ float ld(const __half *p, size_t i) { return __half2float(p[i]); }
     static __device__ __forceinline__ __half st(float f) { return __float2half_rn(f); }
 };
 template <> struct neo__kvt<__nv_bfloat16> {
-    static constexpr int E = 8;
-    static __device__ __forceinline__ void cvt(const uint4 r, float *x) {
-        /* bf16 is the top half of a float: widening is a shift */
-        const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            x[2 * i] = __uint_as_float(w[i] << 16);
-            x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-        }
-    }
     static __device__ __forceinline__ float ld(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
     static __device__ __forceinline__ __nv_bfloat16 st(float f) { return __float2bfloat16_rn(f); }
 };
@@ -158,6 +170,22 @@ template <> struct neo__kvt<float> {
     static __device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
     static __device__ __forceinline__ float st(float f) { return f; }
 };
+
+/* Programmatic dependent launch. On sm_90 the host launches the attention, merge and matvec
+   kernels as programmatic dependents (neo__cu_launch): such a grid may start while the one before
+   it on the stream still runs, so it must call neo__pdl_wait before touching anything that grid
+   writes, and neo__pdl_trigger lets the next one start. Below sm_90 the host launches plainly (a
+   grid starts after the one before it has completed) and both are no-ops. */
+__device__ __forceinline__ void neo__pdl_trigger() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void neo__pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 __device__ __forceinline__ void neo__cp_async16(void *smem, const void *gmem) {
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -183,6 +211,17 @@ __device__ __forceinline__ float neo__warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+
+/* NaN and inf. A visible cell whose dot product with q is not finite (inf or NaN in its K)
+   makes the query's output NaN: its score becomes NaN (an infinite score would otherwise take all
+   the weight, or as -inf look masked), and a NaN weight reaches l and acc through exp. A masked
+   cell never reaches an output: its weight is exactly 0 and no kernel multiplies it into an
+   accumulator (see neo__fast_pv and the tensor-core kernel's masked tiles). A non-finite V
+   element of a visible cell makes that output element non-finite. */
+__device__ __forceinline__ float neo__score_dot(float dot) { return fabsf(dot) <= 3.402823466e38f ? dot : __int_as_float(0x7fc00000); }
+/* a finished output: acc / l, 0 where no cell was visible and there is no sink (l == 0), NaN
+   where l is (a NaN score upstream) */
+__device__ __forceinline__ float neo__finish(float acc, float den) { return den != 0.0f ? acc / den : 0.0f; }
 
 /* Reduce-scatter of N values over the lanes that differ in bits O, O/2, .., 1: each halving step
    sends the half the lane does not keep to its partner, so the group of N queries costs
@@ -210,7 +249,8 @@ template <int N, int O> struct neo__rs {
 };
 
 /* =============================================================================================
-   attention: parameters, the shared online-softmax step, the two attention kernels, the merge
+   >>attn.simt  the attention parameters, then the CUDA-core kernels: float32 (neo__attn_fast)
+   and any shape (neo__attn_generic)
    ============================================================================================= */
 
 /* Query r of KV head g (0 <= r < nq = n_tokens * G) is token r / G, query head g * G + r % G. */
@@ -253,7 +293,7 @@ __device__ __forceinline__ void neo__softmax_tile(const neo__cu_attn &p, float *
             const int c = lane + 32 * cc, cell = tile0 + c;
             float     s = -INFINITY;
             if (qok && c < nvalid && cell <= pos) {
-                s = p.scale * s_p[c * NQ + i];
+                s = p.scale * neo__score_dot(s_p[c * NQ + i]);
                 if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
                 if (p.slopes) s -= slope * (float)(pos - cell);
             }
@@ -282,9 +322,170 @@ __device__ __forceinline__ void neo__softmax_tile(const neo__cu_attn &p, float *
     }
 }
 
-/* K (or V) rows of one warp tile: 2 KB of each */
-template <typename T, int D> __host__ __device__ constexpr int neo__wt_rows() {
-    return NEO__CU_WTILE_BYTES / (D * (int)sizeof(T));
+__host__ __device__ constexpr int neo__imin(int a, int b) { return a < b ? a : b; }
+
+/* The CUDA-core kernel's lane geometry (see neo__attn_fast); WT rows of K (and of V) in a warp
+   tile of NEO__CU_WTILE_BYTES */
+template <typename T, int D> struct neo__fast_geom {
+    static constexpr int E = neo__kvt<T>::E, CPR = D / E, LPR = neo__imin(CPR, 32), CPL = CPR / LPR, RW = 32 / LPR;
+    static constexpr int WT = NEO__CU_WTILE_BYTES / (D * (int)sizeof(T)), STEPS = WT / RW;
+};
+
+/* f(c, x) for the lane's chunks c of row `row` of a warp tile, x the chunk widened to floats */
+template <typename T, int D, typename F> __device__ __forceinline__ void neo__fast_chunks(const uint4 *tile, int row, int ch, F f) {
+    typedef neo__fast_geom<T, D> FG;
+#pragma unroll
+    for (int c = 0; c < FG::CPL; c++) {
+        float x[FG::E];
+        neo__kvt<T>::cvt(tile[row * FG::CPR + ch + c * FG::LPR], x);
+        f(c, x);
+    }
+}
+
+/* acc[i] += p[row][i] * v[row] over the lane's rows (< nvalid) of a warp tile in shared memory.
+   With GUARD a weight of exactly 0 skips its product: a cell masked for query i (after its
+   position) must not reach acc[i] even when its V holds inf or NaN (0 * inf is NaN). For finite
+   V the two agree bit for bit (fmaf(0, x, a) == a). */
+template <typename T, int D, int NQ, bool GUARD, int CW>
+__device__ __forceinline__ void neo__fast_pv(float (&acc)[NQ][CW], const uint4 *vs, const float (*pw_rows)[NQ], int rsub, int ch,
+                                             int nvalid) {
+    typedef neo__fast_geom<T, D> FG;
+    constexpr int E = FG::E, RW = FG::RW;
+#pragma unroll
+    for (int k = 0; k < FG::STEPS; k++) {
+        const int row = k * RW + rsub;
+        if (row < nvalid) {
+            float pw[NQ];
+#pragma unroll
+            for (int i = 0; i < NQ; i++) pw[i] = pw_rows[row][i];
+            neo__fast_chunks<T, D>(vs, row, ch, [&](int c, const float *x) {
+#pragma unroll
+                for (int i = 0; i < NQ; i++)
+#pragma unroll
+                    for (int e = 0; e < E; e++)
+                        if (!GUARD || pw[i] != 0.0f) acc[i][c * E + e] = fmaf(pw[i], x[e], acc[i][c * E + e]);
+            });
+        }
+    }
+}
+
+/* The CUDA-core kernel's shared state besides the rings: the weights of a tile's rows, the
+   rescale factors, the warps' (m, l) and weights, the block's (m, l). */
+template <int NW, int WT, int NQ> struct neo__fast_sh {
+    __align__(16) float pw[NW][WT][NQ];
+    float cw[NW][NQ], wm[NW][NQ], wl[NW][NQ], ww[NW][NQ], m[NQ], l[NQ];
+};
+
+/* The scores of a warp tile's rows (K at ks): sc[k] is the score of row k * RW + rsub for the
+   lane's query after the reduce-scatter (see neo__rs) */
+template <typename T, int D, int NQ, int CW, int STEPS>
+__device__ __forceinline__ void neo__fast_scores(const float (&qf)[NQ][CW], const uint4 *ks, int lane, int rsub, int ch, float (&sc)[STEPS]) {
+    typedef neo__fast_geom<T, D> FG;
+    constexpr int E = FG::E, LPR = FG::LPR, RW = FG::RW;
+#pragma unroll
+    for (int k = 0; k < STEPS; k++) {
+        const int row = k * RW + rsub;
+        float     part[NQ];
+#pragma unroll
+        for (int i = 0; i < NQ; i++) part[i] = 0.0f;
+        neo__fast_chunks<T, D>(ks, row, ch, [&](int c, const float *x) {
+#pragma unroll
+            for (int i = 0; i < NQ; i++)
+#pragma unroll
+                for (int e = 0; e < E; e++) part[i] = fmaf(qf[i][c * E + e], x[e], part[i]);
+        });
+        int qb = 0;
+        neo__rs<NQ, LPR / 2>::run(part, lane, qb);
+        sc[k] = part[0];
+    }
+}
+
+/* The online-softmax step of the lane's query over a warp tile: the scores scaled, soft-capped,
+   ALiBi-biased and masked, (m, l) updated (every lane of the query holds the same), sc the
+   weights; returns the factor the accumulators must be rescaled by. */
+template <int LPR, int RW, int STEPS>
+__device__ __forceinline__ float neo__fast_softmax(const neo__cu_attn &p, float (&sc)[STEPS], bool qok, int pos, float slope, int tile0,
+                                                   int nvalid, int rsub, float &m, float &l) {
+    float tmax = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < STEPS; k++) {
+        const int row = k * RW + rsub, cell = tile0 + row;
+        float     s = -INFINITY;
+        if (qok && row < nvalid && cell <= pos) {
+            s = p.scale * neo__score_dot(sc[k]);
+            if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+            if (p.slopes) s -= slope * (float)(pos - cell);
+        }
+        sc[k] = s;
+        tmax = fmaxf(tmax, s);
+    }
+#pragma unroll
+    for (int o = LPR; o < 32; o <<= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+    const float mnew = fmaxf(m, tmax);
+    const float corr = mnew == -INFINITY ? 1.0f : expf(m - mnew); /* no inf - inf */
+    float       psum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < STEPS; k++) {
+        sc[k] = sc[k] == -INFINITY ? 0.0f : expf(sc[k] - mnew);
+        psum += sc[k];
+    }
+#pragma unroll
+    for (int o = LPR; o < 32; o <<= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
+    l = l * corr + psum;
+    m = mnew;
+    return corr;
+}
+
+/* The four warps' states into the split's partial (m, l, acc[D]) per query: weights
+   e^(m_w - M), then the row groups summed in a fixed order through the (now idle) rings at red. */
+template <typename T, int D, int NQ, int CW, typename SH>
+__device__ __forceinline__ void neo__fast_finish(const neo__cu_attn &p, const float (&acc)[NQ][CW], float *red, SH &sh, int warp, int rsub,
+                                                 int ch, int kvh, int r0, int nqb, int split) {
+    typedef neo__fast_geom<T, D> FG;
+    constexpr int E = FG::E, LPR = FG::LPR, CPL = FG::CPL, RW = FG::RW, NW = NEO__CU_THREADS / 32;
+    const int     tid = threadIdx.x;
+    if (tid < NQ) {
+        float M = -INFINITY, L = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) M = fmaxf(M, sh.wm[w][tid]);
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            const float wt = sh.wm[w][tid] == -INFINITY ? 0.0f : expf(sh.wm[w][tid] - M);
+            sh.ww[w][tid] = wt;
+            L = fmaf(wt, sh.wl[w][tid], L);
+        }
+        sh.m[tid] = M;
+        sh.l[tid] = L;
+    }
+    /* red: [NW * RW][NQ][D] */
+#pragma unroll
+    for (int i = 0; i < NQ; i++)
+#pragma unroll
+        for (int c = 0; c < CPL; c++)
+#pragma unroll
+            for (int e4 = 0; e4 < E / 4; e4++) {
+                float4 f = make_float4(acc[i][c * E + e4 * 4], acc[i][c * E + e4 * 4 + 1], acc[i][c * E + e4 * 4 + 2],
+                                       acc[i][c * E + e4 * 4 + 3]);
+                *reinterpret_cast<float4 *>(red + ((size_t)(warp * RW + rsub) * NQ + i) * D + (ch + c * LPR) * E + e4 * 4) = f;
+            }
+    __syncthreads();
+    for (int o = tid; o < nqb * D; o += NEO__CU_THREADS) {
+        const int i = o / D, col = o - i * D;
+        float     sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            float part = 0.0f;
+#pragma unroll
+            for (int x = 0; x < RW; x++) part += red[((w * RW + x) * NQ + i) * D + col];
+            sum = fmaf(sh.ww[w][i], part, sum);
+        }
+        p.work[((size_t)(kvh * p.nq + r0 + i) * p.S + split) * (D + 2) + 2 + col] = sum;
+    }
+    if (tid < nqb) {
+        float *w = p.work + ((size_t)(kvh * p.nq + r0 + tid) * p.S + split) * (D + 2);
+        w[0] = sh.m[tid];
+        w[1] = sh.l[tid];
+    }
 }
 
 /* Flash-decoding over one split of one KV head for a tile of NQ queries.
@@ -298,21 +499,21 @@ template <typename T, int D> __host__ __device__ constexpr int neo__wt_rows() {
    outputs over the rows of its row group (rsub). */
 template <typename T, int D, int NQ>
 __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS : 4) neo__attn_fast(const neo__cu_attn p) {
-    typedef neo__kvt<T> KV;
-    constexpr int E = KV::E, CPR = D / E, LPR = CPR < 32 ? CPR : 32, CPL = CPR / LPR, RW = 32 / LPR;
-    constexpr int NW = NEO__CU_THREADS / 32, WT = neo__wt_rows<T, D>(), STEPS = WT / RW, WT4 = WT * CPR, NS = NEO__CU_WSTAGES;
+    typedef neo__fast_geom<T, D> FG;
+    constexpr int E = FG::E, CPR = FG::CPR, LPR = FG::LPR, CPL = FG::CPL, RW = FG::RW;
+    constexpr int NW = NEO__CU_THREADS / 32, WT = FG::WT, STEPS = FG::STEPS, WT4 = WT * CPR, NS = NEO__CU_WSTAGES;
     constexpr int WM = LPR / NQ; /* lanes holding each (row, query) score after the reduce-scatter */
     static_assert(NQ <= LPR && WT % RW == 0 && WT4 % 32 == 0, "warp tile shape");
     static_assert(NW * RW * NQ * D * 4 <= NW * NS * 2 * WT4 * 16, "row-group reduction must fit the rings");
     extern __shared__ uint4 neo__smem[]; /* [NW][NS][2][WT4]: a ring of K and V warp tiles per warp */
-    __shared__ __align__(16) float s_pw[NW][WT][NQ];
-    __shared__ float s_cw[NW][NQ], s_wm[NW][NQ], s_wl[NW][NQ], s_ww[NW][NQ], s_m[NQ], s_l[NQ];
+    __shared__ neo__fast_sh<NW, WT, NQ> sh;
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int rsub = lane / LPR, ch = lane % LPR;
     const int kvh = blockIdx.x / p.QT, qt = blockIdx.x % p.QT, split = blockIdx.y;
     const int g = p.h0 + kvh, r0 = qt * NQ, nqb = min(NQ, p.nq - r0);
     const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+    const int minpos = p.pos0 + r0 / p.G;             /* and those after its first query's for some */
     const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
     const int ntiles = cb1 > cb0 ? (cb1 - cb0 + WT - 1) / WT : 0;
     const int nw = ntiles > warp ? (ntiles - warp + NW - 1) / NW : 0; /* this warp's tiles */
@@ -379,60 +580,13 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
         const uint4 *ks = ring + (j % NS) * 2 * WT4, *vs = ks + WT4;
         const int    tile0 = cb0 + (warp + j * NW) * WT, nvalid = min(WT, cb1 - tile0);
 
-        /* scores of the tile's rows; sc[k] is query qi's score of row k * RW + rsub */
         float sc[STEPS];
-#pragma unroll
-        for (int k = 0; k < STEPS; k++) {
-            const int row = k * RW + rsub;
-            float     part[NQ];
-#pragma unroll
-            for (int i = 0; i < NQ; i++) part[i] = 0.0f;
-#pragma unroll
-            for (int c = 0; c < CPL; c++) {
-                float x[E];
-                KV::cvt(ks[row * CPR + ch + c * LPR], x);
-#pragma unroll
-                for (int i = 0; i < NQ; i++)
-#pragma unroll
-                    for (int e = 0; e < E; e++) part[i] = fmaf(qf[i][c * E + e], x[e], part[i]);
-            }
-            int qb = 0;
-            neo__rs<NQ, LPR / 2>::run(part, lane, qb);
-            sc[k] = part[0];
-        }
-
-        /* online softmax of query qi over the tile: every lane of the query holds the same m, l */
-        float tmax = -INFINITY;
-#pragma unroll
-        for (int k = 0; k < STEPS; k++) {
-            const int row = k * RW + rsub, cell = tile0 + row;
-            float     s = -INFINITY;
-            if (qok && row < nvalid && cell <= pos) {
-                s = p.scale * sc[k];
-                if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-                if (p.slopes) s -= slope * (float)(pos - cell);
-            }
-            sc[k] = s;
-            tmax = fmaxf(tmax, s);
-        }
-#pragma unroll
-        for (int o = LPR; o < 32; o <<= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
-        const float mnew = fmaxf(m, tmax);
-        const float corr = mnew == -INFINITY ? 1.0f : expf(m - mnew); /* no inf - inf */
-        float       psum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < STEPS; k++) {
-            sc[k] = sc[k] == -INFINITY ? 0.0f : expf(sc[k] - mnew);
-            psum += sc[k];
-        }
-#pragma unroll
-        for (int o = LPR; o < 32; o <<= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
-        l = l * corr + psum;
-        m = mnew;
+        neo__fast_scores<T, D, NQ>(qf, ks, lane, rsub, ch, sc);
+        const float corr = neo__fast_softmax<LPR, RW>(p, sc, qok, pos, slope, tile0, nvalid, rsub, m, l);
         if (ch % WM == 0) {
 #pragma unroll
-            for (int k = 0; k < STEPS; k++) s_pw[warp][k * RW + rsub][qi] = sc[k];
-            if (rsub == 0) s_cw[warp][qi] = corr;
+            for (int k = 0; k < STEPS; k++) sh.pw[warp][k * RW + rsub][qi] = sc[k];
+            if (rsub == 0) sh.cw[warp][qi] = corr;
         }
         const bool rescale = __any_sync(0xffffffffu, corr != 1.0f);
         __syncwarp();
@@ -441,82 +595,24 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
         if (rescale)
 #pragma unroll
             for (int i = 0; i < NQ; i++) {
-                const float cr = s_cw[warp][i];
+                const float cr = sh.cw[warp][i];
 #pragma unroll
                 for (int e = 0; e < CPL * E; e++) acc[i][e] *= cr;
             }
-#pragma unroll
-        for (int k = 0; k < STEPS; k++) {
-            const int row = k * RW + rsub;
-            if (row < nvalid) {
-                float pw[NQ];
-#pragma unroll
-                for (int i = 0; i < NQ; i++) pw[i] = s_pw[warp][row][i];
-#pragma unroll
-                for (int c = 0; c < CPL; c++) {
-                    float x[E];
-                    KV::cvt(vs[row * CPR + ch + c * LPR], x);
-#pragma unroll
-                    for (int i = 0; i < NQ; i++)
-#pragma unroll
-                        for (int e = 0; e < E; e++) acc[i][c * E + e] = fmaf(pw[i], x[e], acc[i][c * E + e]);
-                }
-            }
-        }
+        /* a tile with cells after the first query's position (prefill only: the queries of a
+           decode tile share one position, and cb1 stops there) weighs them 0 for some queries */
+        if (tile0 + nvalid - 1 > minpos) neo__fast_pv<T, D, NQ, true>(acc, vs, sh.pw[warp], rsub, ch, nvalid);
+        else neo__fast_pv<T, D, NQ, false>(acc, vs, sh.pw[warp], rsub, ch, nvalid);
     }
     neo__cp_async_wait<0>();
     if (rsub == 0 && ch % WM == 0) {
-        s_wm[warp][qi] = m;
-        s_wl[warp][qi] = l;
+        sh.wm[warp][qi] = m;
+        sh.wl[warp][qi] = l;
     }
     __syncthreads();
     /* the merge kernel may start launching; it waits for this grid's writes before reading */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-
-    /* the warps' states: weights e^(m_w - M) per query, then the row groups summed in a fixed
-       order through the (now idle) rings */
-    if (tid < NQ) {
-        float M = -INFINITY, L = 0.0f;
-#pragma unroll
-        for (int w = 0; w < NW; w++) M = fmaxf(M, s_wm[w][tid]);
-#pragma unroll
-        for (int w = 0; w < NW; w++) {
-            const float wt = s_wm[w][tid] == -INFINITY ? 0.0f : expf(s_wm[w][tid] - M);
-            s_ww[w][tid] = wt;
-            L = fmaf(wt, s_wl[w][tid], L);
-        }
-        s_m[tid] = M;
-        s_l[tid] = L;
-    }
-    float *red = reinterpret_cast<float *>(neo__smem); /* [NW * RW][NQ][D] */
-#pragma unroll
-    for (int i = 0; i < NQ; i++)
-#pragma unroll
-        for (int c = 0; c < CPL; c++)
-#pragma unroll
-            for (int e4 = 0; e4 < E / 4; e4++) {
-                float4 f = make_float4(acc[i][c * E + e4 * 4], acc[i][c * E + e4 * 4 + 1], acc[i][c * E + e4 * 4 + 2],
-                                       acc[i][c * E + e4 * 4 + 3]);
-                *reinterpret_cast<float4 *>(red + ((size_t)(warp * RW + rsub) * NQ + i) * D + (ch + c * LPR) * E + e4 * 4) = f;
-            }
-    __syncthreads();
-    for (int o = tid; o < nqb * D; o += NEO__CU_THREADS) {
-        const int i = o / D, col = o - i * D;
-        float     sum = 0.0f;
-#pragma unroll
-        for (int w = 0; w < NW; w++) {
-            float part = 0.0f;
-#pragma unroll
-            for (int x = 0; x < RW; x++) part += red[((w * RW + x) * NQ + i) * D + col];
-            sum = fmaf(s_ww[w][i], part, sum);
-        }
-        p.work[((size_t)(kvh * p.nq + r0 + i) * p.S + split) * (D + 2) + 2 + col] = sum;
-    }
-    if (tid < nqb) {
-        float *w = p.work + ((size_t)(kvh * p.nq + r0 + tid) * p.S + split) * (D + 2);
-        w[0] = s_m[tid];
-        w[1] = s_l[tid];
-    }
+    neo__pdl_trigger();
+    neo__fast_finish<T, D, NQ>(p, acc, reinterpret_cast<float *>(neo__smem), sh, warp, rsub, ch, kvh, r0, nqb, split);
 }
 /* Any head_dim / head_dim_v, any alignment: element loads, q read through the cache, a warp per
    cell for the scores and a thread per output column (two of them) for p . v. */
@@ -584,14 +680,16 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
 #pragma unroll
             for (int i = 0; i < NQ; i++) {
                 const float w = s_p[c * NQ + i];
-                acc[i][0] = fmaf(w, x0, acc[i][0]);
-                acc[i][1] = fmaf(w, x1, acc[i][1]);
+                if (w != 0.0f) { /* a masked cell (w == 0) never meets acc: its V may be inf (see neo__fast_pv) */
+                    acc[i][0] = fmaf(w, x0, acc[i][0]);
+                    acc[i][1] = fmaf(w, x1, acc[i][1]);
+                }
             }
         }
         __syncthreads(); /* s_p and s_corr are rewritten by the next tile */
     }
     __syncthreads();
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    neo__pdl_trigger();
 #pragma unroll
     for (int i = 0; i < NQ; i++) {
         if (i >= nqb) break;
@@ -605,9 +703,128 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
     }
 }
 
-/* --- the tensor-core kernel (f16 / bf16 K and V, head_dim == head_dim_v in {64, 128, 256}) ---
+/* =============================================================================================
+   >>merge  the splits' partials into the state or the output: the weights (one device function
+   for both merges), and neo__attn_merge for the CUDA-core kernels
+   ============================================================================================= */
 
-   Per warp and 16-cell warp tile, with mma.m16n8k16 (f32 accumulators):
+/* The merge's weights for one query, one warp: w_s = e^(m_s - Mf) for split s (into w[s]) and
+   for the previous state (mprev, lprev), M the max of the m's, Mf that or the sink's logit sv
+   when larger. Returns (wprev, M, L, den): L = sum w_s l_s + wprev lprev, den = L + e^(sv - Mf)
+   with a sink. ml(u) is the (m, l) of split lane + 32u, (-inf, 0) from S on. A fixed order (each
+   lane's splits in order, then the warp's tree), so the result does not depend on which block
+   merges. Both merges (the tensor-core kernel's own and neo__attn_merge) use it. */
+template <typename ML>
+__device__ __forceinline__ float4 neo__merge_weights(ML ml, int S, int lane, float mprev, float lprev, bool sink, float sv, float *w) {
+    constexpr int SPL = NEO__CU_MAX_SPLITS / 32;
+    float         M = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < SPL; u++) M = fmaxf(M, ml(u).x);
+    M = neo__warp_max(fmaxf(M, mprev));
+    const float Mf = sink ? fmaxf(M, sv) : M;
+    float       L = 0.0f;
+#pragma unroll
+    for (int u = 0; u < SPL; u++) {
+        const int s = lane + 32 * u;
+        if (s < S) {
+            const float2 v = ml(u);
+            const float  ws = v.x == -INFINITY ? 0.0f : expf(v.x - Mf);
+            w[s] = ws;
+            L = fmaf(ws, v.y, L);
+        }
+    }
+    L = neo__warp_sum(L);
+    const float wprev = mprev == -INFINITY ? 0.0f : expf(mprev - Mf);
+    L = fmaf(wprev, lprev, L);
+    return make_float4(wprev, M, L, L + (sink ? expf(sv - Mf) : 0.0f));
+}
+
+struct neo__cu_merge {
+    const float *work;    /* [H][nq][S][dv + 2] */
+    float       *state;   /* [n_tokens][n_head][dv + 2] or NULL */
+    float       *out;     /* [n_tokens][n_head][dv] or NULL */
+    const float *sinks;   /* [n_head] or NULL */
+    int          S, nq, G, n_head, h0, dv, accumulate;
+    int          P;       /* partial sums over the splits per column: 1, 2 or 4 (P * dv <= 256) */
+};
+
+/* out (or state) for one (KV head, query): weights w_s = e^(m_s - M) over the previous state and
+   the splits, M their max (and the sink's logit when finishing with sinks), fixed order. */
+__global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
+    /* programmatic dependent launch: wait until the attention grid's writes are visible */
+    neo__pdl_wait();
+    __shared__ float s_w[NEO__CU_MAX_SPLITS], s_red[256], s_misc[4];
+    const int    b = blockIdx.x, kvh = b / mp.nq, r = b % mp.nq;
+    const int    t = r / mp.G, hq = (mp.h0 + kvh) * mp.G + r % mp.G;
+    const size_t stride = (size_t)mp.dv + 2;
+    const float *part = mp.work + (size_t)b * mp.S * stride;
+    float       *st = mp.state ? mp.state + ((size_t)t * mp.n_head + hq) * stride : NULL;
+    float       *o = mp.out ? mp.out + ((size_t)t * mp.n_head + hq) * mp.dv : NULL;
+    const bool   sink = o && mp.sinks;
+    const int    P = mp.P, TPC = 256 / P, pi = threadIdx.x / TPC, jt = threadIdx.x % TPC;
+    const int    s0 = pi * mp.S / P, s1 = (pi + 1) * mp.S / P;
+    /* the first partials of this thread's first column, loaded while warp 0 works out the weights */
+    constexpr int PF = 32;
+    float         pf[PF];
+#pragma unroll
+    for (int u = 0; u < PF; u++) pf[u] = (jt < mp.dv && s0 + u < s1) ? part[(size_t)(s0 + u) * stride + 2 + jt] : 0.0f;
+    if (threadIdx.x < 32) {
+        const int    lane = threadIdx.x;
+        auto         ml = [&](int u) {
+            const int s = lane + 32 * u;
+            return s < mp.S ? make_float2(part[s * stride], part[s * stride + 1]) : make_float2(-INFINITY, 0.0f);
+        };
+        const float4 f = neo__merge_weights(ml, mp.S, lane, mp.accumulate ? st[0] : -INFINITY, mp.accumulate ? st[1] : 0.0f, sink,
+                                            sink ? mp.sinks[hq] : 0.0f, s_w);
+        if (lane == 0) {
+            s_misc[0] = f.x;
+            s_misc[1] = f.y;
+            s_misc[2] = f.z;
+            s_misc[3] = f.w;
+        }
+    }
+    __syncthreads();
+    const float wprev = s_misc[0], den = s_misc[3];
+    for (int j = jt; j < mp.dv; j += TPC) {
+        float a = 0.0f;
+        int   s = s0;
+        if (j == jt) {
+#pragma unroll
+            for (int u = 0; u < PF; u++)
+                if (s0 + u < s1) a = fmaf(s_w[s0 + u], pf[u], a);
+            s = min(s1, s0 + PF);
+        }
+#pragma unroll 8
+        for (; s < s1; s++) a = fmaf(s_w[s], part[(size_t)s * stride + 2 + j], a);
+        if (P > 1) { /* P > 1 only when dv <= TPC: one column per thread */
+            s_red[threadIdx.x] = a;
+            break;
+        }
+        if (mp.accumulate) a = fmaf(wprev, st[2 + j], a);
+        if (o) o[j] = neo__finish(a, den);
+        else st[2 + j] = a;
+    }
+    if (P > 1) {
+        __syncthreads();
+        if (pi == 0 && jt < mp.dv) {
+            float a = s_red[jt];
+            for (int x = 1; x < P; x++) a += s_red[x * TPC + jt];
+            if (mp.accumulate) a = fmaf(wprev, st[2 + jt], a);
+            if (o) o[jt] = neo__finish(a, den);
+            else st[2 + jt] = a;
+        }
+    }
+    if (!o && threadIdx.x == 0) { /* warp 0 read st[0..1] before the barrier above */
+        st[0] = s_misc[1];
+        st[1] = s_misc[2];
+    }
+}
+
+/* =============================================================================================
+   >>attn.mma  the tensor-core kernel: f16 / bf16 K and V, head_dim == head_dim_v in {64, 128, 256}
+   ============================================================================================= */
+
+/* Per warp and 16-cell warp tile, with mma.m16n8k16 (f32 accumulators):
      S^T[16 cells][8 queries] = K[16 cells][d] . Q^T[d][8 queries]       A = K (ldmatrix), B = q
      O^T[d][8 queries]      += V^T[d][16 cells] . P^T[16 cells][8 queries] A = V^T (ldmatrix.trans)
    so that a query tile is always the n = 8 side and the cells and head dims the m = 16 side; the
@@ -617,42 +834,30 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
    every part goes through the tensor cores, so the products keep about float32 accuracy; q is first scaled by a power of two per query (undone
    exactly in the score scale) so that its high part uses the f16 range well. */
 #define NEO__MMA_NQ 8
-/* Two shapes of block (H200, back-to-back calls): one block an SM of 12 warps with 2-deep rings
-   (192 KB), and for head_dim 128 also two blocks an SM of 5 warps (80 KB each). 32/8/128 f16:
-   wide 11.4 us at 4k, 42.1 at 32k, 138 at 128k, 523 at 512k; narrow 12.7, 41.8, 129 (0.98 of
-   the copy rate), 477 (1.07): every SM busy (264 blocks instead of 128) and one block's
-   epilogue under the other's loads. 64/8/128 at 32k: wide 43.5, narrow 45.7. 14/2/64 is faster
-   wide at every context (4k 8.7 / 10.8, 128k 32.3 / 37.3). 6 or 8 warps, and 4 warps with 2- or
-   3-deep rings, ran at 0.76-0.85 at 128k. So the narrow block is for head_dim 128 from 64k cells
-   a KV head. Head_dim 64 streams faster with 2-deep rings than 4 (half the bytes in flight):
-   14/2/64 back to back, 4 -> 2 stages: 32k 15.0 -> 13.8 us, 128k 32.4 -> 28.8, 512k 92.1 ->
-   77.2; 3 stages 81.7 at 512k; 8 or 14 warps, or 6 warps with 4 stages, no better. */
-#ifndef NEO__CU_MMA_NS64
-#define NEO__CU_MMA_NS64 2 /* ring depth of each warp, head_dim 64 */
-#endif
-#ifndef NEO__CU_MMA_NS128
-#define NEO__CU_MMA_NS128 2 /* head_dim 128 (head_dim 256: 3, with 4 warps, one block an SM) */
-#endif
-#ifndef NEO__CU_MMA_MIN_TILES
-#define NEO__CU_MMA_MIN_TILES 1 /* 16-cell tiles a warp at least, per split */
-#endif
-#ifndef NEO__CU_MMA_NARROW_CELLS
+/* Block shapes. Wide: one block an SM, 12 warps (head_dim 64, 128) or 4 (head_dim 256) with
+   rings of 2 (3 for head_dim 256) 16-cell tiles a warp: the most bytes in flight one SM can
+   hold, which is what a decode attention that streams the cache from memory needs. Narrow: for
+   head_dim 128, 5 warps in 80 KB, two blocks an SM, so that at long contexts every SM stays busy
+   and one block's epilogue runs under the other's loads; for head_dim 256, 2 warps with 3-deep
+   rings in 96 KB, the shape for GPUs whose blocks cannot have 192 KB. Deeper rings for head_dim
+   64 only put more bytes in flight than the memory system absorbs. The planner picks the shape
+   (neo__plan_mma_narrow); docs/BENCHMARKS_GPU.md has the measurements behind these numbers. */
+#define NEO__CU_MMA_NS64 2          /* ring depth of each warp, head_dim 64 */
+#define NEO__CU_MMA_NS128 2         /* head_dim 128 */
+#define NEO__CU_MMA_MIN_TILES 1     /* 16-cell tiles a warp at least, per split */
 #define NEO__CU_MMA_NARROW_CELLS 65536 /* cells a KV head from which head_dim 128 takes the narrow block */
-#endif
-#ifndef NEO__CU_MMA_TMA
-#define NEO__CU_MMA_TMA 1 /* 0: cp.async into swizzled rows and ldmatrix instead of bulk copies into plain rows */
-#endif
-/* BPS: blocks an SM, 1 (wide) or 2 (narrow, head_dim 128 only) */
+#define NEO__CU_MMA_STATIC_SMEM 2048   /* bound on the kernel's static shared memory (s_wm .. s_bar) */
+/* BPS: 1 the wide shape, 2 the narrow one (two blocks an SM for head_dim 128) */
 template <int D, int BPS> struct neo__mma_cfg {
-    static_assert(BPS == 1 || (BPS == 2 && D == 128), "block shapes");
-    static constexpr int W = D == 256 ? 4 : BPS == 1 ? 12 : 5;                 /* warps a block */
+    static_assert(BPS == 1 || (BPS == 2 && D != 64), "block shapes");
+    static constexpr int W = D == 256 ? (BPS == 1 ? 4 : 2) : BPS == 1 ? 12 : 5; /* warps a block */
     static constexpr int NS = D == 64 ? NEO__CU_MMA_NS64 : D == 128 ? NEO__CU_MMA_NS128 : 3; /* ring depth of each warp */
     static constexpr int CPR = D / 8;                     /* 16-byte chunks of a row */
     static constexpr int TCH = 16 * CPR;                  /* chunks of one K (or V) warp tile */
     /* row stride of the warp-combine buffer: the acc fragment stores hit 32 banks (bank 2c + the
        row's dim on the bulk path, 8c + g on the ldmatrix path) */
-    static constexpr int RS = NEO__CU_MMA_TMA ? D + 1 : D + 4;
-    static constexpr size_t SMEM = (size_t)W * NS * 2 * TCH * 16; /* the rings: 192 KB wide, 80 KB narrow */
+    static constexpr int RS = NEO__CU_TMA ? D + 1 : D + 4;
+    static constexpr size_t SMEM = (size_t)W * NS * 2 * TCH * 16; /* the rings (wide 96 KB for head_dim 64, else 192 KB; narrow 80 / 96 KB) */
     static_assert(SMEM * BPS <= 200 * 1024, "the rings of BPS blocks must fit an SM");
     static_assert((size_t)W * NEO__MMA_NQ * RS * 4 + NEO__MMA_NQ * D * 4 + NEO__MMA_NQ * NEO__CU_MAX_SPLITS * 4 <= SMEM,
                   "epilogue buffers must fit in the rings");
@@ -660,7 +865,9 @@ template <int D, int BPS> struct neo__mma_cfg {
 
 template <typename T> struct neo__mmt;
 template <> struct neo__mmt<__half> {
-    static constexpr int QP = 2; /* parts of q: x = hi + lo to 2^-22 */
+    static constexpr int      QP = 2;               /* parts of q: x = hi + lo to 2^-22 */
+    static constexpr uint32_t EXP2 = 0x7c007c00u;   /* the exponents of two elements: all ones is inf or NaN */
+    static __device__ __forceinline__ float widen(unsigned short u) { return __half2float(__ushort_as_half(u)); }
     static __device__ __forceinline__ uint32_t pack(float x, float y) {
         __half2 h = __floats2half2_rn(x, y);
         return *reinterpret_cast<uint32_t *>(&h);
@@ -673,7 +880,9 @@ template <> struct neo__mmt<__half> {
     }
 };
 template <> struct neo__mmt<__nv_bfloat16> {
-    static constexpr int QP = 3; /* parts of q: x = hi + mid + lo to 2^-24 */
+    static constexpr int      QP = 3;               /* parts of q: x = hi + mid + lo to 2^-24 */
+    static constexpr uint32_t EXP2 = 0x7f807f80u;
+    static __device__ __forceinline__ float widen(unsigned short u) { return __uint_as_float((uint32_t)u << 16); }
     static __device__ __forceinline__ uint32_t pack(float x, float y) {
         __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
         return *reinterpret_cast<uint32_t *>(&h);
@@ -703,64 +912,121 @@ __device__ __forceinline__ uint32_t neo__movt(uint32_t x) {
     return y;
 }
 
-/* grid (H * QT, S), W warps: one block per (KV head, tile of 8 queries, split). Warp w streams
-   the split's 16-cell tiles w, w + W, .. through its own cp.async ring (rows XOR-swizzled in
-   16-byte chunks so that ldmatrix is conflict-free; rows past the range are zero-filled, so that
-   0 * V never meets poison) and keeps its own online softmax. At the end the warps are combined
-   in a fixed order; with one split the block finishes the queries itself, otherwise it writes
-   its partial, and the last of the S blocks of the query tile to arrive (a counter per tile,
-   reset by that block) merges the S partials in split order and finishes: so the result does
-   not depend on which block came last. */
-template <typename T, int D, int BPS>
-__global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma(const neo__cu_attn p) {
-    typedef neo__mma_cfg<D, BPS> C;
-    typedef neo__mmt<T>     MT;
-    constexpr int W = C::W, NS = C::NS, CPR = C::CPR, TCH = C::TCH, KS = D / 16, RS = C::RS, NT = W * 32, NC = D / 4;
-    constexpr int TB = TCH * 16; /* bytes of one K (or V) warp tile */
-    constexpr bool TMA = NEO__CU_MMA_TMA;
-    constexpr unsigned FULL = 0xffffffffu;
-    extern __shared__ uint4 neo__smem[];
-    __shared__ float s_wm[W][8], s_wl[W][8], s_ww[W][8], s_m[8], s_l[8], s_fin[8][4];
-    __shared__ int   s_last;
-    __shared__ __align__(8) unsigned long long s_bar[W][NS]; /* bulk copies: a barrier per ring stage */
-
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
-    const int unit = blockIdx.x, kvh = unit / p.QT, qt = unit % p.QT, split = blockIdx.y, S = p.S;
-    const int gh = p.h0 + kvh, r0 = qt * NEO__MMA_NQ, nqb = min(NEO__MMA_NQ, p.nq - r0);
-    const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
-    const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
-    const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
-    const int nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
-    uint4    *ring = neo__smem + warp * NS * 2 * TCH;
-    const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
-    const uint4 *kg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.k) + (size_t)(gh - p.kv_h0) * p.kstride +
-                                                      (size_t)(cb0 - p.cell_base) * D);
-    const uint4 *vg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.v) + (size_t)(gh - p.kv_h0) * p.vstride +
-                                                      (size_t)(cb0 - p.cell_base) * D);
-    if constexpr (TMA) {
-        if (lane == 0) {
+/* Whether a V element in rows [r0, r1) of a warp tile (a ring stage at shared address vs; the
+   chunks of a row in any order) is inf or NaN, warp-wide. */
+template <typename T, int D> __device__ __forceinline__ bool neo__mma_v_bad(unsigned vs, int r0, int r1, int lane) {
+    constexpr int      CPR = D / 8;
+    constexpr uint32_t LO = neo__mmt<T>::EXP2 & 0xffffu, HI = neo__mmt<T>::EXP2 & 0xffff0000u;
+    bool               bad = false;
+    for (int i = max(r0, 0) * CPR + lane; i < r1 * CPR; i += 32) {
+        uint4 x;
+        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(vs + (unsigned)(i * 16)));
+        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
-            for (int s = 0; s < NS; s++)
-                asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"((unsigned)__cvta_generic_to_shared(&s_bar[warp][s])));
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        }
-        __syncwarp();
+        for (int k = 0; k < 4; k++) bad |= (w[k] & LO) == LO || (w[k] & HI) == HI;
+    }
+    return __any_sync(0xffffffffu, bad);
+}
+
+/* The head dim of row g (hi = 0) or g + 8 (hi = 1) of m-tile t of O^T: the order in which the
+   bulk path's 16-byte loads and movmatrix give V^T, or plain order on the ldmatrix path. */
+template <bool TMA> __device__ __forceinline__ int neo__mma_dim(int t, int g, int hi) {
+    return TMA ? 8 * (4 * (t >> 1) + (g >> 1)) + 4 * (t & 1) + (g & 1) + 2 * hi : 16 * t + g + 8 * hi;
+}
+
+/* p . v for a warp tile whose cells after the first query's position (masked for some queries)
+   hold inf or NaN in V: the products one by one, a weight of exactly 0 skipping its product (in
+   the mma, 0 * inf would make a masked query's sums NaN). acc[t]: dims neo__mma_dim(t, g, 0 / 1)
+   x queries 2c, 2c + 1; pw: the lane's weights, x = 2 (cell >> 3) + query parity for cells g,
+   g + 8. Taken only for such tiles (prefill with non-finite V), so the mma path's bits are kept
+   for every other. */
+template <typename T, int D, bool TMA>
+__device__ __forceinline__ void neo__mma_pv_masked(float (&acc)[D / 16][4], const float (&pw)[4], unsigned vs, int g, int c) {
+    constexpr int CPR = D / 8;
+    auto          vld = [&](int cell, int dim) { /* V[cell][dim] in the ring's layout */
+        const int      ch = TMA ? dim >> 3 : (dim >> 3) ^ (cell & 7);
+        unsigned short u;
+        asm volatile("ld.shared.u16 %0, [%1];" : "=h"(u) : "r"(vs + (unsigned)((cell * CPR + ch) * 16 + (dim & 7) * 2)));
+        return neo__mmt<T>::widen(u);
+    };
+#pragma unroll 1
+    for (int h = 0; h < 8; h++) {
+        float p[4]; /* cells h, h + 8 x queries 2c, 2c + 1, from lane (h, c) */
+#pragma unroll
+        for (int x = 0; x < 4; x++) p[x] = __shfl_sync(0xffffffffu, pw[x], (h << 2) | c);
+#pragma unroll
+        for (int t = 0; t < D / 16; t++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int   cell = h + 8 * hh;
+                const float v0 = vld(cell, neo__mma_dim<TMA>(t, g, 0)), v8 = vld(cell, neo__mma_dim<TMA>(t, g, 1));
+                const float pa = p[2 * hh], pb = p[2 * hh + 1];
+                if (pa != 0.0f) acc[t][0] = fmaf(pa, v0, acc[t][0]), acc[t][2] = fmaf(pa, v8, acc[t][2]);
+                if (pb != 0.0f) acc[t][1] = fmaf(pb, v0, acc[t][1]), acc[t][3] = fmaf(pb, v8, acc[t][3]);
+            }
+    }
+}
+
+/* The shared state of a tensor-core block besides the rings: the warps' (m, l) and weights, the
+   block's (m, l), the merge's per-query results, the last-arrival flag, a barrier per ring stage. */
+template <int W, int NS> struct neo__mma_sh {
+    float              wm[W][8], wl[W][8], ww[W][8], m[8], l[8], fin[8][4];
+    int                last;
+    unsigned long long bar[W][NS];
+};
+
+/* The parts of neo__attn_mma (below), one warp's view of one block: the coordinates, then load /
+   q / scores / softmax / p . v for a tile, then the warps' combine and the splits' merge. */
+template <typename T, int D, int BPS> struct neo__mma {
+    typedef neo__mma_cfg<D, BPS> C;
+    typedef neo__mmt<T>          MT;
+    typedef neo__mma_sh<C::W, C::NS> SH;
+    static constexpr int      W = C::W, NS = C::NS, CPR = C::CPR, TCH = C::TCH, KS = D / 16, RS = C::RS, NT = W * 32, NC = D / 4;
+    static constexpr int      TB = TCH * 16, QP = MT::QP; /* bytes of one K (or V) warp tile; parts of q */
+    static constexpr bool     TMA = NEO__CU_TMA;
+    static constexpr unsigned FULL = 0xffffffffu;
+
+    const neo__cu_attn &p;
+    uint4              *smem; /* the rings, then the epilogue's buffers */
+    SH                 &sh;
+    int tid, warp, lane, g, c, unit, split, S, gh, r0, nqb, minpos, cb0, cb1, nw;
+    uint4       *ring;
+    unsigned     ring_s;
+    const uint4 *kg, *vg;
+
+    __device__ __forceinline__ neo__mma(const neo__cu_attn &p_, uint4 *smem_, SH &sh_) : p(p_), smem(smem_), sh(sh_) {
+        tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+        unit = blockIdx.x, split = blockIdx.y, S = p.S;
+        const int kvh = unit / p.QT, qt = unit % p.QT;
+        gh = p.h0 + kvh, r0 = qt * NEO__MMA_NQ, nqb = min(NEO__MMA_NQ, p.nq - r0);
+        const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+        minpos = p.pos0 + r0 / p.G;                       /* and those after its first query's for some */
+        cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
+        const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
+        nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
+        ring = smem + warp * NS * 2 * TCH;
+        ring_s = (unsigned)__cvta_generic_to_shared(ring);
+        kg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.k) + (size_t)(gh - p.kv_h0) * p.kstride + (size_t)(cb0 - p.cell_base) * D);
+        vg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.v) + (size_t)(gh - p.kv_h0) * p.vstride + (size_t)(cb0 - p.cell_base) * D);
     }
 
-    auto load = [&](int j, int stage) {
+    __device__ __forceinline__ unsigned bar(int stage) const { return (unsigned)__cvta_generic_to_shared(&sh.bar[warp][stage]); }
+
+    /* the warp's tile j into ring stage `stage`: bulk copies completing on the stage's barrier
+       (sm_90), or cp.async into XOR-swizzled rows (ldmatrix is then conflict-free); rows past the
+       range are zero in V (0 * V must never meet stale or uninitialised bits) */
+    __device__ __forceinline__ void load(int j, int stage) const {
         const int    t = warp + j * W, rows = min(16, cb1 - (cb0 + t * 16));
         uint4       *ks = ring + stage * 2 * TCH, *vs = ks + TCH;
         const uint4 *kt = kg + (size_t)t * TCH, *vt = vg + (size_t)t * TCH;
         if constexpr (TMA) {
-            /* one bulk copy each for the K and the V rows; V rows past the range are zeroed
-               (0 * V must never meet stale or uninitialised bits) */
             if (rows < 16) {
                 for (int idx = rows * CPR + lane; idx < TCH; idx += 32) vs[idx] = make_uint4(0u, 0u, 0u, 0u);
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 __syncwarp();
             }
             if (lane == 0) {
-                const unsigned b = (unsigned)__cvta_generic_to_shared(&s_bar[warp][stage]), n = (unsigned)(rows * CPR * 16);
+                const unsigned b = bar(stage), n = (unsigned)(rows * CPR * 16);
                 asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(2 * n) : "memory");
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                                  (unsigned)__cvta_generic_to_shared(ks)),
@@ -774,48 +1040,56 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
         } else {
 #pragma unroll
             for (int u = 0; u < TCH / 32; u++) {
-                const int idx = lane + 32 * u, row = idx / CPR, ch = idx % CPR, dst = row * CPR + (ch ^ (row & 7));
+                const int  idx = lane + 32 * u, row = idx / CPR, ch = idx % CPR, dst = row * CPR + (ch ^ (row & 7));
                 const bool ok = row < rows;
                 neo__cp_async16z(ks + dst, ok ? kt + idx : kt, ok ? 16 : 0);
                 neo__cp_async16z(vs + dst, ok ? vt + idx : vt, ok ? 16 : 0);
             }
         }
-    };
+    }
+
     /* Every stage is filled at once, and refilled as soon as the warp is done with it. Under
        programmatic dependent launch this block may start while the previous kernel on the stream
        still runs; its writes (q, this stream's work buffer and counters, cells appended just
-       before) are visible only after griddepcontrol.wait. Cells before pos0 are not among them:
+       before) are visible only after neo__pdl_wait. Cells before pos0 are not among them:
        neo_attn_append wrote them before the append kernel of pos0, which is launched without the
        programmatic attribute and so starts only after all earlier work is complete, and no kernel
        after it starts before it completes. So the first tiles below pos0 are requested at once,
-       overlapping the previous kernel's tail, and the rest after the wait. */
-    int pre = 0;
-    for (; pre < NS && pre < nw; pre++) {
-        const int t0 = cb0 + (warp + pre * W) * 16;
-        if (min(t0 + 16, cb1) > p.pos0) break;
-        load(pre, pre);
-        if constexpr (!TMA) neo__cp_async_commit();
-    }
-    /* Head_dim 128 and 256 let the next kernel launch now: its blocks take an SM as soon as one of
-       this grid's leaves it, and request their first tiles while this grid's last blocks finish
-       (32/8/128 back to back: 32k 42.5 -> 40.7 us, 128k 131.4 -> 129.4). Head_dim 64 keeps the
-       trigger after its main loop (early: 32k 13.8 -> 14.4). */
-    constexpr bool EARLY = D != 64;
-    if constexpr (EARLY) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    for (int s = pre; s < NS; s++) {
-        if (s < nw) load(s, s);
-        if constexpr (!TMA) neo__cp_async_commit();
+       overlapping the previous kernel's tail, and the rest after the wait. Head_dim 128 and 256
+       let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
+       one of this grid's leaves it and request their first tiles while this grid's last blocks
+       finish; head_dim 64, whose blocks are shorter, triggers after its main loop. */
+    static constexpr bool EARLY = D != 64;
+    __device__ __forceinline__ void start() const {
+        if constexpr (TMA) {
+            if (lane == 0) {
+#pragma unroll
+                for (int s = 0; s < NS; s++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar(s)));
+                asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            }
+            __syncwarp();
+        }
+        int pre = 0;
+        for (; pre < NS && pre < nw; pre++) {
+            const int t0 = cb0 + (warp + pre * W) * 16;
+            if (min(t0 + 16, cb1) > p.pos0) break;
+            load(pre, pre);
+            if constexpr (!TMA) neo__cp_async_commit();
+        }
+        if constexpr (EARLY) neo__pdl_trigger();
+        neo__pdl_wait();
+        for (int s = pre; s < NS; s++) {
+            if (s < nw) load(s, s);
+            if constexpr (!TMA) neo__cp_async_commit();
+        }
     }
 
-    /* q as the B fragments of Q^T, query g of lane (g, c). cp.async path: k-step s holds dims
-       16s + 2c + {0, 1} and 16s + 2c + {8, 9} (the order ldmatrix gives K). Bulk path: k-step
-       (P, t) = 2P + t holds dims 8 (4P + c) + 4t + {0, 1} and + {2, 3}, the order in which a lane's
-       16-byte loads of K rows give them. */
-    constexpr int QP = MT::QP;
-    uint32_t      qf[QP][KS][2];
-    float         qdown;
-    {
+    /* q as the B fragments of Q^T, query g of lane (g, c), split into QP 16-bit parts after a
+       scaling by a power of two (qdown undoes it). cp.async path: k-step s holds dims 16s + 2c +
+       {0, 1} and 16s + 2c + {8, 9} (the order ldmatrix gives K). Bulk path: k-step (P, t) = 2P + t
+       holds dims 8 (4P + c) + 4t + {0, 1} and + {2, 3}, the order in which a lane's 16-byte loads
+       of K rows give them. */
+    __device__ __forceinline__ float q_frags(uint32_t (&qf)[QP][KS][2]) const {
         const bool   gq = g < nqb;
         const int    rq = r0 + (gq ? g : 0);
         const float *qr = p.q + ((size_t)(rq / p.G) * p.n_head + (size_t)gh * p.G + rq % p.G) * D;
@@ -833,9 +1107,8 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
         mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
         /* max |q| * 2^sh in [2^8, 2^9): mx = f 2^ex with f in [0.5, 1) */
         const int   ex = ((__float_as_int(mx) >> 23) & 0xff) - 126;
-        const int   sh = max(-126, min(126, 9 - ex));
-        const float up = __int_as_float((127 + sh) << 23);
-        qdown = __int_as_float((127 - sh) << 23);
+        const int   sh_ = max(-126, min(126, 9 - ex));
+        const float up = __int_as_float((127 + sh_) << 23);
 #pragma unroll
         for (int s = 0; s < KS; s++)
 #pragma unroll
@@ -849,30 +1122,32 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                     y -= b.y;
                 }
             }
-    }
-    /* the lane's queries in the C fragments: 2c and 2c + 1 */
-    float sce[2], slp[2];
-    int   pse[2];
-    bool  qok[2];
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-        const int qi = 2 * c + e, r = r0 + (qi < nqb ? qi : 0);
-        qok[e] = qi < nqb;
-        pse[e] = p.pos0 + r / p.G;
-        slp[e] = (p.slopes && qok[e]) ? p.slopes[gh * p.G + r % p.G] : 0.0f;
-        sce[e] = p.scale * __shfl_sync(FULL, qdown, qi * 4);
+        return __int_as_float((127 - sh_) << 23);
     }
 
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f, acc[KS][4];
+    /* the lane's queries in the C fragments, 2c + e: valid, position, ALiBi slope, score scale */
+    struct lq {
+        float sce[2], slp[2];
+        int   pse[2];
+        bool  qok[2];
+    };
+    __device__ __forceinline__ lq lane_queries(float qdown) const {
+        lq q;
 #pragma unroll
-    for (int t = 0; t < KS; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-    const int      lr = lane & 7, mi = lane >> 3, kb = mi >> 1, vb = mi & 1;
-    const unsigned krow = (unsigned)((lr + 8 * (mi & 1)) * CPR * 16), vrow = (unsigned)((lr + 8 * (mi >> 1)) * CPR * 16);
+        for (int e = 0; e < 2; e++) {
+            const int qi = 2 * c + e, r = r0 + (qi < nqb ? qi : 0);
+            q.qok[e] = qi < nqb;
+            q.pse[e] = p.pos0 + r / p.G;
+            q.slp[e] = (p.slopes && q.qok[e]) ? p.slopes[gh * p.G + r % p.G] : 0.0f;
+            q.sce[e] = p.scale * __shfl_sync(FULL, qdown, qi * 4);
+        }
+        return q;
+    }
 
-    for (int j = 0; j < nw; j++) {
-        const int stage = j % NS;
+    /* until the warp's tile j has landed in its stage */
+    __device__ __forceinline__ void wait(int j, int stage) const {
         if constexpr (TMA) {
-            const unsigned b = (unsigned)__cvta_generic_to_shared(&s_bar[warp][stage]), par = (unsigned)((j / NS) & 1);
+            const unsigned b = bar(stage), par = (unsigned)((j / NS) & 1);
             unsigned       done = 0;
             while (!done)
                 asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
@@ -883,11 +1158,10 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
             neo__cp_async_wait<NS - 1>(); /* this lane's copies of tile j have landed */
             __syncwarp();                 /* and the warp's */
         }
-        const unsigned ks = ring_s + (unsigned)(stage * 2 * TB), vs = ks + TB;
-        const int      tile0 = cb0 + (warp + j * W) * 16, nvalid = min(16, cb1 - tile0);
+    }
 
-        /* scores: the parts of q in separate chains, summed low to high */
-        float sp[QP][4];
+    /* S^T = K . Q^T for the tile at shared address ks: the parts of q in separate chains */
+    __device__ __forceinline__ void scores(unsigned ks, const uint32_t (&qf)[QP][KS][2], float (&sp)[QP][4]) const {
 #pragma unroll
         for (int u = 0; u < QP; u++) sp[u][0] = sp[u][1] = sp[u][2] = sp[u][3] = 0.0f;
         if constexpr (TMA) {
@@ -906,6 +1180,8 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                 }
             }
         } else {
+            const int      lr = lane & 7, mi = lane >> 3, kb = mi >> 1;
+            const unsigned krow = (unsigned)((lr + 8 * (mi & 1)) * CPR * 16);
 #pragma unroll
             for (int s = 0; s < KS; s++) {
                 uint32_t a[4];
@@ -914,19 +1190,25 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                 for (int u = 0; u < QP; u++) MT::mma(sp[u], a, qf[u][s][0], qf[u][s][1]);
             }
         }
-        /* element x: cell g + 8 (x >> 1), query 2c + (x & 1) */
+    }
+
+    /* The online-softmax step: the scores (element x: cell g + 8 (x >> 1), query 2c + (x & 1))
+       scaled, soft-capped, ALiBi-biased and masked, the running (m, l) of the lane's two queries
+       updated, acc rescaled, pw the weights. */
+    __device__ __forceinline__ void softmax(const float (&sp)[QP][4], const lq &q, int tile0, int nvalid, float (&m)[2],
+                                            float (&l)[2], float (&acc)[KS][4], float (&pw)[4]) const {
         float sv[4];
 #pragma unroll
         for (int x = 0; x < 4; x++) {
             const int e = x & 1, row = g + 8 * (x >> 1), cell = tile0 + row;
             float     s = -INFINITY;
-            if (qok[e] && row < nvalid && cell <= pse[e]) {
+            if (q.qok[e] && row < nvalid && cell <= q.pse[e]) {
                 float dot = sp[QP - 1][x];
 #pragma unroll
-                for (int u = QP - 2; u >= 0; u--) dot += sp[u][x];
-                s = sce[e] * dot;
+                for (int u = QP - 2; u >= 0; u--) dot += sp[u][x]; /* low to high */
+                s = q.sce[e] * neo__score_dot(dot);
                 if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-                if (p.slopes) s -= slp[e] * (float)(pse[e] - cell);
+                if (p.slopes) s -= q.slp[e] * (float)(q.pse[e] - cell);
             }
             sv[x] = s;
         }
@@ -936,15 +1218,14 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
             t0 = fmaxf(t0, __shfl_xor_sync(FULL, t0, o));
             t1 = fmaxf(t1, __shfl_xor_sync(FULL, t1, o));
         }
-        const float n0 = fmaxf(m0, t0), n1 = fmaxf(m1, t1);
-        const float c0 = n0 == -INFINITY ? 1.0f : expf(m0 - n0), c1 = n1 == -INFINITY ? 1.0f : expf(m1 - n1); /* no inf - inf */
-        float       pw[4];
+        const float n0 = fmaxf(m[0], t0), n1 = fmaxf(m[1], t1);
+        const float c0 = n0 == -INFINITY ? 1.0f : expf(m[0] - n0), c1 = n1 == -INFINITY ? 1.0f : expf(m[1] - n1); /* no inf - inf */
 #pragma unroll
         for (int x = 0; x < 4; x++) pw[x] = sv[x] == -INFINITY ? 0.0f : expf(sv[x] - ((x & 1) ? n1 : n0));
-        l0 = l0 * c0 + (pw[0] + pw[2]);
-        l1 = l1 * c1 + (pw[1] + pw[3]);
-        m0 = n0;
-        m1 = n1;
+        l[0] = l[0] * c0 + (pw[0] + pw[2]);
+        l[1] = l[1] * c1 + (pw[1] + pw[3]);
+        m[0] = n0;
+        m[1] = n1;
         if (__any_sync(FULL, c0 != 1.0f || c1 != 1.0f))
 #pragma unroll
             for (int t = 0; t < KS; t++) {
@@ -953,6 +1234,10 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                 acc[t][2] *= c0;
                 acc[t][3] *= c1;
             }
+    }
+
+    /* O^T += V^T . P^T for the tile at shared address vs: the weights in a high and a low part */
+    __device__ __forceinline__ void pv(unsigned vs, const float (&pw)[4], int tile0, int nvalid, float (&acc)[KS][4]) const {
         /* P^T's B fragments: the 8 x 8 blocks (cells g, g + 8) x (queries 2c, 2c + 1) transposed */
         uint32_t bh[2], bl[2];
 #pragma unroll
@@ -962,10 +1247,11 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
             bh[h] = neo__movt(hi);
             bl[h] = neo__movt(MT::pack(pw[2 * h] - b.x, pw[2 * h + 1] - b.y));
         }
-        if constexpr (TMA) {
+        if (tile0 + nvalid - 1 > minpos && neo__mma_v_bad<T, D>(vs, minpos + 1 - tile0, nvalid, lane)) {
+            neo__mma_pv_masked<T, D, TMA>(acc, pw, vs, g, c);
+        } else if constexpr (TMA) {
             /* V^T's A fragments: a lane's 16-byte loads of rows g and g + 8 (chunk 4P + c) are
-               8 x 8 blocks (cells) x (dim pairs), each transposed by movmatrix. m-tile 2P + uu,
-               row m: dim 8 (4P + (m & 7) / 2) + 4uu + 2 (m >> 3) + (m & 1) (see the epilogue) */
+               8 x 8 blocks (cells) x (dim pairs), each transposed by movmatrix (neo__mma_dim) */
 #pragma unroll
             for (int P = 0; P < KS / 2; P++) {
                 uint4 x0, x1;
@@ -981,6 +1267,8 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                 MT::mma(acc[2 * P + 1], a1, bl[0], bl[1]);
             }
         } else {
+            const int      lr = lane & 7, mi = lane >> 3, vb = mi & 1;
+            const unsigned vrow = (unsigned)((lr + 8 * (mi >> 1)) * CPR * 16);
 #pragma unroll
             for (int t = 0; t < KS; t++) {
                 uint32_t a[4];
@@ -989,152 +1277,130 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
                 MT::mma(acc[t], a, bl[0], bl[1]);
             }
         }
-        __syncwarp(); /* every lane is done with the stage: refill it */
-        if (j + NS < nw) load(j + NS, stage);
-        if constexpr (!TMA) neo__cp_async_commit();
     }
-    if constexpr (!TMA) neo__cp_async_wait<0>();
-#pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {
-        l0 += __shfl_xor_sync(FULL, l0, o);
-        l1 += __shfl_xor_sync(FULL, l1, o);
-    }
-    __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
-    /* the next kernel may start launching; it waits for this grid's completion before touching memory */
-    if constexpr (!EARLY) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
-    float *red = reinterpret_cast<float *>(neo__smem); /* [W][8][RS] the warps' acc */
-    float *pbuf = red + W * NEO__MMA_NQ * RS;          /* [8][D] the block's partial when S == 1 */
-    float *s_w = pbuf + NEO__MMA_NQ * D;               /* [8][NEO__CU_MAX_SPLITS] merge weights */
-    /* acc[t]: (row g, query 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1) of m-tile t, row m being
-       dim 16t + m (ldmatrix path) or as above (bulk path) */
+    /* The warps' states combined in a fixed order (weights e^(m_w - M) per query) into the block's
+       partial: to the stream's work buffer when there are splits (then true only in the last
+       block of the query tile to arrive, which merges), else into pbuf (true). */
+    __device__ __forceinline__ bool combine(const float (&acc)[KS][4], const float (&m)[2], const float (&l)[2]) const {
+        float *red = reinterpret_cast<float *>(smem); /* [W][8][RS] the warps' acc */
+        float *pbuf = red + W * NEO__MMA_NQ * RS;     /* [8][D] the block's partial when S == 1 */
 #pragma unroll
-    for (int t = 0; t < KS; t++) {
-        const int d0 = TMA ? 8 * (4 * (t >> 1) + (g >> 1)) + 4 * (t & 1) + (g & 1) : 16 * t + g, d8 = TMA ? d0 + 2 : d0 + 8;
-        float    *r = red + (warp * NEO__MMA_NQ + 2 * c) * RS;
-        r[d0] = acc[t][0];
-        r[RS + d0] = acc[t][1];
-        r[d8] = acc[t][2];
-        r[RS + d8] = acc[t][3];
-    }
-    if (g == 0) {
-        s_wm[warp][2 * c] = m0;
-        s_wm[warp][2 * c + 1] = m1;
-        s_wl[warp][2 * c] = l0;
-        s_wl[warp][2 * c + 1] = l1;
-    }
-    __syncthreads();
-    if (tid < W * NEO__MMA_NQ) { /* the weight of warp w for query i */
-        const int w = tid / NEO__MMA_NQ, i = tid % NEO__MMA_NQ;
-        float     M = -INFINITY;
+        for (int t = 0; t < KS; t++) {
+            const int d0 = neo__mma_dim<TMA>(t, g, 0), d8 = neo__mma_dim<TMA>(t, g, 1);
+            float    *r = red + (warp * NEO__MMA_NQ + 2 * c) * RS;
+            r[d0] = acc[t][0];
+            r[RS + d0] = acc[t][1];
+            r[d8] = acc[t][2];
+            r[RS + d8] = acc[t][3];
+        }
+        if (g == 0) {
+            sh.wm[warp][2 * c] = m[0];
+            sh.wm[warp][2 * c + 1] = m[1];
+            sh.wl[warp][2 * c] = l[0];
+            sh.wl[warp][2 * c + 1] = l[1];
+        }
+        __syncthreads();
+        if (tid < W * NEO__MMA_NQ) { /* the weight of warp w for query i */
+            const int w = tid / NEO__MMA_NQ, i = tid % NEO__MMA_NQ;
+            float     M = -INFINITY;
 #pragma unroll
-        for (int u = 0; u < W; u++) M = fmaxf(M, s_wm[u][i]);
-        s_ww[w][i] = s_wm[w][i] == -INFINITY ? 0.0f : expf(s_wm[w][i] - M);
-        if (w == 0) s_m[i] = M;
-    }
-    __syncthreads();
-    if (tid < NEO__MMA_NQ) {
-        float L = 0.0f;
+            for (int u = 0; u < W; u++) M = fmaxf(M, sh.wm[u][i]);
+            sh.ww[w][i] = sh.wm[w][i] == -INFINITY ? 0.0f : expf(sh.wm[w][i] - M);
+            if (w == 0) sh.m[i] = M;
+        }
+        __syncthreads();
+        if (tid < NEO__MMA_NQ) {
+            float L = 0.0f;
 #pragma unroll
-        for (int w = 0; w < W; w++) L = fmaf(s_ww[w][tid], s_wl[w][tid], L);
-        s_l[tid] = L;
-    }
-    const size_t part0 = (size_t)unit * S * NEO__MMA_NQ; /* (unit, split 0, query 0) */
-    for (int f = tid; f < nqb * D; f += NT) {
-        const int i = f / D, col = f % D;
-        float     a = 0.0f;
+            for (int w = 0; w < W; w++) L = fmaf(sh.ww[w][tid], sh.wl[w][tid], L);
+            sh.l[tid] = L;
+        }
+        const size_t part0 = (size_t)unit * S * NEO__MMA_NQ; /* (unit, split 0, query 0) */
+        for (int f = tid; f < nqb * D; f += NT) {
+            const int i = f / D, col = f % D;
+            float     a = 0.0f;
 #pragma unroll
-        for (int w = 0; w < W; w++) a = fmaf(s_ww[w][i], red[(w * NEO__MMA_NQ + i) * RS + col], a);
-        if (S > 1) __stcg(p.work + (part0 + (size_t)split * NEO__MMA_NQ + i) * D + col, a);
-        else pbuf[i * D + col] = a;
-    }
-    if (S > 1) {
-        if (tid < nqb) /* s_l[tid] is this thread's */
-            __stcg(reinterpret_cast<float2 *>(p.work_ml + (part0 + (size_t)split * NEO__MMA_NQ + tid) * 2), make_float2(s_m[tid], s_l[tid]));
+            for (int w = 0; w < W; w++) a = fmaf(sh.ww[w][i], red[(w * NEO__MMA_NQ + i) * RS + col], a);
+            if (S > 1) __stcg(p.work + (part0 + (size_t)split * NEO__MMA_NQ + i) * D + col, a);
+            else pbuf[i * D + col] = a;
+        }
+        if (S == 1) {
+            __syncthreads(); /* sh.l and pbuf are read by the merge */
+            return true;
+        }
+        if (tid < nqb) /* sh.l[tid] is this thread's */
+            __stcg(reinterpret_cast<float2 *>(p.work_ml + (part0 + (size_t)split * NEO__MMA_NQ + tid) * 2), make_float2(sh.m[tid], sh.l[tid]));
         /* one release by one thread after the barrier publishes the whole block's partial (it is
            cumulative), and its acquire makes the other blocks' partials visible to the last one */
         __syncthreads();
         if (tid == 0) {
             unsigned prev;
             asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(p.cnt + unit) : "memory");
-            s_last = prev == (unsigned)(S - 1);
-            if (s_last) p.cnt[unit] = 0u; /* every block of this launch has counted; the next launch is ordered after this one */
+            sh.last = prev == (unsigned)(S - 1);
+            if (sh.last) p.cnt[unit] = 0u; /* every block of this launch has counted; the next launch is ordered after this one */
         }
         __syncthreads();
-        if (!s_last) return;
-    } else {
-        __syncthreads(); /* s_l and pbuf are read below */
+        return sh.last != 0;
     }
 
-    /* merge (as neo__attn_merge): weights w_s = e^(m_s - M) over the previous state and the
-       splits, M their max (and the sink's logit when finishing with sinks), fixed order. Every
-       read of the partials is issued before any is needed: the (m, l) of the warp's query into
-       registers (SPL a lane), and the first PF partials of the thread's first column. */
-    constexpr int SPL = NEO__CU_MAX_SPLITS / 32;
-    float2        ml[SPL];
-    auto load_ml = [&](int i) {
+    /* The merge of the query tile's S partials (and the previous state), one warp a query:
+       neo__merge_weights, every read of the partials issued before any is needed (the (m, l) of
+       the warp's query into registers, the first PF partials of the thread's first column). */
+    static constexpr int PF = 16;
+    __device__ __forceinline__ void merge() const {
+        constexpr int SPL = NEO__CU_MAX_SPLITS / 32;
+        float        *s_w = reinterpret_cast<float *>(smem) + W * NEO__MMA_NQ * RS + NEO__MMA_NQ * D; /* [8][MAX_SPLITS] */
+        const size_t  part0 = (size_t)unit * S * NEO__MMA_NQ;
+        float2        ml[SPL];
+        auto          load_ml = [&](int i) {
 #pragma unroll
-        for (int u = 0; u < SPL; u++) {
-            const int s = lane + 32 * u;
-            ml[u] = s >= S  ? make_float2(-INFINITY, 0.0f)
-                    : S > 1 ? __ldcg(reinterpret_cast<const float2 *>(p.work_ml + (part0 + (size_t)s * NEO__MMA_NQ + i) * 2))
-                            : make_float2(s_m[i], s_l[i]);
+            for (int u = 0; u < SPL; u++) {
+                const int s = lane + 32 * u;
+                ml[u] = s >= S  ? make_float2(-INFINITY, 0.0f)
+                        : S > 1 ? __ldcg(reinterpret_cast<const float2 *>(p.work_ml + (part0 + (size_t)s * NEO__MMA_NQ + i) * 2))
+                                : make_float2(sh.m[i], sh.l[i]);
+            }
+        };
+        if (warp < nqb) load_ml(warp);
+        float4 pf[PF];
+        {
+            const int    f = tid < nqb * NC ? tid : 0, i = f / NC, col = 4 * (f % NC);
+            const float *src = p.work + (part0 + i) * D + col;
+#pragma unroll
+            for (int u = 0; u < PF; u++)
+                pf[u] = (S > 1 && u < S) ? __ldcg(reinterpret_cast<const float4 *>(src + (size_t)u * NEO__MMA_NQ * D))
+                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
-    };
-    if (warp < nqb) load_ml(warp);
-    constexpr int PF = 16;
-    float4        pf[PF];
-    {
-        const int f = tid < nqb * NC ? tid : 0, i = f / NC, col = 4 * (f % NC);
-        const float *src = p.work + (part0 + i) * D + col;
-#pragma unroll
-        for (int u = 0; u < PF; u++)
-            pf[u] = (S > 1 && u < S) ? __ldcg(reinterpret_cast<const float4 *>(src + (size_t)u * NEO__MMA_NQ * D))
-                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    const bool fin = p.out != NULL, sink = fin && p.sinks;
-    for (int i = warp; i < nqb; i += W) {
-        if (i != warp) load_ml(i);
-        const int r = r0 + i, hq = gh * p.G + r % p.G;
-        float    *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
-        float     M = -INFINITY, mprev = -INFINITY, lprev = 0.0f;
-#pragma unroll
-        for (int u = 0; u < SPL; u++) M = fmaxf(M, ml[u].x);
-        if (p.accumulate) {
-            mprev = stp[0];
-            lprev = stp[1];
-        }
-        M = neo__warp_max(fmaxf(M, mprev));
-        const float sv = sink ? p.sinks[hq] : 0.0f, Mf = sink ? fmaxf(M, sv) : M;
-        float       L = 0.0f;
-#pragma unroll
-        for (int u = 0; u < SPL; u++) {
-            const int s = lane + 32 * u;
-            if (s < S) {
-                const float w = ml[u].x == -INFINITY ? 0.0f : expf(ml[u].x - Mf);
-                s_w[i * NEO__CU_MAX_SPLITS + s] = w;
-                L = fmaf(w, ml[u].y, L);
+        const bool sink = p.out != NULL && p.sinks;
+        for (int i = warp; i < nqb; i += W) {
+            if (i != warp) load_ml(i);
+            const int r = r0 + i, hq = gh * p.G + r % p.G;
+            float    *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
+            const float4 f = neo__merge_weights([&](int u) { return ml[u]; }, S, lane, p.accumulate ? stp[0] : -INFINITY,
+                                                p.accumulate ? stp[1] : 0.0f, sink, sink ? p.sinks[hq] : 0.0f, s_w + i * NEO__CU_MAX_SPLITS);
+            if (lane == 0) {
+                sh.fin[i][0] = f.x;
+                sh.fin[i][1] = f.y;
+                sh.fin[i][2] = f.z;
+                sh.fin[i][3] = f.w;
             }
         }
-        L = neo__warp_sum(L);
-        const float wprev = mprev == -INFINITY ? 0.0f : expf(mprev - Mf);
-        L = fmaf(wprev, lprev, L);
-        if (lane == 0) {
-            s_fin[i][0] = wprev;
-            s_fin[i][1] = M;
-            s_fin[i][2] = L;
-            s_fin[i][3] = L + (sink ? expf(sv - Mf) : 0.0f);
-        }
+        __syncthreads(); /* also: every read of a state's (m, l) above happens before the writes below */
+        for (int f = tid; f < nqb * NC; f += NT) finish(f, f == tid, pf, s_w);
     }
-    __syncthreads(); /* also: every read of a state's (m, l) above happens before the writes below */
-    for (int f = tid; f < nqb * NC; f += NT) {
+
+    /* columns 4 (f % NC) .. + 3 of query f / NC: the weighted sum of the partials (the
+       prefetched ones first when first), then the state or the finished output */
+    __device__ __forceinline__ void finish(int f, bool first, const float4 (&pf)[PF], const float *s_w) const {
         const int    i = f / NC, col = 4 * (f % NC), r = r0 + i, hq = gh * p.G + r % p.G;
         const float *wv = s_w + i * NEO__CU_MAX_SPLITS;
+        const float *pbuf = reinterpret_cast<const float *>(smem) + W * NEO__MMA_NQ * RS;
         float4       a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (S > 1) {
-            const float *src = p.work + (part0 + i) * D + col;
+            const float *src = p.work + ((size_t)unit * S * NEO__MMA_NQ + i) * D + col;
             int          s = 0;
-            if (f == tid) { /* the prefetched partials */
+            if (first) {
 #pragma unroll
                 for (int u = 0; u < PF; u++)
                     if (u < S) {
@@ -1161,116 +1427,65 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
             a = make_float4(w * v.x, w * v.y, w * v.z, w * v.w);
         }
         float      *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
-        float      *o = fin ? p.out + ((size_t)(r / p.G) * p.n_head + hq) * D : NULL;
-        const float wprev = s_fin[i][0], den = s_fin[i][3];
+        float      *o = p.out ? p.out + ((size_t)(r / p.G) * p.n_head + hq) * D : NULL;
+        const float wprev = sh.fin[i][0], den = sh.fin[i][3];
         float       av[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             if (p.accumulate) av[k] = fmaf(wprev, stp[2 + col + k], av[k]);
-            if (o) o[col + k] = den > 0.0f ? av[k] / den : 0.0f;
+            if (o) o[col + k] = neo__finish(av[k], den);
             else stp[2 + col + k] = av[k];
         }
         if (!o && col == 0) {
-            stp[0] = s_fin[i][1];
-            stp[1] = s_fin[i][2];
+            stp[0] = sh.fin[i][1];
+            stp[1] = sh.fin[i][2];
         }
     }
-}
-
-struct neo__cu_merge {
-    const float *work;    /* [H][nq][S][dv + 2] */
-    float       *state;   /* [n_tokens][n_head][dv + 2] or NULL */
-    float       *out;     /* [n_tokens][n_head][dv] or NULL */
-    const float *sinks;   /* [n_head] or NULL */
-    int          S, nq, G, n_head, h0, dv, accumulate;
-    int          P;       /* partial sums over the splits per column: 1, 2 or 4 (P * dv <= 256) */
 };
 
-/* out (or state) for one (KV head, query): weights w_s = e^(m_s - M) over the previous state and
-   the splits, M their max (and the sink's logit when finishing with sinks), fixed order. */
-__global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
-    /* programmatic dependent launch: wait until the attention grid's writes are visible */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    __shared__ float s_w[NEO__CU_MAX_SPLITS], s_red[256], s_misc[4];
-    const int    b = blockIdx.x, kvh = b / mp.nq, r = b % mp.nq;
-    const int    t = r / mp.G, hq = (mp.h0 + kvh) * mp.G + r % mp.G;
-    const size_t stride = (size_t)mp.dv + 2;
-    const float *part = mp.work + (size_t)b * mp.S * stride;
-    float       *st = mp.state ? mp.state + ((size_t)t * mp.n_head + hq) * stride : NULL;
-    float       *o = mp.out ? mp.out + ((size_t)t * mp.n_head + hq) * mp.dv : NULL;
-    const bool   sink = o && mp.sinks;
-    const int    P = mp.P, TPC = 256 / P, pi = threadIdx.x / TPC, jt = threadIdx.x % TPC;
-    const int    s0 = pi * mp.S / P, s1 = (pi + 1) * mp.S / P;
-    /* the first partials of this thread's first column, loaded while warp 0 works out the weights */
-    constexpr int PF = 32;
-    float         pf[PF];
+/* grid (H * QT, S), W warps: one block per (KV head, tile of 8 queries, split). Warp w streams
+   the split's 16-cell tiles w, w + W, .. through its own ring and keeps its own online softmax.
+   At the end the warps are combined in a fixed order; with one split the block finishes the
+   queries itself, otherwise it writes its partial, and the last of the S blocks of the query
+   tile to arrive (a counter per tile, reset by that block) merges the S partials in split order
+   and finishes: so the result does not depend on which block came last. */
+template <typename T, int D, int BPS>
+__global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma(const neo__cu_attn p) {
+    typedef neo__mma<T, D, BPS> K;
+    extern __shared__ uint4 neo__smem[];
+    __shared__ __align__(8) typename K::SH sh;
+    const K k(p, neo__smem, sh);
+    k.start();
+    uint32_t       qf[K::QP][K::KS][2];
+    const auto     q = k.lane_queries(k.q_frags(qf));
+    float          m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[K::KS][4];
 #pragma unroll
-    for (int u = 0; u < PF; u++) pf[u] = (jt < mp.dv && s0 + u < s1) ? part[(size_t)(s0 + u) * stride + 2 + jt] : 0.0f;
-    if (threadIdx.x < 32) {
-        const int lane = threadIdx.x;
-        float     M = -INFINITY, mprev = -INFINITY, lprev = 0.0f;
-        for (int s = lane; s < mp.S; s += 32) M = fmaxf(M, part[s * stride]);
-        if (mp.accumulate) {
-            mprev = st[0];
-            lprev = st[1];
-        }
-        M = neo__warp_max(fmaxf(M, mprev));
-        const float sv = sink ? mp.sinks[hq] : 0.0f, Mf = sink ? fmaxf(M, sv) : M;
-        float       L = 0.0f;
-        for (int s = lane; s < mp.S; s += 32) {
-            const float m = part[s * stride], w = m == -INFINITY ? 0.0f : expf(m - Mf);
-            s_w[s] = w;
-            L = fmaf(w, part[s * stride + 1], L);
-        }
-        L = neo__warp_sum(L);
-        const float wprev = mprev == -INFINITY ? 0.0f : expf(mprev - Mf);
-        L = fmaf(wprev, lprev, L);
-        if (lane == 0) {
-            s_misc[0] = wprev;
-            s_misc[1] = M;
-            s_misc[2] = L;
-            s_misc[3] = L + (sink ? expf(sv - Mf) : 0.0f);
-        }
+    for (int t = 0; t < K::KS; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+    for (int j = 0; j < k.nw; j++) {
+        const int      stage = j % K::NS, tile0 = k.cb0 + (k.warp + j * K::W) * 16, nvalid = min(16, k.cb1 - tile0);
+        const unsigned ks = k.ring_s + (unsigned)(stage * 2 * K::TB);
+        float          sp[K::QP][4], pw[4];
+        k.wait(j, stage);
+        k.scores(ks, qf, sp);
+        k.softmax(sp, q, tile0, nvalid, m, l, acc, pw);
+        k.pv(ks + K::TB, pw, tile0, nvalid, acc);
+        __syncwarp(); /* every lane is done with the stage: refill it */
+        if (j + K::NS < k.nw) k.load(j + K::NS, stage);
+        if constexpr (!K::TMA) neo__cp_async_commit();
     }
-    __syncthreads();
-    const float wprev = s_misc[0], den = s_misc[3];
-    for (int j = jt; j < mp.dv; j += TPC) {
-        float a = 0.0f;
-        int   s = s0;
-        if (j == jt) {
+    if constexpr (!K::TMA) neo__cp_async_wait<0>();
 #pragma unroll
-            for (int u = 0; u < PF; u++)
-                if (s0 + u < s1) a = fmaf(s_w[s0 + u], pf[u], a);
-            s = min(s1, s0 + PF);
-        }
-#pragma unroll 8
-        for (; s < s1; s++) a = fmaf(s_w[s], part[(size_t)s * stride + 2 + j], a);
-        if (P > 1) { /* P > 1 only when dv <= TPC: one column per thread */
-            s_red[threadIdx.x] = a;
-            break;
-        }
-        if (mp.accumulate) a = fmaf(wprev, st[2 + j], a);
-        if (o) o[j] = den > 0.0f ? a / den : 0.0f;
-        else st[2 + j] = a;
+    for (int o = 4; o < 32; o <<= 1) {
+        l[0] += __shfl_xor_sync(K::FULL, l[0], o);
+        l[1] += __shfl_xor_sync(K::FULL, l[1], o);
     }
-    if (P > 1) {
-        __syncthreads();
-        if (pi == 0 && jt < mp.dv) {
-            float a = s_red[jt];
-            for (int x = 1; x < P; x++) a += s_red[x * TPC + jt];
-            if (mp.accumulate) a = fmaf(wprev, st[2 + jt], a);
-            if (o) o[jt] = den > 0.0f ? a / den : 0.0f;
-            else st[2 + jt] = a;
-        }
-    }
-    if (!o && threadIdx.x == 0) { /* warp 0 read st[0..1] before the barrier above */
-        st[0] = s_misc[1];
-        st[1] = s_misc[2];
-    }
+    __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
+    if constexpr (!K::EARLY) neo__pdl_trigger(); /* the next kernel waits for this grid's completion before touching memory */
+    if (k.combine(acc, m, l)) k.merge();
 }
 
 /* =============================================================================================
-   append and the decode loop's small kernels
+   >>kv  append: new K and V rows, rounded to the storage type
    ============================================================================================= */
 struct neo__cu_app {
     void        *k, *v;     /* [stored heads][kv_cells][d or dv] of T */
@@ -1289,6 +1504,10 @@ template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(
     T *dst = base + ((size_t)(h - (second ? a.h2 : a.kv_h0)) * a.kv_cells + (size_t)a.row0 + t) * dim;
     for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[j] = neo__kvt<T>::st(src[j]);
 }
+
+/* =============================================================================================
+   >>model  the decode loop's kernels: projections with their epilogues (neo__matvec_kernel), argmax
+   ============================================================================================= */
 
 /* The decode loop's projections (neo__matvec_args). A unit is what one epilogue needs: a row
    (STORE, ADD), the rows i of w and w_mul (SWIGLU) or a pair of rows (ROPE). R warps share a unit,
@@ -1309,9 +1528,7 @@ struct neo__cu_mv {
     int          pos, rope_q, rope_k, head_size;
 };
 
-#ifndef NEO__CU_MV_BATCH
 #define NEO__CU_MV_BATCH 8 /* float4 weight loads a lane has in flight (per unit; rows share them) */
-#endif
 
 /* A lane's weight loads go out in batches of NEO__CU_MV_BATCH float4s before the first is used
    (a loop of one float4 an iteration, unrolled by 4 behind its remainder, left a unit's slice
@@ -1389,9 +1606,7 @@ template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec
        last projection, say) still runs. The weights never depend on it, so the lane's first
        batch of them is loaded and the rest of the warp's slice asked into L2 now, overlapping
        that kernel's tail; x, norm and y only after the wait. The next kernel may start as soon
-       as every block of this one is here. H200, Qwen2.5-0.5B shapes, against one float4 a
-       loop iteration and the slice into L2 only: w1|w3 16.9 -> 12.5 us, w2 7.2 -> 6.1,
-       q|k|v 4.2 -> 3.2, the classifier 34.7 -> 30.2. */
+       as every block of this one is here. */
     neo__mv_batch<ROWS> wb;
     if (u < a.units && a.vec) wb.load(wr, lo + lane, hi);
     if (u < a.units) {
@@ -1404,8 +1619,8 @@ template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec
             if (ROWS == 2) asm volatile("prefetch.global.L2 [%0];" ::"l"(b1 + o));
         }
     }
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    neo__pdl_trigger();
+    neo__pdl_wait();
     if (u < a.units) {
         float two[2] = {0.0f, 0.0f};
         neo__mv_dot<ROWS, NORM>(two, s[2], wb, wr, a.x, a.norm, lo, hi, a.vec, lane);
@@ -1482,6 +1697,10 @@ __global__ void __launch_bounds__(1024) neo__argmax_kernel(int *out, const float
     }
 }
 
+/* =============================================================================================
+   >>handoff  the both-halves handoff's copy kernels, synchronised through flags in host memory
+   ============================================================================================= */
+
 /* The both-halves handoff: the host half's queries go down to pinned memory and a flag follows
    them (!AWAIT), or the kernel waits for the host's flag and pulls the host half's output up
    (AWAIT). The flag is polled over PCIe, so no host call is needed once both are enqueued. */
@@ -1499,7 +1718,7 @@ __global__ void __launch_bounds__(1024) neo__handoff_kernel(float *__restrict__ 
     /* The next kernel, if launched as a programmatic dependent (a projection, attention), may
        start now: it fetches what does not depend on this copy (its weights, its first KV tiles)
        while this one waits on the other side, and reads the copy only after its own wait. */
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    neo__pdl_trigger();
     if (AWAIT) {
         if (threadIdx.x == 0)
             while (neo__ld_acquire_sys(flag) != seq) {}
@@ -1530,7 +1749,8 @@ __global__ void __launch_bounds__(1024) neo__handoff_kernel(float *__restrict__ 
 }
 
 /* =============================================================================================
-   host side: state, status mapping, the ops
+   >>ops  host side: state, status mapping, the launch helper, init, memory, copies, events,
+   append (the attention's dispatch follows >>plan; the decode loop's after >>test)
    ============================================================================================= */
 typedef struct neo__cuda {
     int          device, n_sm, own_main;
@@ -1538,16 +1758,15 @@ typedef struct neo__cuda {
     cudaEvent_t  event[NEO__EVENTS];
     float       *work[NEO__CU_STREAMS]; /* split partials; one per stream so that concurrent attends never share */
     size_t       work_bytes[NEO__CU_STREAMS];
-    int          occ_fast[3][3][4];      /* resident blocks per SM [type][64/128/256][NQ 1/2/4/8]; 0 = not asked */
+    size_t       smem_optin;             /* shared memory a block may opt into */
+    int          occ_fast[3][4];         /* resident blocks per SM [64/128/256][NQ 1/2/4/8] (float32); 0 = not asked */
     int          occ_gen[3][3];          /* [type][NQ 1/2/4] */
-    int          occ_mma[2][3][2];       /* the tensor-core kernel [f16/bf16][64/128/256][wide/narrow (128 only)] */
+    int          occ_mma[2][3][2];       /* the tensor-core kernel [f16/bf16][64/128/256][wide/narrow] */
     int          occ_mv[4][2];           /* the matvec kernel [epilogue][norm] */
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
-    int          no_mma;                 /* NEO_CUDA_MMA=0: the CUDA-core kernels and the merge kernel */
-    int          max_splits;             /* NEO_CUDA_MAX_SPLITS=N (N >= 1): at most N splits a query tile */
-    int          block_shape;            /* NEO_CUDA_MMA_BLOCKS=1 or 2: always the wide or the narrow block (head_dim 128) */
     int          launch_blocking;        /* CUDA_LAUNCH_BLOCKING=1: a launch returns when its kernel is done */
+    int          pdl;                    /* launch programmatic dependents: the device and the loaded kernels are sm_90+ */
 } neo__cuda;
 
 static int neo__cu_err(cudaError_t e) {
@@ -1559,6 +1778,23 @@ static int neo__cu_err(cudaError_t e) {
     return NEO_ERR_DEVICE;
 }
 static int neo__cu_launched(void) { return cudaGetLastError() == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE; }
+
+/* The one launch of a kernel that may start as a programmatic dependent (it calls neo__pdl_wait
+   before reading what the kernel before it writes): with the attribute where the kernels were
+   compiled for sm_90 and run on one, plainly elsewhere. */
+static int neo__cu_launch(const neo__cuda *st, const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void **args) {
+    cudaLaunchConfig_t  cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = st->pdl ? 1 : 0;
+    return cudaLaunchKernelExC(&cfg, fn, args) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+}
 
 static cudaStream_t neo__cu_stream(neo__cuda *st, int s, int *ok) {
     *ok = st && s >= 0 && s < NEO__CU_STREAMS;
@@ -1593,9 +1829,26 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
     }
     if (device < 0 || device >= n) return NEO_ERR_DEVICE;
     if (cudaSetDevice(device) != cudaSuccess) return NEO_ERR_DEVICE;
+    /* Ampere (sm_80) and later: the kernels need cp.async, ldmatrix and bf16 tensor cores. The
+       kernels must also have an image for this GPU (SASS of its family, or PTX it can compile). */
+    int               major = 0;
+    cudaFuncAttributes fa;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NEO_ERR_DEVICE;
+    }
+    if (major < 8) return NEO_ERR_UNSUPPORTED;
+    if (cudaFuncGetAttributes(&fa, (const void *)neo__attn_merge) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NEO_ERR_UNSUPPORTED;
+    }
     neo__cuda *st = (neo__cuda *)calloc(1, sizeof(neo__cuda));
     if (!st) return NEO_ERR_NO_MEMORY;
     st->device = device;
+    /* the kernels call griddepcontrol only where they were compiled for sm_90 (ptxVersion: the
+       virtual architecture the loaded code came from, e.g. 80 when the driver compiled
+       compute_80 PTX for a newer GPU) */
+    st->pdl = major >= 9 && fa.ptxVersion >= 90;
     int rc = NEO_ERR_DEVICE;
     if (engine_stream) st->stream[NEO__STREAM_MAIN] = (cudaStream_t)engine_stream;
     else {
@@ -1608,14 +1861,15 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
     for (int e = 0; e < NEO__EVENTS; e++)
         if (cudaEventCreateWithFlags(&st->event[e], cudaEventDisableTiming) != cudaSuccess) goto fail;
     if (cudaDeviceGetAttribute(&st->n_sm, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || st->n_sm < 1) goto fail;
-    {   /* tuning and comparison switches, read once */
-        const char *e = getenv("NEO_CUDA_MMA");
-        st->no_mma = e && e[0] == '0';
-        e = getenv("NEO_CUDA_MAX_SPLITS");
-        st->max_splits = e ? atoi(e) : 0;
-        e = getenv("NEO_CUDA_MMA_BLOCKS");
-        st->block_shape = e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0;
-        e = getenv("CUDA_LAUNCH_BLOCKING");
+    {
+        int optin = 0;
+        if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess || optin < 1) goto fail;
+        st->smem_optin = (size_t)optin;
+    }
+    {   /* CUDA's own switch, not ours: with blocking launches a kernel that waits for the CPU
+           half's flag would block the host thread that has to set it, so the both-halves
+           pipeline orders the two halves differently (neo__dev_attn.launch_async) */
+        const char *e = getenv("CUDA_LAUNCH_BLOCKING");
         st->launch_blocking = e && e[0] == '1';
     }
     *state = st;
@@ -1753,22 +2007,9 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
         a->kv_type > NEO_TYPE_F32)
         return NEO_ERR_INVALID_ARG;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    neo__cu_app p;
-    p.k = a->k;
-    p.v = a->v;
-    p.k2 = second ? a->k2 : NULL;
-    p.v2 = second ? a->v2 : NULL;
-    p.h2 = a->h2;
-    p.src_k = a->src_k;
-    p.src_v = a->src_v;
-    p.kv_cells = a->kv_cells;
-    p.kv_h0 = a->kv_h0;
-    p.h0 = a->h0;
-    p.nh = a->h1 - a->h0;
-    p.row0 = a->row0;
-    p.n_head_kv = a->n_head_kv;
-    p.d = a->head_dim;
-    p.dv = a->head_dim_v;
+    const neo__cu_app p = {a->k,       a->v,       second ? a->k2 : NULL, second ? a->v2 : NULL, a->h2,          a->src_k,
+                           a->src_v,   a->kv_cells, a->kv_h0,              a->h0,                 a->h1 - a->h0,  a->row0,
+                           a->n_head_kv, a->head_dim, a->head_dim_v};
     dim3 grid((unsigned)(a->n_tokens * p.nh), 2);
     if (a->kv_type == NEO_TYPE_F16) neo__append_kernel<__half><<<grid, 128, 0, s>>>(p);
     else if (a->kv_type == NEO_TYPE_BF16) neo__append_kernel<__nv_bfloat16><<<grid, 128, 0, s>>>(p);
@@ -1776,7 +2017,126 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
     return neo__cu_launched();
 }
 
-/* --- attention dispatch --- */
+/* =============================================================================================
+   >>plan  which kernel, block shape, split count and chunk an attend gets
+   ============================================================================================= */
+
+enum { NEO__KER_MMA = 0, NEO__KER_FAST = 1, NEO__KER_GEN = 2 };
+
+/* A plan. The planner's functions are pure: the same shape, length and device properties (SM
+   count, shared memory a block may opt into, the chosen kernel's resident blocks an SM) give the
+   same plan, so the same inputs on the same GPU give the same bits (see DETERMINISM). */
+typedef struct neo__cu_plan {
+    int    kernel;   /* NEO__KER_* */
+    int    dc;       /* head_dim 64 / 128 / 256 as 0 / 1 / 2 (MMA, FAST); 0 for GEN */
+    int    shape;    /* MMA: 0 wide, 1 narrow; FAST: log2 of the queries a block (0..3); GEN: (0..2) */
+    int    NQ;       /* queries a block */
+    int    QT;       /* query tiles per KV head */
+    int    ZC;       /* blocks of output columns (GEN), else 1 */
+    int    threads;  /* a block */
+    size_t smem;     /* dynamic shared memory a block */
+    int    min_cells, gran; /* cells a split at least; the chunk is a multiple of gran */
+    size_t per_split;       /* bytes of partials a split */
+    long long S;            /* splits */
+    int    chunk;           /* cells a split */
+} neo__cu_plan;
+
+/* Forcing a plan (tests only): a kernel, a block shape, a cap on the split count; -1, -1, 0 = auto. */
+typedef struct neo__cu_force {
+    int kernel, shape, max_splits;
+} neo__cu_force;
+
+/* The tensor-core kernel's shapes, (W warps, dynamic shared memory) by (dc, narrow). */
+template <int D, int BPS> static void neo__mma_geom(int *threads, size_t *smem) {
+    *threads = neo__mma_cfg<D, BPS>::W * 32;
+    *smem = neo__mma_cfg<D, BPS>::SMEM;
+}
+static void neo__mma_shape(int dc, int narrow, int *threads, size_t *smem) {
+    if (dc == 0) neo__mma_geom<64, 1>(threads, smem);
+    else if (dc == 1) narrow ? neo__mma_geom<128, 2>(threads, smem) : neo__mma_geom<128, 1>(threads, smem);
+    else narrow ? neo__mma_geom<256, 2>(threads, smem) : neo__mma_geom<256, 1>(threads, smem);
+}
+
+/* The tensor-core kernel's block shape. Wide (one block an SM, the rings of 12 warps) unless its
+   shared memory does not fit the device (head_dim 128 and 256 below sm_90, 192 KB) or, for
+   head_dim 128, from NEO__CU_MMA_NARROW_CELLS cells a KV head, where two narrow blocks an SM keep
+   every SM busy and one block's epilogue runs under the other's loads. Head_dim 64 has the wide
+   shape only (96 KB, which every sm_80+ GPU can give a block). */
+static int neo__plan_mma_narrow(int dc, int ncells, size_t smem_optin) {
+    int    threads;
+    size_t wide;
+    neo__mma_shape(dc, 0, &threads, &wide);
+    if (dc == 0) return 0;
+    if (wide + NEO__CU_MMA_STATIC_SMEM > smem_optin) return 1;
+    return dc == 1 && ncells >= NEO__CU_MMA_NARROW_CELLS;
+}
+
+/* The kernel and block shape for an attend of nq queries a KV head over ncells cells. f16 / bf16
+   with head_dim == head_dim_v in {64, 128, 256} and 16-byte aligned K, V and q take the
+   tensor-core kernel; float32 with the same shapes the CUDA-core kernel; everything else the
+   generic one. NEO_ERR_UNSUPPORTED when a forced kernel or shape cannot serve the attend. */
+static int neo__plan_kernel(const neo__attn_args *a, int nq, int ncells, size_t smem_optin, const neo__cu_force *f,
+                            neo__cu_plan *pl) {
+    const int d = a->head_dim, dv = a->head_dim_v, f32 = a->kv_type == NEO_TYPE_F32;
+    const int dc = d == 64 ? 0 : d == 128 ? 1 : d == 256 ? 2 : -1;
+    const int fast = dc >= 0 && d == dv && (uintptr_t)a->k % 16 == 0 && (uintptr_t)a->v % 16 == 0 && (uintptr_t)a->q % 16 == 0;
+    memset(pl, 0, sizeof *pl);
+    pl->kernel = !fast ? NEO__KER_GEN : f32 ? NEO__KER_FAST : NEO__KER_MMA;
+    if (f->kernel >= 0) {
+        if (f->kernel != NEO__KER_GEN && f->kernel != pl->kernel) return NEO_ERR_UNSUPPORTED;
+        pl->kernel = f->kernel;
+    }
+    pl->ZC = 1;
+    if (pl->kernel == NEO__KER_MMA) {
+        pl->dc = dc;
+        pl->shape = f->shape >= 0 ? f->shape : neo__plan_mma_narrow(dc, ncells, smem_optin);
+        if (pl->shape < 0 || pl->shape > 1 || (pl->shape && dc == 0)) return NEO_ERR_UNSUPPORTED;
+        neo__mma_shape(dc, pl->shape, &pl->threads, &pl->smem);
+        if (pl->smem + NEO__CU_MMA_STATIC_SMEM > smem_optin) return NEO_ERR_UNSUPPORTED; /* (forced wide) */
+        pl->NQ = NEO__MMA_NQ;
+        pl->min_cells = NEO__CU_MMA_MIN_TILES * 16 * (pl->threads / 32);
+        pl->gran = 16;
+    } else {
+        const int NW = NEO__CU_THREADS / 32, TC = pl->kernel == NEO__KER_FAST ? NW * (NEO__CU_WTILE_BYTES / (d * 4)) : NEO__CU_GEN_TILE;
+        pl->dc = pl->kernel == NEO__KER_FAST ? dc : 0;
+        pl->shape = pl->kernel == NEO__KER_FAST ? (nq >= 5 ? 3 : nq >= 3 ? 2 : nq - 1) : (nq >= 3 ? 2 : nq - 1);
+        pl->NQ = 1 << pl->shape;
+        pl->ZC = pl->kernel == NEO__KER_GEN ? (dv + NEO__CU_GEN_COLS - 1) / NEO__CU_GEN_COLS : 1;
+        pl->threads = NEO__CU_THREADS;
+        pl->smem = pl->kernel == NEO__KER_FAST ? (size_t)NW * NEO__CU_WSTAGES * 2 * NEO__CU_WTILE_BYTES : 0;
+        pl->min_cells = 2 * TC; /* at least two tiles a split */
+        pl->gran = TC;
+    }
+    pl->QT = (nq + pl->NQ - 1) / pl->NQ;
+    return NEO_OK;
+}
+
+/* Splits of the cell range: as many as fill every SM's resident blocks once (more would make a
+   second, partly empty wave), each at least min_cells, at most NEO__CU_MAX_SPLITS (the merges'
+   weights), with a bounded partial buffer; the chunk is rounded up to whole tiles and the count
+   then trimmed to the chunks that hold cells. units: blocks a split (KV heads x query tiles x
+   column blocks). */
+static void neo__plan_splits(neo__cu_plan *pl, long long units, int ncells, int n_sm, int occ, int max_splits) {
+    long long       S = ((long long)n_sm * occ) / units;
+    const long long max_by_cells = ((long long)ncells + pl->min_cells - 1) / pl->min_cells;
+    if (max_splits > 0 && S > max_splits) S = max_splits;
+    if (S > max_by_cells) S = max_by_cells;
+    if (S > NEO__CU_MAX_SPLITS) S = NEO__CU_MAX_SPLITS;
+    if ((size_t)S > NEO__CU_WORK_CAP / pl->per_split) S = (long long)(NEO__CU_WORK_CAP / pl->per_split);
+    if (S < 1) S = 1;
+    pl->chunk = pl->gran;
+    if (ncells > 0) {
+        long long c = (ncells + S - 1) / S;
+        c = (c + pl->gran - 1) / pl->gran * pl->gran;
+        pl->chunk = (int)c;
+        S = (ncells + c - 1) / c;
+    } else S = 1;
+    pl->S = S;
+}
+
+/* =============================================================================================
+   >>ops.attend  validation, plan, launch
+   ============================================================================================= */
 
 template <typename T, int D> static const void *neo__fast_fn(int nqc) {
     switch (nqc) {
@@ -1786,21 +2146,29 @@ template <typename T, int D> static const void *neo__fast_fn(int nqc) {
     default: return (const void *)neo__attn_fast<T, D, 8>;
     }
 }
-template <typename T> static const void *neo__fast_fn_d(int dc, int nqc) {
-    return dc == 0 ? neo__fast_fn<T, 64>(nqc) : dc == 1 ? neo__fast_fn<T, 128>(nqc) : neo__fast_fn<T, 256>(nqc);
-}
-static const void *neo__fast_kernel(int type, int dc, int nqc) {
-    return type == NEO_TYPE_F16    ? neo__fast_fn_d<__half>(dc, nqc)
-           : type == NEO_TYPE_BF16 ? neo__fast_fn_d<__nv_bfloat16>(dc, nqc)
-                                   : neo__fast_fn_d<float>(dc, nqc);
-}
 template <typename T> static const void *neo__gen_fn(int nqc) {
     return nqc == 0 ? (const void *)neo__attn_generic<T, 1>
            : nqc == 1 ? (const void *)neo__attn_generic<T, 2>
                       : (const void *)neo__attn_generic<T, 4>;
 }
-static const void *neo__gen_kernel(int type, int nqc) {
-    return type == NEO_TYPE_F16 ? neo__gen_fn<__half>(nqc) : type == NEO_TYPE_BF16 ? neo__gen_fn<__nv_bfloat16>(nqc) : neo__gen_fn<float>(nqc);
+template <int D, int BPS> static const void *neo__mma_fn(int type) {
+    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D, BPS> : (const void *)neo__attn_mma<__nv_bfloat16, D, BPS>;
+}
+
+/* The planned kernel and its cached resident-blocks count. */
+static const void *neo__plan_fn(neo__cuda *st, int type, const neo__cu_plan *pl, int **occ) {
+    if (pl->kernel == NEO__KER_MMA) {
+        *occ = &st->occ_mma[type == NEO_TYPE_F16 ? 0 : 1][pl->dc][pl->shape];
+        if (pl->dc == 0) return neo__mma_fn<64, 1>(type);
+        if (pl->dc == 1) return pl->shape ? neo__mma_fn<128, 2>(type) : neo__mma_fn<128, 1>(type);
+        return pl->shape ? neo__mma_fn<256, 2>(type) : neo__mma_fn<256, 1>(type);
+    }
+    if (pl->kernel == NEO__KER_FAST) { /* float32 K and V only */
+        *occ = &st->occ_fast[pl->dc][pl->shape];
+        return pl->dc == 0 ? neo__fast_fn<float, 64>(pl->shape) : pl->dc == 1 ? neo__fast_fn<float, 128>(pl->shape) : neo__fast_fn<float, 256>(pl->shape);
+    }
+    *occ = &st->occ_gen[type][pl->shape];
+    return type == NEO_TYPE_F16 ? neo__gen_fn<__half>(pl->shape) : type == NEO_TYPE_BF16 ? neo__gen_fn<__nv_bfloat16>(pl->shape) : neo__gen_fn<float>(pl->shape);
 }
 
 /* Resident blocks per SM of fn, asked once (raising the dynamic shared memory limit first). */
@@ -1815,50 +2183,40 @@ static int neo__cu_occupancy(int *cache, const void *fn, int threads, size_t sme
     return NEO_OK;
 }
 
-/* The stream's partial buffer holds at least bytes. Growing waits for the stream, whose earlier
-   attends may still read the old buffer. */
-static int neo__cu_work(neo__cuda *st, int stream, size_t bytes) {
-    if (bytes <= st->work_bytes[stream]) return NEO_OK;
-    size_t want = bytes + bytes / 4;
-    want = (want + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-    if (st->work[stream]) {
+/* A buffer of the stream's that holds at least need elements of es bytes: when it is smaller,
+   a new one of alloc elements (zeroed when zero is set). Growing waits for the stream, whose
+   earlier attends may still read the old buffer. */
+static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, size_t need, size_t alloc, size_t es, int zero) {
+    if (need <= *have) return NEO_OK;
+    if (*buf) {
         if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
-        if (cudaFree(st->work[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
-        st->work[stream] = NULL;
-        st->work_bytes[stream] = 0;
+        if (cudaFree(*buf) != cudaSuccess) return NEO_ERR_DEVICE;
+        *buf = NULL;
+        *have = 0;
     }
     void       *p = NULL;
-    cudaError_t e = cudaMalloc(&p, want);
+    cudaError_t e = cudaMalloc(&p, alloc * es);
     if (e != cudaSuccess) return neo__cu_err(e);
-    st->work[stream] = (float *)p;
-    st->work_bytes[stream] = want;
-    return NEO_OK;
-}
-
-/* The stream's arrival counters: at least n, zero. Growing waits for the stream, as above. */
-static int neo__cu_counters(neo__cuda *st, int stream, size_t n) {
-    if (n <= st->cnt_n[stream]) return NEO_OK;
-    size_t want = n < 4096 ? 4096 : n + n / 4;
-    if (st->cnt[stream]) {
-        if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
-        if (cudaFree(st->cnt[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
-        st->cnt[stream] = NULL;
-        st->cnt_n[stream] = 0;
-    }
-    void       *p = NULL;
-    cudaError_t e = cudaMalloc(&p, want * sizeof(unsigned));
-    if (e != cudaSuccess) return neo__cu_err(e);
-    if (cudaMemsetAsync(p, 0, want * sizeof(unsigned), st->stream[stream]) != cudaSuccess) {
+    if (zero && cudaMemsetAsync(p, 0, alloc * es, st->stream[stream]) != cudaSuccess) {
         (void)cudaFree(p);
         return NEO_ERR_DEVICE;
     }
-    st->cnt[stream] = (unsigned *)p;
-    st->cnt_n[stream] = want;
+    *buf = p;
+    *have = alloc;
     return NEO_OK;
+}
+/* the stream's partial buffer (a quarter more than asked, in whole MiB) and its arrival counters
+   (zero between launches) */
+static int neo__cu_work(neo__cuda *st, int stream, size_t bytes) {
+    const size_t mib = (size_t)1 << 20, want = (bytes + bytes / 4 + mib - 1) & ~(mib - 1);
+    return neo__cu_grow(st, stream, (void **)&st->work[stream], &st->work_bytes[stream], bytes, want, 1, 0);
+}
+static int neo__cu_counters(neo__cuda *st, int stream, size_t n) {
+    return neo__cu_grow(st, stream, (void **)&st->cnt[stream], &st->cnt_n[stream], n, n < 4096 ? 4096 : n + n / 4, sizeof(unsigned), 1);
 }
 
 /* The fields of a launch's parameters that every attention kernel reads. */
-static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G, int nq, int c1, long long S, int chunk, int QT) {
+static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G, int nq, int c1, const neo__cu_plan *pl) {
     memset(p, 0, sizeof *p);
     p->k = a->k;
     p->v = a->v;
@@ -1878,95 +2236,68 @@ static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G,
     p->nq = nq;
     p->d = a->head_dim;
     p->dv = a->head_dim_v;
-    p->S = (int)S;
-    p->chunk = chunk;
-    p->QT = QT;
+    p->S = (int)pl->S;
+    p->chunk = pl->chunk;
+    p->QT = pl->QT;
     p->scale = a->scale;
     p->softcap = a->softcap;
-}
-
-template <int D, int BPS> static const void *neo__mma_fn(int type) {
-    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D, BPS> : (const void *)neo__attn_mma<__nv_bfloat16, D, BPS>;
+    p->state = a->state;
+    p->out = a->out;
+    p->sinks = a->sinks;
+    p->accumulate = a->accumulate ? 1 : 0;
 }
 
 /* The tensor-core path: one launch that also merges and finishes. */
-static int neo__cu_attend_mma(neo__cuda *st, const neo__attn_args *a, int stream, cudaStream_t s, int dc, int nq, int G,
-                              int H, int c1, int ncells) {
-    const int    D = a->head_dim, ti = a->kv_type == NEO_TYPE_F16 ? 0 : 1;
-    const int    QT = (nq + NEO__MMA_NQ - 1) / NEO__MMA_NQ;
-    const long long units = (long long)H * QT;
-    if (units > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
-    const int    narrow = dc == 1 && (st->block_shape ? st->block_shape == 2 : ncells >= NEO__CU_MMA_NARROW_CELLS);
-    const int    W = dc == 0   ? neo__mma_cfg<64, 1>::W
-                     : dc == 2 ? neo__mma_cfg<256, 1>::W
-                               : (narrow ? neo__mma_cfg<128, 2>::W : neo__mma_cfg<128, 1>::W);
-    const void  *fn = dc == 0   ? neo__mma_fn<64, 1>(a->kv_type)
-                      : dc == 2 ? neo__mma_fn<256, 1>(a->kv_type)
-                                : (narrow ? neo__mma_fn<128, 2>(a->kv_type) : neo__mma_fn<128, 1>(a->kv_type));
-    const size_t smem = dc == 0   ? neo__mma_cfg<64, 1>::SMEM
-                        : dc == 2 ? neo__mma_cfg<256, 1>::SMEM
-                                  : (narrow ? neo__mma_cfg<128, 2>::SMEM : neo__mma_cfg<128, 1>::SMEM);
-    int         *occ = &st->occ_mma[ti][dc][narrow], rc;
-    if ((rc = neo__cu_occupancy(occ, fn, W * 32, smem)) != NEO_OK) return rc;
-    /* Splits: one wave of blocks over every SM, at least NEO__CU_MMA_MIN_TILES 16-cell tiles a
-       warp, a bounded partial buffer (and the merge's 256 weights). */
-    long long    S = ((long long)st->n_sm * *occ) / units;
-    const size_t per_split = (size_t)units * NEO__MMA_NQ * ((size_t)D + 2) * sizeof(float);
-    const long long min_cells = (long long)NEO__CU_MMA_MIN_TILES * 16 * W;
-    const long long max_by_cells = ((long long)ncells + min_cells - 1) / min_cells;
-    if (st->max_splits > 0 && S > st->max_splits) S = st->max_splits;
-    if (S > max_by_cells) S = max_by_cells;
-    if (S > NEO__CU_MAX_SPLITS) S = NEO__CU_MAX_SPLITS;
-    if ((size_t)S > NEO__CU_WORK_CAP / per_split) S = (long long)(NEO__CU_WORK_CAP / per_split);
-    if (S < 1) S = 1;
-    int chunk = 16;
-    if (ncells > 0) {
-        long long cc = (ncells + S - 1) / S;
-        cc = (cc + 15) / 16 * 16;
-        chunk = (int)cc;
-        S = (ncells + cc - 1) / cc;
-    } else S = 1;
-    if (units * S > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
-    neo__cu_attn p;
-    neo__cu_attn_params(&p, a, G, nq, c1, S, chunk, QT);
-    if (S > 1) {
-        if ((rc = neo__cu_work(st, stream, per_split * (size_t)S)) != NEO_OK) return rc;
+static int neo__cu_launch_mma(neo__cuda *st, int stream, cudaStream_t s, const void *fn, const neo__cu_plan *pl, long long units,
+                              neo__cu_attn *p) {
+    int rc;
+    if (pl->S > 1) {
+        if ((rc = neo__cu_work(st, stream, pl->per_split * (size_t)pl->S)) != NEO_OK) return rc;
         if ((rc = neo__cu_counters(st, stream, (size_t)units)) != NEO_OK) return rc;
-        p.work = st->work[stream];
-        p.work_ml = p.work + (size_t)units * (size_t)S * NEO__MMA_NQ * (size_t)D;
-        p.cnt = st->cnt[stream];
+        p->work = st->work[stream];
+        p->work_ml = p->work + (size_t)units * (size_t)pl->S * NEO__MMA_NQ * (size_t)p->d;
+        p->cnt = st->cnt[stream];
     }
-    p.state = a->state;
-    p.out = a->out;
-    p.sinks = a->sinks;
-    p.accumulate = a->accumulate ? 1 : 0;
-    void               *args[] = {&p};
-    cudaLaunchConfig_t  cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((unsigned)units, (unsigned)S);
-    cfg.blockDim = dim3((unsigned)(W * 32));
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelExC(&cfg, fn, args) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    void *args[] = {p};
+    return neo__cu_launch(st, fn, dim3((unsigned)units, (unsigned)pl->S), dim3((unsigned)pl->threads), pl->smem, s, args);
 }
 
-static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
-    int          ok;
-    neo__cuda   *st = (neo__cuda *)state;
-    cudaStream_t s = neo__cu_stream(st, stream, &ok);
-    if (!ok || !a || !a->k || !a->v || !a->q || a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv ||
-        a->head_dim < 1 || a->head_dim > NEO__CU_MAX_DIM || a->head_dim_v < 1 || a->head_dim_v > NEO__CU_MAX_DIM ||
-        a->kv_h0 < 0 || a->h0 < a->kv_h0 || a->h1 <= a->h0 || a->h1 > a->n_head_kv || a->kv_cells < 1 || a->c0 < a->cell_base ||
-        a->c1 <= a->c0 || (long long)a->c1 > (long long)a->cell_base + a->kv_cells || a->n_tokens < 1 ||
-        (!a->out && !a->state) || (a->accumulate && !a->state) || a->kv_type < NEO_TYPE_F16 || a->kv_type > NEO_TYPE_F32)
-        return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+/* The CUDA-core paths: the attention kernel writes every split's partial, neo__attn_merge
+   merges them (a programmatic dependent of it) and finishes. */
+static int neo__cu_launch_split(neo__cuda *st, int stream, cudaStream_t s, const void *fn, const neo__cu_plan *pl, int H,
+                                neo__cu_attn *p) {
+    int rc;
+    if ((rc = neo__cu_work(st, stream, pl->per_split * (size_t)pl->S)) != NEO_OK) return rc;
+    p->work = st->work[stream];
+    void *args[] = {p};
+    if (cudaLaunchKernel(fn, dim3((unsigned)(H * pl->QT), (unsigned)pl->S, (unsigned)pl->ZC), dim3(NEO__CU_THREADS), args,
+                         pl->smem, s) != cudaSuccess)
+        return NEO_ERR_DEVICE;
+    if ((rc = neo__cu_launched()) != NEO_OK) return rc;
+    const int     P = pl->S < 8 ? 1 : p->dv <= 64 ? 4 : p->dv <= 128 ? 2 : 1;
+    neo__cu_merge mp = {st->work[stream], p->state, p->out, p->sinks, (int)pl->S, p->nq, p->G, p->n_head, p->h0, p->dv, p->accumulate, P};
+    void *margs[] = {&mp};
+    if (neo__cu_launch(st, (const void *)neo__attn_merge, dim3((unsigned)(H * p->nq)), dim3(256), 0, s, margs) != NEO_OK)
+        return NEO_ERR_DEVICE;
+    return neo__cu_launched();
+}
 
-    const int G = a->n_head / a->n_head_kv, H = a->h1 - a->h0, d = a->head_dim, dv = a->head_dim_v;
+static int neo__cu_attend_ok(const neo__attn_args *a) {
+    return a && a->k && a->v && a->q && a->n_head >= 1 && a->n_head_kv >= 1 && a->n_head % a->n_head_kv == 0 &&
+           a->head_dim >= 1 && a->head_dim <= NEO__CU_MAX_DIM && a->head_dim_v >= 1 && a->head_dim_v <= NEO__CU_MAX_DIM &&
+           a->kv_h0 >= 0 && a->h0 >= a->kv_h0 && a->h1 > a->h0 && a->h1 <= a->n_head_kv && a->kv_cells >= 1 &&
+           a->c0 >= a->cell_base && a->c1 > a->c0 && (long long)a->c1 <= (long long)a->cell_base + a->kv_cells &&
+           a->n_tokens >= 1 && (a->out || a->state) && (!a->accumulate || a->state) && a->kv_type >= NEO_TYPE_F16 &&
+           a->kv_type <= NEO_TYPE_F32;
+}
+
+/* validation, the plan (forced in part by f), the launches */
+static int neo__cu_attend_plan(neo__cuda *st, const neo__attn_args *a, int stream, const neo__cu_force *f) {
+    int          ok, rc;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !neo__cu_attend_ok(a)) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    const int       G = a->n_head / a->n_head_kv, H = a->h1 - a->h0;
     const long long nql = (long long)a->n_tokens * G;
     if (nql > (1 << 30)) return NEO_ERR_INVALID_ARG;
     const int nq = (int)nql;
@@ -1975,91 +2306,59 @@ static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
     const int       c1 = last < a->c1 ? (int)(last > a->c0 ? last : a->c0) : a->c1;
     const int       ncells = c1 - a->c0;
 
-    const size_t es = a->kv_type == NEO_TYPE_F32 ? 4 : 2;
-    const int    dc = d == 64 ? 0 : d == 128 ? 1 : d == 256 ? 2 : -1;
-    const int    fast = dc >= 0 && d == dv && ((uintptr_t)a->k % 16 == 0) && ((uintptr_t)a->v % 16 == 0) &&
-                     ((uintptr_t)a->q % 16 == 0);
-    if (fast && a->kv_type != NEO_TYPE_F32 && !st->no_mma) return neo__cu_attend_mma(st, a, stream, s, dc, nq, G, H, c1, ncells);
-    int nqc, NQ, TC, ZC = 1;
-    const void *fn;
-    size_t      smem = 0;
-    int        *occ;
-    if (fast) {
-        nqc = nq >= 5 ? 3 : nq >= 3 ? 2 : nq - 1; /* 1, 2, 4, 8 queries a block */
-        NQ = 1 << nqc;
-        TC = (NEO__CU_THREADS / 32) * (int)(NEO__CU_WTILE_BYTES / (size_t)(d * es)); /* a warp tile for each warp */
-        smem = (size_t)(NEO__CU_THREADS / 32) * NEO__CU_WSTAGES * 2 * NEO__CU_WTILE_BYTES;
-        fn = neo__fast_kernel(a->kv_type, dc, nqc);
-        occ = &st->occ_fast[a->kv_type][dc][nqc];
-    } else {
-        nqc = nq >= 3 ? 2 : nq - 1; /* 1, 2, 4 queries a block */
-        NQ = 1 << nqc;
-        TC = NEO__CU_GEN_TILE;
-        ZC = (dv + NEO__CU_GEN_COLS - 1) / NEO__CU_GEN_COLS;
-        fn = neo__gen_kernel(a->kv_type, nqc);
-        occ = &st->occ_gen[a->kv_type][nqc];
-    }
-    int rc = neo__cu_occupancy(occ, fn, NEO__CU_THREADS, smem);
-    if (rc != NEO_OK) return rc;
-    const int QT = (nq + NQ - 1) / NQ;
-
-    /* Splits: as many as fill every SM's resident blocks once (more would make a second, partly
-       empty wave), at least two tiles each, and a bounded partial buffer. */
-    const long long base = (long long)H * QT * ZC;
-    long long       S = ((long long)st->n_sm * *occ) / base;
-    const long long max_by_cells = ((long long)ncells + 2 * TC - 1) / (2 * TC);
-    const size_t    per_split = (size_t)H * (size_t)nq * ((size_t)dv + 2) * sizeof(float);
-    if (S > max_by_cells) S = max_by_cells;
-    if (S > NEO__CU_MAX_SPLITS) S = NEO__CU_MAX_SPLITS;
-    if ((size_t)S > NEO__CU_WORK_CAP / per_split) S = (long long)(NEO__CU_WORK_CAP / per_split);
-    if (S < 1) S = 1;
-    int chunk = TC;
-    if (ncells > 0) {
-        long long c = (ncells + S - 1) / S;
-        c = (c + TC - 1) / TC * TC;
-        chunk = (int)c;
-        S = (ncells + c - 1) / c;
-    } else S = 1;
-    if (base * S > 0x7fffffffLL || (long long)H * QT > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
-    if ((rc = neo__cu_work(st, stream, per_split * (size_t)S)) != NEO_OK) return rc;
-
+    neo__cu_plan pl;
+    int         *occ;
+    if ((rc = neo__plan_kernel(a, nq, ncells, st->smem_optin, f, &pl)) != NEO_OK) return rc;
+    const void *fn = neo__plan_fn(st, a->kv_type, &pl, &occ);
+    if ((rc = neo__cu_occupancy(occ, fn, pl.threads, pl.smem)) != NEO_OK) return rc;
+    const long long units = (long long)H * pl.QT; /* blocks a split, per column block */
+    if (units > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
+    pl.per_split = pl.kernel == NEO__KER_MMA ? (size_t)units * NEO__MMA_NQ * ((size_t)a->head_dim + 2) * sizeof(float)
+                                             : (size_t)H * (size_t)nq * ((size_t)a->head_dim_v + 2) * sizeof(float);
+    neo__plan_splits(&pl, units * pl.ZC, ncells, st->n_sm, *occ, f->max_splits);
+    if (units * pl.ZC * pl.S > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
     neo__cu_attn p;
-    neo__cu_attn_params(&p, a, G, nq, c1, S, chunk, QT);
-    p.work = st->work[stream];
-    void *args[] = {&p};
-    if (cudaLaunchKernel(fn, dim3((unsigned)(H * QT), (unsigned)S, (unsigned)ZC), dim3(NEO__CU_THREADS), args, smem, s) !=
-        cudaSuccess)
-        return NEO_ERR_DEVICE;
-    if ((rc = neo__cu_launched()) != NEO_OK) return rc;
-
-    neo__cu_merge mp;
-    mp.work = st->work[stream];
-    mp.state = a->state;
-    mp.out = a->out;
-    mp.sinks = a->sinks;
-    mp.S = (int)S;
-    mp.nq = nq;
-    mp.G = G;
-    mp.n_head = a->n_head;
-    mp.h0 = a->h0;
-    mp.dv = dv;
-    mp.accumulate = a->accumulate ? 1 : 0;
-    mp.P = S < 8 ? 1 : dv <= 64 ? 4 : dv <= 128 ? 2 : 1;
-    cudaLaunchConfig_t   cfg = {};
-    cudaLaunchAttribute  attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((unsigned)(H * nq));
-    cfg.blockDim = dim3(256);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, neo__attn_merge, mp) != cudaSuccess) return NEO_ERR_DEVICE;
-    return neo__cu_launched();
+    neo__cu_attn_params(&p, a, G, nq, c1, &pl);
+    return pl.kernel == NEO__KER_MMA ? neo__cu_launch_mma(st, stream, s, fn, &pl, units, &p) : neo__cu_launch_split(st, stream, s, fn, &pl, H, &p);
 }
 
-/* --- the decode loop's operations --- */
+static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
+    const neo__cu_force f = {-1, -1, 0};
+    return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
+}
+
+/* =============================================================================================
+   >>test  entries for tests/test_cuda_ops.c only: not API, declared there by hand
+   ============================================================================================= */
+
+/* An attend with a forced plan, so that the tests run every kernel and block shape whatever the
+   planner would pick: kernel NEO__KER_* (0 tensor-core, 1 CUDA-core float32, 2 generic) or -1,
+   shape (tensor-core: 0 wide, 1 narrow) or -1, max_splits > 0 caps the split count.
+   NEO_ERR_UNSUPPORTED when the forced kernel or shape cannot serve the attend. */
+extern "C" int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits) {
+    const neo__cu_force f = {kernel, shape, max_splits};
+    if (!state) return NEO_ERR_INVALID_ARG;
+    return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
+}
+
+/* The virtual architecture the loaded kernels were compiled from (ptx_version, 80 for the sm_80
+   path) and the one they run as (binary_version): they differ when the driver compiled PTX. */
+extern "C" int neo__cu_test_image(int device, int *ptx_version, int *binary_version) {
+    cudaFuncAttributes fa;
+    if (!ptx_version || !binary_version || cudaSetDevice(device) != cudaSuccess) return NEO_ERR_INVALID_ARG;
+    if (cudaFuncGetAttributes(&fa, (const void *)neo__attn_merge) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NEO_ERR_UNSUPPORTED;
+    }
+    *ptx_version = fa.ptxVersion;
+    *binary_version = fa.binaryVersion;
+    return NEO_OK;
+}
+
+/* =============================================================================================
+   >>ops.model  the decode loop's operations
+   ============================================================================================= */
+
 
 template <int EPI> static const void *neo__mv_fn(bool norm) {
     return norm ? (const void *)neo__matvec_kernel<EPI, true> : (const void *)neo__matvec_kernel<EPI, false>;
@@ -2091,25 +2390,15 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
                      : epi == NEO__MV_SWIGLU ? neo__mv_fn<NEO__MV_SWIGLU>(norm) : neo__mv_fn<NEO__MV_ROPE>(norm);
     int         rc;
     if ((rc = neo__cu_occupancy(&st->occ_mv[epi][norm], fn, 256, 0)) != NEO_OK) return rc;
-    /* Warps a unit: as many as one wave of resident blocks holds, each still 128+ floats. With
-       the batched loads a block keeps ~60-80 registers a thread (3 blocks an SM); w2 (896 x 4864)
-       at R = 8 made 2.3 waves and ran 7.8 us, at R = 2 one wave, 6.1 (H200). */
+    /* Warps a unit: as many as one wave of resident blocks holds (a second, partly empty wave
+       costs more than fewer warps a row gain), each still 128+ floats. */
     const long long cap = 8LL * st->occ_mv[epi][norm] * st->n_sm;
     a.R = 1;
     while (a.R < 8 && (long long)a.units * a.R * 2 <= cap && m->n / (2 * a.R) >= 128) a.R *= 2;
     const long long blocks = ((long long)a.units + 8 / a.R - 1) / (8 / a.R);
     if (blocks > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
-    void               *args[] = {&a};
-    cudaLaunchConfig_t  cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((unsigned)blocks);
-    cfg.blockDim = dim3(256);
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    if (cudaLaunchKernelExC(&cfg, fn, args) != cudaSuccess) return NEO_ERR_DEVICE;
+    void *args[] = {&a};
+    if (neo__cu_launch(st, fn, dim3((unsigned)blocks), dim3(256), 0, s, args) != NEO_OK) return NEO_ERR_DEVICE;
     return neo__cu_launched();
 }
 

@@ -4,7 +4,9 @@
                             the current context (check_context), and counts a failure.
    CHECK_STATUS(expr, st)   the same for a neo_status that must equal st.
    check_context(fmt, ...)  sets a line printed with every later failure (what case runs).
-   check_summary(name)      prints "name: N checks, M failures"; returns 1 if any failed. */
+   check_summary(name)      prints the test's count line, "name: N passed, M failed" (N + M checks;
+                            the format every test prints and make test adds up); returns 1 if
+                            any failed. */
 #ifndef NEO_TEST_CHECK_H
 #define NEO_TEST_CHECK_H
 
@@ -46,7 +48,7 @@ static inline int check__status(neo_status got, neo_status want, const char *fil
 #define CHECK_STATUS(expr, st) check__status((expr), (st), __FILE__, __LINE__, #expr)
 
 static inline int check_summary(const char *name) {
-    printf("%s: %ld checks, %ld failures\n", name, check__n, check__fail);
+    printf("%s: %ld passed, %ld failed\n", name, check__n - check__fail, check__fail);
     fflush(stdout);
     return check__fail != 0;
 }

@@ -5,14 +5,16 @@
           -L$CUDA_HOME/lib64 -lcudart -lstdc++ -lm -o build/test_cuda_ops
        ./build/test_cuda_ops            all checks, then a summary table
        ./build/test_cuda_ops --quick    small shapes only (for compute-sanitizer)
+       ./build/test_cuda_ops --image    the loaded kernels' ptxVersion and binaryVersion only
        ./build/test_cuda_ops --time     the decode loop's projections (Qwen2.5-0.5B), then decode
                                         attention (32 q / 8 kv heads, d 128, f16, and others)
        ./build/test_cuda_ops --time-short   the projections; 32/8 d128 f16 at 4k / 32k / 128k; 14/2 d64 4k; 64/8 32k
        ./build/test_cuda_ops --time-mv      the projections alone
        ./build/test_cuda_ops --time-ctx 64,4096,131072   32 q / 8 kv heads, d 128, f16 at those contexts
        ./build/test_cuda_ops --time-shape 14,2,64 --time-ctx 64,4096   another shape at those contexts
-       NEO_CUDA_MMA=0 / NEO_CUDA_MAX_SPLITS=N / NEO_CUDA_MMA_BLOCKS=1 or 2 (read by the CUDA runtime at init)
-       compare kernels, splits and the tensor-core kernel's wide and narrow blocks
+       Every attention case runs under the planner's choice and then under forced plans (the
+       tensor-core kernel's wide and narrow blocks, one split, the generic kernel), marked
+       [wide] / [narrow] / [S=1] / [generic] in the table.
 
    Attention: ||out - ref|| / ||ref|| < 1e-4 against a float64 evaluation of the formula in
    API.md on the stored (rounded) K/V, with outputs poisoned (NaN) before every call, the heads
@@ -90,6 +92,20 @@ static int get_ops(void) {
     OPS.append = a.append, OPS.attend = a.attend, OPS.matvec = d.matvec, OPS.argmax = d.argmax;
     return NEO_OK;
 }
+
+/* neo_attn_cuda.cu's entries for this test (not API): the loaded kernels' architectures, and an
+   attend with a forced plan (kernel 0 tensor-core, 1 CUDA-core float32, 2 generic, or -1; shape
+   0 wide, 1 narrow, or -1; max_splits > 0 caps the splits), NEO_ERR_UNSUPPORTED when the forced
+   kernel or shape cannot serve the attend */
+int neo__cu_test_image(int device, int *ptx_version, int *binary_version);
+int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
+
+/* the plan every attention case runs with (see main: each case runs under every plan) */
+typedef struct force {
+    const char *name;
+    int         kernel, shape, max_splits;
+} force;
+static force FORCE = {"", -1, -1, 0};
 
 /* --- random numbers --- */
 static uint64_t rng_s = 0x9e3779b97f4a7c15ull;
@@ -202,10 +218,10 @@ typedef struct result {
     int    det;    /* 1 = two runs bitwise equal; -1 = not applicable */
     int    ok;
 } result;
-static result results[256];
+static result results[1024];
 static int    n_results;
 static result *add_result(const char *name, const char *shape, double err, int det, int ok) {
-    result *r = &results[n_results < 255 ? n_results++ : 255];
+    result *r = &results[n_results < 1023 ? n_results++ : 1023];
     snprintf(r->name, sizeof r->name, "%s", name);
     snprintf(r->shape, sizeof r->shape, "%s", shape);
     r->err = err;
@@ -284,8 +300,8 @@ static int run_attend(const acase *cs) {
 
     float *out[2], *state[2], *pois = (float *)xmalloc((se > oe ? se : oe) * 4);
     fill_poison(pois, se > oe ? se : oe);
-    int status_ok = 1, mid_state_ok = 1;
-    for (int rep = 0; rep < 2; rep++) {
+    int status_ok = 1, mid_state_ok = 1, skip = 0;
+    for (int rep = 0; rep < 2 && !skip; rep++) {
         out[rep] = (float *)xmalloc(oe * 4);
         state[rep] = (float *)xmalloc(se * 4);
         up(dout, pois, oe * 4);
@@ -321,7 +337,13 @@ static int run_attend(const acase *cs) {
             a.kv_type = c.type;
             a.scale = 1.0f / sqrtf((float)d);
             a.softcap = c.softcap;
-            int s = OPS.attend(ST, &a, NEO__STREAM_MAIN);
+            const int forced = FORCE.kernel >= 0 || FORCE.shape >= 0 || FORCE.max_splits > 0;
+            int       s = forced ? neo__cu_test_attend(ST, &a, NEO__STREAM_MAIN, FORCE.kernel, FORCE.shape, FORCE.max_splits)
+                                 : OPS.attend(ST, &a, NEO__STREAM_MAIN);
+            if (forced && s == NEO_ERR_UNSUPPORTED && rep == 0 && k == 0) { /* the forced plan cannot serve this case */
+                skip = 1;
+                break;
+            }
             if (s != NEO_OK) status_ok = 0;
             CHECK(s == NEO_OK, "%s: attend returned %d", c.name, s);
             if (c.mode == 2 && k == 0 && rep == 0 && c.n_ranges > 1) {
@@ -341,6 +363,13 @@ static int run_attend(const acase *cs) {
         if (OPS.stream_sync(ST, NEO__STREAM_MAIN) != NEO_OK) status_ok = 0;
         down(out[rep], dout, oe * 4);
         down(state[rep], dst, se * 4);
+    }
+    if (skip) {
+        OPS.stream_sync(ST, NEO__STREAM_MAIN);
+        OPS.dev_free(ST, dk), OPS.dev_free(ST, dvv), OPS.dev_free(ST, dq), OPS.dev_free(ST, dout), OPS.dev_free(ST, dst);
+        OPS.dev_free(ST, dsinks), OPS.dev_free(ST, dslopes);
+        free(kf), free(vf), free(kraw), free(vraw), free(q), free(pois), free(out[0]), free(state[0]);
+        return 1;
     }
     const int det = !memcmp(out[0], out[1], oe * 4) && !memcmp(state[0], state[1], se * 4);
     CHECK(det, "%s: two runs differ", c.name);
@@ -419,9 +448,9 @@ static int run_attend(const acase *cs) {
     if (c.mode == 1) CHECK(mmax < 1e-5 && lmax < ATT_TOL, "%s: state m err %.3g, l err %.3g", c.name, mmax, lmax);
 
     char shape[96];
-    snprintf(shape, sizeof shape, "%-4s d%d/%d g%d kv%d [%d,%d) t%d r%d%s%s%s%s", tname(c.type), d, dv, G, c.h1 - c.h0, c.c0,
+    snprintf(shape, sizeof shape, "%-4s d%d/%d g%d kv%d [%d,%d) t%d r%d%s%s%s%s%s", tname(c.type), d, dv, G, c.h1 - c.h0, c.c0,
              c.c1, T, c.n_ranges, c.softcap > 0 ? " cap" : "", c.alibi > 0 ? " alibi" : "", c.sinks ? " sink" : "",
-             c.mode == 1 ? " state" : c.mode == 2 ? " rev" : "");
+             c.mode == 1 ? " state" : c.mode == 2 ? " rev" : "", FORCE.name);
     add_result(c.name, shape, err, det, ok);
     printf("%-28s %-58s err %.2e det %d %s\n", c.name, shape, err, det, ok ? "ok" : "FAIL");
     fflush(stdout);
@@ -436,6 +465,86 @@ static int run_attend(const acase *cs) {
     free(kf), free(vf), free(kraw), free(vraw), free(q), free(pois), free(s), free(acc);
     for (int rep = 0; rep < 2; rep++) free(out[rep]), free(state[rep]);
     return ok;
+}
+
+/* NaN and inf (API.md): a masked cell never reaches an output, whatever its K and V hold; a
+   visible cell with inf or NaN in K makes its KV head's outputs NaN; a non-finite V element d of
+   a visible cell makes output element d non-finite. 4 q heads / 2 KV heads, 70 cells, T tokens
+   ending at cell 69; kind 0: V[69][3] of KV head 0 = inf (prefill: only the last token sees
+   it); 1: K[5][0] of KV head 0 = NaN; 2: K[5][0] = inf (an infinite score); 3: V[5][7]
+   of KV head 1 = inf. The expectation is a float64 evaluation of the same formula over the
+   visible cells only, element by element: finite where it is finite (and close), NaN where it is
+   NaN, non-finite where it is infinite. */
+static void run_nonfinite(int type, int d, int T, int kind) {
+    const int    NH = 4, NKV = 2, G = 2, CELLS = 70, pos0 = CELLS - T;
+    const size_t es = tsize(type), ke = (size_t)NKV * CELLS * d, qe = (size_t)T * NH * d, oe = (size_t)T * NH * d;
+    float       *kf = (float *)xmalloc(ke * 4), *vf = (float *)xmalloc(ke * 4), *q = (float *)xmalloc(qe * 4);
+    float       *out = (float *)xmalloc(oe * 4);
+    void        *kraw = xmalloc(ke * es), *vraw = xmalloc(ke * es);
+    for (size_t i = 0; i < ke; i++) {
+        kf[i] = store_t(kraw, i, type, rng_normal());
+        vf[i] = store_t(vraw, i, type, rng_normal());
+    }
+    for (size_t i = 0; i < qe; i++) q[i] = rng_normal();
+    const float inf = INFINITY, bad = kind == 1 ? NAN : inf;
+    const size_t at = kind == 0 ? (size_t)69 * d + 3 : kind == 3 ? ((size_t)CELLS + 5) * d + 7 : (size_t)5 * d;
+    (kind == 0 || kind == 3 ? vf : kf)[at] = store_t(kind == 0 || kind == 3 ? vraw : kraw, at, type, bad);
+    void *dk = dalloc(ke * es), *dv = dalloc(ke * es), *dq = dalloc(qe * 4), *dout = dalloc(oe * 4);
+    up(dk, kraw, ke * es), up(dv, vraw, ke * es), up(dq, q, qe * 4);
+    fill_poison(out, oe);
+    up(dout, out, oe * 4);
+    neo__attn_args a;
+    memset(&a, 0, sizeof a);
+    a.k = dk, a.v = dv, a.q = (const float *)dq, a.out = (float *)dout;
+    a.kv_cells = CELLS, a.h1 = NKV, a.c1 = CELLS, a.n_tokens = T, a.pos0 = pos0;
+    a.n_head = NH, a.n_head_kv = NKV, a.head_dim = d, a.head_dim_v = d, a.kv_type = type, a.scale = 1.0f / sqrtf((float)d);
+    const int forced = FORCE.kernel >= 0 || FORCE.shape >= 0 || FORCE.max_splits > 0;
+    int       st = forced ? neo__cu_test_attend(ST, &a, NEO__STREAM_MAIN, FORCE.kernel, FORCE.shape, FORCE.max_splits)
+                          : OPS.attend(ST, &a, NEO__STREAM_MAIN);
+    if (forced && st == NEO_ERR_UNSUPPORTED) goto done;
+    CHECK(st == NEO_OK, "nonfinite: attend returned %d", st);
+    OPS.stream_sync(ST, NEO__STREAM_MAIN);
+    down(out, dout, oe * 4);
+    {
+        double num = 0, den = 0;
+        long   wrong = 0;
+        double sc[70], acc[256];
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++) {
+                const int    g = h / G, pos = pos0 + t;
+                const float *qh = q + ((size_t)t * NH + h) * d;
+                double       M = -INFINITY, l = 0;
+                for (int j = 0; j <= pos; j++) {
+                    double dot = 0;
+                    for (int x = 0; x < d; x++) dot += (double)qh[x] * (double)kf[((size_t)g * CELLS + j) * d + x];
+                    sc[j] = isfinite(dot) ? dot * (double)a.scale : NAN; /* an inf score is NaN too */
+                    M = sc[j] > M || isnan(sc[j]) ? sc[j] : M;
+                }
+                for (int x = 0; x < d; x++) acc[x] = 0;
+                for (int j = 0; j <= pos; j++) {
+                    const double w = exp(sc[j] - M);
+                    l += w;
+                    for (int x = 0; x < d; x++) acc[x] += w * (double)vf[((size_t)g * CELLS + j) * d + x];
+                }
+                for (int x = 0; x < d; x++) {
+                    const double r = acc[x] / l, o = out[((size_t)t * NH + h) * d + x];
+                    if (isnan(r)) wrong += !isnan(o);
+                    else if (isinf(r)) wrong += isfinite(o);
+                    else if (!isfinite(o)) wrong++;
+                    else num += (o - r) * (o - r), den += r * r;
+                }
+            }
+        const double err = den > 0 ? sqrt(num / den) : 0;
+        char         shape[96];
+        static const char *what[] = {"masked V inf", "K NaN", "K inf", "V inf"};
+        snprintf(shape, sizeof shape, "%-4s d%d t%d %s%s", tname(type), d, T, what[kind], FORCE.name);
+        CHECK(!wrong && err < ATT_TOL, "nonfinite %s: %ld elements wrong, err %.3g", shape, wrong, err);
+        add_result("nan/inf", shape, err, -1, !wrong && err < ATT_TOL);
+        printf("%-28s %-58s err %.2e %ld wrong %s\n", "nan/inf", shape, err, wrong, !wrong && err < ATT_TOL ? "ok" : "FAIL");
+    }
+done:
+    OPS.dev_free(ST, dk), OPS.dev_free(ST, dv), OPS.dev_free(ST, dq), OPS.dev_free(ST, dout);
+    free(kf), free(vf), free(q), free(out), free(kraw), free(vraw);
 }
 
 /* name, type, n_head, n_head_kv, d, dv, kv_h0, h0, h1, cell_base, kv_cells, c0, c1, n_tokens, pos0, n_ranges,
@@ -1256,13 +1365,14 @@ static void run_timing(cudaStream_t stream, int short_list, int mv_only, const c
 }
 
 int main(int argc, char **argv) {
-    int         quick = 0, timing = 0, short_list = 0, mv_only = 0;
+    int         quick = 0, timing = 0, short_list = 0, mv_only = 0, image_only = 0;
     const char *ctx_list = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--time")) timing = 1;
         else if (!strcmp(argv[i], "--time-short")) timing = short_list = 1;
         else if (!strcmp(argv[i], "--time-mv")) timing = mv_only = 1;
+        else if (!strcmp(argv[i], "--image")) image_only = 1;
         else if (!strcmp(argv[i], "--time-ctx") && i + 1 < argc) timing = 1, ctx_list = argv[++i];
         else if (!strcmp(argv[i], "--time-shape") && i + 1 < argc &&
                  (sscanf(argv[++i], "%d,%d,%d", &tshape[0], &tshape[1], &tshape[2]) != 3 || tshape[0] < 1 || tshape[1] < 1 ||
@@ -1271,6 +1381,11 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    /* which code runs: ptxVersion is the architecture the kernels were compiled for (80 on the
+       sm_80 path), binaryVersion the one they run as (the GPU's when the driver compiled PTX) */
+    int ptxv = 0, binv = 0, si = neo__cu_test_image(0, &ptxv, &binv);
+    printf("image: ptxVersion %d binaryVersion %d (status %d)\n", ptxv, binv, si);
+    if (image_only) return si != NEO_OK;
     const char *seed = getenv("NEO_TEST_SEED");
     if (seed) rng_s = strtoull(seed, NULL, 10);
     printf("test_cuda_ops: seed %llu%s\n", (unsigned long long)rng_s, quick ? " (quick)" : "");
@@ -1343,7 +1458,22 @@ int main(int argc, char **argv) {
 
     const acase *cases = quick ? cases_quick : cases_full;
     const size_t n_cases = quick ? sizeof cases_quick / sizeof *cases_quick : sizeof cases_full / sizeof *cases_full;
-    for (size_t i = 0; i < n_cases; i++) run_attend(&cases[i]);
+    /* every case under the planner's own choice, then under forced plans so that every kernel
+       and block shape runs whatever this GPU's plan would be: the tensor-core kernel's wide and
+       narrow blocks, one split (its in-block finish), and the generic kernel for every shape */
+    const force plans[] = {{"", -1, -1, 0}, {" [wide]", 0, 0, 0}, {" [narrow]", 0, 1, 0}, {" [S=1]", -1, -1, 1}, {" [generic]", 2, -1, 0}};
+    for (size_t f = 0; f < sizeof plans / sizeof *plans; f++) {
+        if (quick && f != 0 && f != 2) continue; /* compute-sanitizer's time: the planner's plan and the narrow blocks */
+        FORCE = plans[f];
+        for (size_t i = 0; i < n_cases; i++) run_attend(&cases[i]);
+        /* NaN and inf: every kernel (f16 / bf16 tensor-core, f32 CUDA-core, d100 generic), decode
+           and prefill; prefill tiles of 8 queries put cell 69 beside queries that must not see it */
+        const int nf_type[] = {NEO_TYPE_F16, NEO_TYPE_BF16, NEO_TYPE_F32, NEO_TYPE_F16}, nf_d[] = {128, 64, 64, 100};
+        for (int ty = 0; ty < 4 && (!quick || f == 0); ty++)
+            for (int kind = 0; kind < 4; kind++)
+                for (int T = 1; T <= 10; T += 9) run_nonfinite(nf_type[ty], nf_d[ty], T, kind);
+    }
+    FORCE = plans[0];
     test_two_streams(quick ? 2048 : 32768);
 
     OPS.release(ST);

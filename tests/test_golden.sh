@@ -1,9 +1,9 @@
 #!/bin/sh
 # test_golden.sh BUILT_MINI_CHAT
 #
-# mini-chat on stories260K against llama2.c run.c's own output (../shared/models/reference, byte for
+# mini-chat on stories260K against llama2.c run.c's own output (tests/data/reference, byte for
 # byte), with the neo_attn flags that must not change the greedy text, plus its error paths and the
-# interactive mode. The model files come from $NEO_MODEL_DIR (default ../shared/models); without them
+# interactive mode. The model files come from $NEO_MODEL_DIR (default tests/data); without them
 # the test fails, it never skips. Prints a PASS/FAIL line per check; exits non-zero on any failure.
 # Run from the repository root: make test-golden   (or: sh tests/test_golden.sh build/mini-chat)
 set -e
@@ -19,13 +19,13 @@ if [ ! -x "$BIN" ]; then
 fi
 case $BIN in /*) ;; *) BIN=$(pwd)/$BIN ;; esac
 
-DIR=${NEO_MODEL_DIR:-../shared/models}
+DIR=${NEO_MODEL_DIR:-tests/data}
 GREEDY=reference/greedy-once-upon-a-time.txt
 SAMPLE=reference/sample-t1.0-p0.9-s42-once-upon-a-time.txt
 for f in stories260K.bin tok512.bin $GREEDY $SAMPLE; do
     if [ ! -f "$DIR/$f" ]; then
         echo "FAIL: test data $DIR/$f not found; set NEO_MODEL_DIR to the folder that holds stories260K.bin," \
-             "tok512.bin and reference/ (see ../shared/models/README.md)"
+             "tok512.bin and reference/ (the repository carries them in tests/data; see tests/data/README.md)"
         exit 1
     fi
 done
@@ -37,6 +37,10 @@ SAMPLE=$DIR/$SAMPLE
 PROMPT="Once upon a time"
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/neo_golden.XXXXXX")
+# mini-chat with a time limit where a bug would make it wait forever (timeout(1) where there is one)
+timeout_bin() {
+    if command -v timeout >/dev/null 2>&1; then timeout 60 "$BIN" "$@"; else "$BIN" "$@"; fi
+}
 trap 'rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM HUP
 mkdir "$T/empty" "$T/work" "$T/bad"
@@ -77,7 +81,7 @@ load_error() {
     e_name=$1
     e_text=$2
     shift 2
-    if "$BIN" "$@" >"$T/out" 2>"$T/err" </dev/null; then e_rc=0; else e_rc=$?; fi
+    if timeout_bin "$@" >"$T/out" 2>"$T/err" </dev/null; then e_rc=0; else e_rc=$?; fi
     e_lines=$(wc -l <"$T/err" | tr -d ' ')
     if [ "$e_rc" -eq 0 ]; then
         fail "$e_name: exit status 0, expected an error" "$T/err"
@@ -100,12 +104,18 @@ golden "sampled: -t 1.0 -p 0.9 -s 42 -n 256" "$SAMPLE" "$BIN" "$MODEL" -z "$TOK"
 golden "greedy with --threads 2" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --threads 2
 golden "greedy with --threads 1" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --threads 1
 golden "greedy with --neo-pipeline on" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --neo-pipeline on
-golden "greedy with --gpu-heads-frac 0.5" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --gpu-heads-frac 0.5
 golden "greedy with NEO_THREADS=2 NEO_PIPELINE=on NEO_GPU_HEADS_FRAC=0.25" "$GREEDY" \
     env NEO_THREADS=2 NEO_PIPELINE=on NEO_GPU_HEADS_FRAC=0.25 "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT"
+if grep -qF "NEO_GPU_HEADS_FRAC is ignored without --gpu or --gpu-standin" "$T/err"; then
+    pass "NEO_GPU_HEADS_FRAC without a GPU: a warning on stderr"
+else
+    fail "NEO_GPU_HEADS_FRAC without a GPU: no warning" "$T/err"
+fi
+# a temperature so small that the logits over it overflow: greedy, as -t 0
+golden "-t 1e-45 is greedy" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 1e-45 -n 256 -i "$PROMPT"
 
 # --- finding the model ---------------------------------------------------------------------------
-# $NEO_MODEL as a directory and as a file, from a directory with no models/ nor ../shared/models/;
+# $NEO_MODEL as a directory and as a file, from a directory with no models/, tests/data/ nor ../shared/models/;
 # the tokenizer is then tok512.bin beside the model
 RUN_DIR=$T/work
 golden "model from NEO_MODEL=<dir>, tokenizer beside it" "$GREEDY" env NEO_MODEL="$DIR" "$BIN" -t 0 -n 256 -i "$PROMPT"
@@ -134,9 +144,38 @@ load_error "missing tokenizer file" "$T/bad/no_such_tok.bin" "$MODEL" -z "$T/bad
 load_error "truncated tokenizer file" "$T/bad/truncated_tok.bin" "$MODEL" -z "$T/bad/truncated_tok.bin" -i "$PROMPT"
 load_error "empty tokenizer file" "$T/bad/empty_tok.bin" "$MODEL" -z "$T/bad/empty_tok.bin" -i "$PROMPT"
 load_error "model file given as the tokenizer" "$MODEL" "$MODEL" -z "$MODEL" -i "$PROMPT"
+# only regular files: a FIFO (which would block a read forever) or a directory is refused at once
+mkfifo "$T/bad/fifo"
+load_error "FIFO as the model" "not a regular file" "$T/bad/fifo" -z "$TOK" -i "$PROMPT"
+load_error "FIFO as the tokenizer" "not a regular file" "$MODEL" -z "$T/bad/fifo" -i "$PROMPT"
+load_error "directory as the model" "not a regular file" "$T/bad" -z "$TOK" -i "$PROMPT"
+# a model of one token (which the library accepts) and a tokenizer of one: mini-chat needs <unk>,
+# BOS and EOS. Header {dim 8, hidden 8, 1 layer, 2 heads, 2 KV heads, vocab 1, seq_len 8}, then
+# zero weights: 480 floats, and the RoPE tables, 8 x 4 / 2 x 2 floats.
+le32() { printf "\\$(printf %03o "$1")\\000\\000\\000"; }
+{ for v in 8 8 1 2 2 1 8; do le32 $v; done; head -c $((4 * 480 + 4 * 32)) /dev/zero; } >"$T/bad/vocab1.bin"
+{ le32 2; head -c 4 /dev/zero; le32 2; printf 'hi'; } >"$T/bad/tok1.bin"
+load_error "a model of one token" "needs at least 3" "$T/bad/vocab1.bin" -z "$T/bad/tok1.bin" -n 8 -i hi
+load_error "a model of one token, chat mode" "needs at least 3" "$T/bad/vocab1.bin" -z "$T/bad/tok1.bin" -n 8
+# a prompt that cannot fit the context: refused before it is encoded (5000 bytes need at least 715
+# tokens of at most 7 bytes), or after (1000 bytes that take a token each)
+long=$(head -c 5000 /dev/zero | tr '\000' a)
+load_error "a 5000-byte prompt: refused before encoding" "needs at least 715 tokens" "$MODEL" -z "$TOK" -i "$long"
+tildes=$(head -c 1000 /dev/zero | tr '\000' '~')
+load_error "a prompt of 1002 tokens" "the prompt is 1002 tokens" "$MODEL" -z "$TOK" -i "$tildes"
 
 # --- flags ---------------------------------------------------------------------------------------
-for bad in "--threads x" "--gpu-heads-frac 2" "--neo-pipeline sideways" "--kv-type f8" "-t abc" "--nope 1"; do
+load_error "--gpu-heads-frac without --gpu: refused" "--gpu-heads-frac needs --gpu or --gpu-standin" \
+    "$MODEL" -z "$TOK" -t 0 -n 16 -i "$PROMPT" --gpu-heads-frac 0.5
+load_error "--gpu-kv-budget without --gpu: refused" "--gpu-kv-budget needs --gpu or --gpu-standin" \
+    "$MODEL" -z "$TOK" -t 0 -n 16 -i "$PROMPT" --gpu-kv-budget 1000
+if "$BIN" "$MODEL" -z "$TOK" -t 0 -n 16 -i "$PROMPT" --threads 1 >"$T/out" 2>"$T/err" </dev/null &&
+   grep -q ": 1 thread, " "$T/err"; then
+    pass "--threads 1: the stats say '1 thread'"
+else
+    fail "--threads 1: the stats line" "$T/err"
+fi
+for bad in "--threads x" "--gpu-heads-frac 2" "--gpu-kv-budget -1" "--neo-pipeline sideways" "--kv-type f8" "-t abc" "--nope 1"; do
     # shellcheck disable=SC2086  # split "flag value" on purpose
     if "$BIN" "$MODEL" -z "$TOK" $bad -i "$PROMPT" >"$T/out" 2>"$T/err" </dev/null; then b_rc=0; else b_rc=$?; fi
     if [ "$b_rc" -eq 1 ] && [ ! -s "$T/out" ] && grep -q "Usage" "$T/err"; then
@@ -184,8 +223,10 @@ elif ! grep -qF "[stats]" "$T/out" || ! grep -q "tok/s" "$T/out" || ! grep -q "b
     fail "chat: /stats printed no tok/s or KV bytes" "$T/out"
 elif ! grep -qF "[context cleared]" "$T/out"; then
     fail "chat: /reset did not answer" "$T/out"
+elif ! grep -qF "[the reply stopped at the step limit, -n 30]" "$T/out"; then
+    fail "chat: a reply cut at -n has no marker" "$T/out"
 else
-    pass "chat: reply, /stats, /reset, /quit, exit 0"
+    pass "chat: reply (cut at -n, with a marker), /stats, /reset, /quit, exit 0"
 fi
 # after /reset the session starts over: the same line gives the same greedy reply as at first
 if printf 'Once upon a time\n/reset\nOnce upon a time\n' | "$BIN" "$MODEL" -n 20 -t 0 >"$T/out" 2>"$T/err"; then
@@ -212,10 +253,20 @@ else
     fail "chat: full context" "$T/err"
 fi
 
+# a line that cannot fit the context is refused before it is encoded; the chat goes on
+{ echo "Once upon a time"; head -c 100000 /dev/zero | tr '\000' a; echo; echo "/quit"; } >"$T/huge_line"
+if "$BIN" "$MODEL" -n 5 -t 0 <"$T/huge_line" >"$T/out" 2>"$T/err" &&
+   grep -qF "that line needs at least 14286 more" "$T/out"; then
+    pass "chat: a 100 KB line is refused at once, exit 0"
+else
+    fail "chat: a 100 KB line" "$T/out"
+fi
+
 # --- the seeds' checks, on the host stand-in GPU (the same split orchestration as CUDA) --------
 # C1: greedy output identical with no split, split + stream-back (OFF) and split + both halves (ON)
 for split in "" "--gpu-heads-frac 0.5 --neo-pipeline off" "--gpu-heads-frac 0.5 --neo-pipeline on" \
-             "--gpu-heads-frac 0.25 --neo-pipeline auto" "--gpu-heads-frac 0.75 --neo-pipeline on --kv-type f16"; do
+             "--gpu-heads-frac 0.25 --neo-pipeline auto" "--gpu-heads-frac 0.75 --neo-pipeline on --kv-type f16" \
+             "--gpu-kv-budget 300000 --neo-pipeline on" "--gpu-kv-budget 0 --neo-pipeline off"; do
     # shellcheck disable=SC2086  # split "flag value" on purpose
     golden "C1 stand-in GPU $split: greedy" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --gpu-standin $split
 done
@@ -234,8 +285,15 @@ if [ $# -eq 4 ] && [ "$1" -gt 0 ] && [ "$2" -eq 0 ] && [ "$3" -eq $(($1 / 2)) ] 
 else
     fail "C3 stand-in GPU: KV bytes '$*'" "$T/c3b"
 fi
+# the stand-in's stats say what it does, not "0 with both halves overlapped"
+if grep -qF "the stand-in GPU runs its half on the host, one half after the other" "$T/c3b" &&
+   ! grep -q "overlapped" "$T/c3b"; then
+    pass "stand-in GPU: the stats say the halves take turns"
+else
+    fail "stand-in GPU: the stats line" "$T/c3b"
+fi
 
-echo "test_golden: $((n_checks - n_failed)) of $n_checks checks passed"
+echo "test_golden: $((n_checks - n_failed)) passed, $n_failed failed"
 if [ "$n_failed" -ne 0 ]; then
     echo "test_golden: FAILED"
     exit 1

@@ -1,5 +1,5 @@
 /* test_model.c - the llama2.c checkpoint loader and the decode loop.
-   - stories260K.bin from NEO_MODEL_DIR (default ../shared/models; a missing file is a failure):
+   - stories260K.bin from NEO_MODEL_DIR (default tests/data; a missing file is a failure):
      its header through neo_model_get_info, and greedy decoding of run.c's prompt matching the
      token ids run.c printed (NEO_MODEL_DIR/reference), deterministic across thread counts and
      after a truncate; F16 and BF16 caches close to the F32 one.
@@ -598,7 +598,7 @@ static void test_stories(neo_runtime *rt) {
     file = read_all(path, &size);
     if (!CHECK(file != NULL)) {
         fprintf(stderr, "test_model: FAIL: cannot read %s; set NEO_MODEL_DIR to the folder holding stories260K.bin "
-                        "(the repository expects ../shared/models)\n", path);
+                        "(the repository carries it in tests/data)\n", path);
         return;
     }
     CHECK(size == 1056540);
@@ -682,7 +682,7 @@ int main(int argc, char **argv) {
     neo_runtime_desc rd = {0};
 
     if (argc == 3 && strcmp(argv[1], "--write-seeds") == 0) return write_seeds(argv[2]);
-    snprintf(model_dir, sizeof model_dir, "%s", env && *env ? env : "../shared/models");
+    snprintf(model_dir, sizeof model_dir, "%s", env && *env ? env : "tests/data");
     snprintf(tmp_dir, sizeof tmp_dir, "%s/neo_test_model.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     check_context("temp dir");
     if (!CHECK(mkdtemp(tmp_dir) != NULL)) return check_summary("test_model");

@@ -12,7 +12,8 @@
 
    Run:
        ./mini-chat stories260K.bin -z tok512.bin -t 0 -n 256 -i "Once upon a time"
-       ./mini-chat                 (chat; finds stories260K.bin in $NEO_MODEL, models/ or ../shared/models/)
+       ./mini-chat                 (chat; finds stories260K.bin in $NEO_MODEL, models/, tests/data/
+                                    or ../shared/models/)
    Model: https://huggingface.co/karpathy/tinyllamas/tree/main/stories260K (stories260K.bin, tok512.bin).
 
    Define MINI_CHAT_NO_MAIN before including this file to get only the tokenizer
@@ -32,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -43,6 +45,8 @@
    File: int32 max_token_length, then per token: float32 score, int32 len, len bytes.
    --------------------------------------------------------------------------------------------- */
 
+#define MINI_CHAT_MIN_TEMPERATURE 1e-6f /* below it, sampling is greedy (see main) */
+#define MINI_CHAT_MIN_VOCAB 3            /* <unk>, BOS (1) and EOS (2): encode stores ids 1 and 2 */
 #define MINI_CHAT_MAX_VOCAB (1 << 24)    /* more tokens than this is not a tokenizer */
 #define MINI_CHAT_MAX_PIECE (1 << 16)    /* nor is a token longer than this */
 #define MINI_CHAT_MAX_TOKENIZER_FILE ((size_t)1 << 30)
@@ -61,6 +65,7 @@ typedef struct {
     TokenIndex *sorted_vocab;  /* [vocab_size] sorted with strcmp, for bsearch */
     int vocab_size;
     int max_token_length;      /* longest piece actually present (the header's value is not trusted) */
+    int max_token_bytes;       /* most text bytes one token can stand for, 0 = no bound (see min_tokens) */
     char *pool;                /* the bytes of every piece */
     char *str_buffer;          /* a merge candidate (two pieces) or one UTF-8 codepoint, + NUL */
     unsigned char byte_pieces[512];   /* "\x00", "\x01", ... for the <0xXX> tokens */
@@ -102,8 +107,9 @@ static int build_tokenizer_memory(Tokenizer *t, const void *data, size_t size, i
     const unsigned char *bytes = (const unsigned char *)data;
     memset(t, 0, sizeof *t);
     if (msg_size > 0) msg[0] = '\0';
-    if (vocab_size < 1 || vocab_size > MINI_CHAT_MAX_VOCAB) {
-        snprintf(msg, msg_size, "vocabulary size %d is out of range", vocab_size);
+    if (vocab_size < MINI_CHAT_MIN_VOCAB || vocab_size > MINI_CHAT_MAX_VOCAB) {
+        snprintf(msg, msg_size, "vocabulary size %d is out of range: the tokens are %d to %d (<unk>, BOS and EOS are ids 0-2)",
+                 vocab_size, MINI_CHAT_MIN_VOCAB, MINI_CHAT_MAX_VOCAB);
         return TOK_ERR_FORMAT;
     }
     if (data == NULL || size < 4) {
@@ -168,6 +174,13 @@ static int build_tokenizer_memory(Tokenizer *t, const void *data, size_t size, i
         dst += len + 1;
     }
     t->max_token_length = max_len;
+    /* encode's first symbols are codepoints, whose pieces are their bytes, and byte tokens (ids
+       3-258, or 0 past the vocabulary), each for one byte. If no byte token is empty, no symbol
+       stands for more bytes than its piece has, nor does any merge of them: a token is at most
+       max_len bytes of text. An empty byte token would merge away for free: no bound then. */
+    t->max_token_bytes = max_len;
+    for (int i = 0; i < vocab_size && i < 259; i++)
+        if ((i == 0 || i >= 3) && t->vocab_len[i] == 0) t->max_token_bytes = 0;
     qsort(t->sorted_vocab, n, sizeof(TokenIndex), compare_tokens);
     /* two pieces + NUL for a merge; at least a 4-byte codepoint + NUL */
     t->str_buffer = malloc((size_t)max_len * 2 + 8);
@@ -183,12 +196,119 @@ static int build_tokenizer_memory(Tokenizer *t, const void *data, size_t size, i
     return TOK_OK;
 }
 
+/* The id of the piece that is the pieces of ids a and b joined, or -1; buf holds the joined bytes. */
+static int merge_lookup(const Tokenizer *t, int a, int b) {
+    int la = t->vocab_len[a], lb = t->vocab_len[b];
+    memcpy(t->str_buffer, t->vocab[a], (size_t)la);
+    memcpy(t->str_buffer + la, t->vocab[b], (size_t)lb);
+    t->str_buffer[la + lb] = '\0';
+    return str_lookup(t, t->str_buffer);
+}
+
+/* A candidate merge of the symbols at left and right (indices into encode's tokens, which never
+   move); lv, rv are their versions when it was made, so a stale candidate is recognised. */
+typedef struct {
+    float score;
+    int left, right, id;
+    unsigned lv, rv;
+} MergeCand;
+
+/* run.c's order: the best score first, and of equal scores the leftmost pair. The left index of a
+   pair is its position in the text, since merging keeps the symbols in order. */
+static int cand_before(const MergeCand *a, const MergeCand *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static void heap_push(MergeCand *h, int *n, MergeCand c) {
+    int i = (*n)++;
+    while (i > 0 && cand_before(&c, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = c;
+}
+
+static MergeCand heap_pop(MergeCand *h, int *n) {
+    MergeCand top = h[0], last = h[--*n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && cand_before(&h[c + 1], &h[c])) c++;
+        if (!cand_before(&h[c], &last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = last;
+    return top;
+}
+
+/* The state of the merges over tokens[0, n): a doubly linked list of live symbols. */
+typedef struct {
+    int *next, *prev;    /* [n] neighbours among the live symbols, -1 at the ends */
+    unsigned *version;   /* [n] bumped when the symbol's id changes; ~0u once merged away */
+    MergeCand *heap;     /* [3n] every pair made, a merge makes at most two */
+    int n_heap;
+} MergeState;
+
+/* Queues the pair (left, right) if its joined piece is in the vocabulary. run.c starts its best
+   score at -1e10, so a merge scoring no more than that (or NaN) is never made. */
+static void push_pair(const Tokenizer *t, MergeState *m, const int *tokens, int left, int right) {
+    if (left < 0 || right < 0) return;
+    int id = merge_lookup(t, tokens[left], tokens[right]);
+    if (id == -1 || !(t->vocab_scores[id] > -1e10f)) return;
+    MergeCand c;
+    c.score = t->vocab_scores[id], c.left = left, c.right = right, c.id = id;
+    c.lv = m->version[left], c.rv = m->version[right];
+    heap_push(m->heap, &m->n_heap, c);
+}
+
+/* run.c's merge loop (merge the adjacent pair whose merged piece scores best, the leftmost of
+   equal ones, until no pair is in the vocabulary) in O(n log n): the pairs wait in a heap, and a
+   pair whose symbols changed since it was queued is dropped when it comes up. Compacts tokens
+   and returns their new count, or -1 when out of memory. */
+static int merge_pairs(const Tokenizer *t, int *tokens, int n) {
+    MergeState m;
+    size_t un = n > 0 ? (size_t)n : 1;
+    m.next = malloc(un * sizeof *m.next);
+    m.prev = malloc(un * sizeof *m.prev);
+    m.version = malloc(un * sizeof *m.version);
+    m.heap = malloc(3 * un * sizeof *m.heap);
+    m.n_heap = 0;
+    int out = -1;
+    if (m.next && m.prev && m.version && m.heap) {
+        for (int i = 0; i < n; i++) m.next[i] = i + 1 < n ? i + 1 : -1, m.prev[i] = i - 1, m.version[i] = 0;
+        for (int i = 0; i + 1 < n; i++) push_pair(t, &m, tokens, i, i + 1);
+        while (m.n_heap > 0) {
+            MergeCand c = heap_pop(m.heap, &m.n_heap);
+            if (m.version[c.left] != c.lv || m.version[c.right] != c.rv) continue;   /* stale */
+            tokens[c.left] = c.id;
+            m.version[c.left]++;
+            m.version[c.right] = ~0u;
+            m.next[c.left] = m.next[c.right];
+            if (m.next[c.right] >= 0) m.prev[m.next[c.right]] = c.left;
+            push_pair(t, &m, tokens, m.prev[c.left], c.left);
+            push_pair(t, &m, tokens, c.left, m.next[c.left]);
+        }
+        out = 0;
+        for (int i = 0; i < n; i++)
+            if (m.version[i] != ~0u) tokens[out++] = tokens[i];
+    }
+    free(m.heap);
+    free(m.version);
+    free(m.prev);
+    free(m.next);
+    return out;
+}
+
 /* run.c's encode: optional BOS (1), a dummy-prefix " " when text is not empty, one token per UTF-8
    codepoint found in the vocabulary (else one byte token, id byte + 3, per byte), then greedy
-   merges of the best-scoring adjacent pair, then optional EOS (2).
-   tokens must have room for strlen(text) + 3 ids. */
-static void encode(Tokenizer *t, const char *text, int bos, int eos, int *tokens, int *n_tokens) {
+   merges of the best-scoring adjacent pair, then optional EOS (2). Every id it stores is below
+   vocab_size: the tokenizer has at least 3 tokens (build_tokenizer_memory refuses fewer).
+   tokens must have room for strlen(text) + 3 ids. Returns 0, or -1 when out of memory. */
+static int encode(Tokenizer *t, const char *text, int bos, int eos, int *tokens, int *n_tokens) {
     int n = 0;
+    *n_tokens = 0;
     if (bos) tokens[n++] = 1;
     if (text[0] != '\0') {
         int dummy_prefix = str_lookup(t, " ");
@@ -218,29 +338,19 @@ static void encode(Tokenizer *t, const char *text, int bos, int eos, int *tokens
         str_len = 0;
     }
 
-    /* merge the adjacent pair whose merged piece scores best, until no pair is in the vocabulary */
-    for (;;) {
-        float best_score = -1e10f;
-        int best_id = -1, best_idx = -1;
-        for (int i = 0; i < n - 1; i++) {
-            int la = t->vocab_len[tokens[i]], lb = t->vocab_len[tokens[i + 1]];
-            memcpy(buf, t->vocab[tokens[i]], (size_t)la);
-            memcpy(buf + la, t->vocab[tokens[i + 1]], (size_t)lb);
-            buf[la + lb] = '\0';
-            int id = str_lookup(t, buf);
-            if (id != -1 && t->vocab_scores[id] > best_score) {
-                best_score = t->vocab_scores[id];
-                best_id = id;
-                best_idx = i;
-            }
-        }
-        if (best_idx == -1) break;
-        tokens[best_idx] = best_id;
-        for (int i = best_idx + 1; i < n - 1; i++) tokens[i] = tokens[i + 1];
-        n--;
-    }
+    n = merge_pairs(t, tokens, n);
+    if (n < 0) return -1;
     if (eos) tokens[n++] = 2;
     *n_tokens = n;
+    return 0;
+}
+
+/* The fewest tokens encode can make of text_len bytes, found without encoding them, so that a
+   prompt that cannot fit the context is refused before the work. (Not one more for BOS: run.c
+   merges BOS like any token, and a tokenizer may let it merge.) */
+static long min_tokens(const Tokenizer *t, size_t text_len) {
+    if (t->max_token_bytes <= 0) return 0;
+    return (long)((text_len + (size_t)t->max_token_bytes - 1) / (size_t)t->max_token_bytes);
 }
 
 /* run.c's decode: the text of token after prev_token. After BOS the leading space is dropped;
@@ -256,14 +366,34 @@ static const char *decode(const Tokenizer *t, int prev_token, int token) {
 
 #ifndef MINI_CHAT_NO_MAIN
 
+/* Opens path for reading if it is a regular file, else returns NULL with the reason in msg. A FIFO
+   or a device would make a read wait or never end; O_NONBLOCK keeps the open itself from waiting
+   for a FIFO's writer, and fstat then refuses it. */
+static FILE *open_regular_file(const char *path, char *msg, size_t msg_size) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(msg, msg_size, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(msg, msg_size, "not a regular file");
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        snprintf(msg, msg_size, "cannot open: %s", strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 /* Reads a tokenizer file and loads it as above. */
 static int build_tokenizer(Tokenizer *t, const char *path, int vocab_size, char *msg, size_t msg_size) {
     memset(t, 0, sizeof *t);
-    FILE *file = fopen(path, "rb");
-    if (!file) {
-        snprintf(msg, msg_size, "cannot open: %s", strerror(errno));
-        return TOK_ERR_IO;
-    }
+    FILE *file = open_regular_file(path, msg, msg_size);
+    if (!file) return TOK_ERR_IO;
     unsigned char *buf = NULL;
     size_t len = 0, cap = 0;
     int rc = TOK_OK;
@@ -448,6 +578,7 @@ typedef struct {
     neo_model_info config;
     neo_runtime_info rt_info;
     neo_type kv_type;
+    int gpu_standin;        /* the GPU is neo_attn's host stand-in */
     int n_ctx;
     float *logits;          /* [vocab_size] */
     long long n_forward;    /* tokens run */
@@ -524,20 +655,27 @@ static int build_transformer(Transformer *t, const char *checkpoint_path, const 
     }
     neo_runtime_get_info(t->rt, &t->rt_info);
 
+    char why[128];
+    FILE *f = open_regular_file(checkpoint_path, why, sizeof why);   /* a FIFO would block the load */
+    if (!f) {
+        fprintf(stderr, "mini-chat: %s: cannot load the model: %s\n", checkpoint_path, why);
+        free_transformer(t);
+        return -1;
+    }
+    fclose(f);
     st = neo_model_load(checkpoint_path, &t->model);
     if (st != NEO_OK) {
-        const char *detail = "";
-        if (st == NEO_ERR_IO) {   /* say why, when the system knows */
-            FILE *f = fopen(checkpoint_path, "rb");
-            if (!f) detail = strerror(errno);
-            else fclose(f);
-        }
-        fprintf(stderr, "mini-chat: %s: cannot load the model: %s%s%s\n", checkpoint_path, neo_status_string(st),
-                detail[0] ? ": " : "", detail);
+        fprintf(stderr, "mini-chat: %s: cannot load the model: %s\n", checkpoint_path, neo_status_string(st));
         free_transformer(t);
         return -1;
     }
     neo_model_get_info(t->model, &t->config);
+    if (t->config.vocab_size < MINI_CHAT_MIN_VOCAB) {
+        fprintf(stderr, "mini-chat: %s: the model's vocabulary is %d; mini-chat needs at least %d tokens (<unk>, BOS, EOS)\n",
+                checkpoint_path, t->config.vocab_size, MINI_CHAT_MIN_VOCAB);
+        free_transformer(t);
+        return -1;
+    }
 
     neo_session_desc sd = {0};
     sd.n_ctx = 0;   /* the model's seq_len, as run.c */
@@ -559,6 +697,7 @@ static int build_transformer(Transformer *t, const char *checkpoint_path, const 
         return -1;
     }
     t->kv_type = o->kv_type;
+    t->gpu_standin = o->gpu_standin;
     t->n_ctx = t->config.seq_len;
     t->logits = malloc((size_t)t->config.vocab_size * sizeof(float));
     if (!t->logits) {
@@ -584,13 +723,18 @@ static void print_neo_info(const Transformer *t, FILE *out) {
     neo_layer_info li;
     memset(&li, 0, sizeof li);
     neo_session_get_info(t->session, &li);
-    fprintf(out, "neo_attn %s: %d threads, cpu %s%s, KV cache %s: %zu bytes GPU + %zu bytes host, "
-                 "KV heads per layer %d GPU + %d CPU, pipeline %s, context %d of %d tokens, "
-                 "%lld decode calls (%lld with both halves overlapped)\n",
-            neo_attn_version(), t->rt_info.n_threads, neo_cpu_isa_name(t->rt_info.cpu_isa),
-            t->rt_info.gpu ? ", GPU" : "", kv_type_name(t->kv_type), li.gpu_bytes, li.host_bytes, li.gpu_heads,
-            li.cpu_heads, pipeline_name(li.pipeline), neo_session_length(t->session), t->n_ctx, li.n_decode,
-            li.n_overlapped);
+    fprintf(out, "neo_attn %s: %d thread%s, cpu %s%s, KV cache %s: %zu bytes GPU + %zu bytes host, "
+                 "KV heads per layer %d GPU + %d CPU, pipeline %s, context %d of %d tokens, %lld decode calls",
+            neo_attn_version(), t->rt_info.n_threads, t->rt_info.n_threads == 1 ? "" : "s",
+            neo_cpu_isa_name(t->rt_info.cpu_isa), !t->rt_info.gpu ? "" : t->gpu_standin ? ", GPU stand-in" : ", GPU",
+            kv_type_name(t->kv_type), li.gpu_bytes, li.host_bytes, li.gpu_heads, li.cpu_heads,
+            pipeline_name(li.pipeline), neo_session_length(t->session), t->n_ctx, li.n_decode);
+    /* the stand-in is synchronous: its half never overlaps the CPU half */
+    if (t->gpu_standin && li.cpu_heads > 0)
+        fprintf(out, " (the stand-in GPU runs its half on the host, one half after the other)");
+    else if (t->rt_info.gpu && li.cpu_heads > 0)
+        fprintf(out, " (%lld with both halves overlapped)", li.n_overlapped);
+    fprintf(out, "\n");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -609,12 +753,23 @@ static void safe_printf(const char *piece) {
 
 static int generate(Transformer *t, Tokenizer *tok, Sampler *sampler, const char *prompt, int steps) {
     int num_prompt_tokens = 0;
-    int *prompt_tokens = malloc((strlen(prompt) + 3) * sizeof(int));   /* + BOS, EOS, NUL */
-    if (!prompt_tokens) {
-        fprintf(stderr, "mini-chat: out of memory\n");
+    size_t prompt_len = strlen(prompt);
+    if (min_tokens(tok, prompt_len) > t->n_ctx) {
+        fprintf(stderr, "mini-chat: the prompt (%zu bytes) needs at least %ld tokens; the context holds %d\n",
+                prompt_len, min_tokens(tok, prompt_len), t->n_ctx);
         return -1;
     }
-    encode(tok, prompt, 1, 0, prompt_tokens, &num_prompt_tokens);
+    int *prompt_tokens = malloc((prompt_len + 3) * sizeof(int));   /* + BOS, EOS, NUL */
+    if (!prompt_tokens || encode(tok, prompt, 1, 0, prompt_tokens, &num_prompt_tokens) != 0) {
+        fprintf(stderr, "mini-chat: out of memory\n");
+        free(prompt_tokens);
+        return -1;
+    }
+    if (num_prompt_tokens > t->n_ctx) {
+        fprintf(stderr, "mini-chat: the prompt is %d tokens; the context holds %d\n", num_prompt_tokens, t->n_ctx);
+        free(prompt_tokens);
+        return -1;
+    }
 
     double start = 0;            /* the timer starts after the first token, as run.c's */
     int token = prompt_tokens[0];
@@ -716,7 +871,18 @@ static int chat(Transformer *t, Tokenizer *tok, Sampler *sampler, int steps) {
         }
         int n_tokens = 0;
         int used = neo_session_length(t->session);
-        encode(tok, line, used == 0, 0, tokens, &n_tokens);
+        long least = min_tokens(tok, len);
+        if (least > t->n_ctx - used) {
+            printf("[the context is full: %d of %d tokens used, that line needs at least %ld more; type /reset to "
+                   "start over]\n",
+                   used, t->n_ctx, least);
+            continue;
+        }
+        if (encode(tok, line, used == 0, 0, tokens, &n_tokens) != 0) {
+            fprintf(stderr, "mini-chat: out of memory\n");
+            rc = -1;
+            break;
+        }
         if (n_tokens == 0) continue;
         if (n_tokens > t->n_ctx - used) {
             printf("[the context is full: %d of %d tokens used, that line needs %d more; type /reset to start over]\n",
@@ -753,6 +919,7 @@ static int chat(Transformer *t, Tokenizer *tok, Sampler *sampler, int steps) {
             token = next;
             n_reply++;
         }
+        if (rc == 0 && steps > 0 && n_reply == steps) printf(" [the reply stopped at the step limit, -n %d]", steps);
         printf("\n");
         reply_tokens = n_reply;
         reply_seconds = now_seconds() - t0;
@@ -776,10 +943,10 @@ static void usage(FILE *out) {
             "Usage:   mini-chat [MODEL] [options]\n"
             "Example: mini-chat stories260K.bin -z tok512.bin -t 0 -n 256 -i \"Once upon a time\"\n"
             "         mini-chat                  (chat: type lines; /reset, /stats, /quit)\n"
-            "MODEL is a llama2.c checkpoint; default: stories260K.bin in $NEO_MODEL (a file or a directory),\n"
-            "models/ or ../shared/models/.\n"
+            "MODEL is a llama2.c checkpoint (a regular file); default: stories260K.bin in $NEO_MODEL (a file\n"
+            "or a directory), models/, tests/data/ or ../shared/models/.\n"
             "Options (as llama2.c run.c):\n"
-            "  -t <float>  temperature in [0,inf], default 1.0 (0 = greedy)\n"
+            "  -t <float>  temperature in [0,inf], default 1.0 (0 = greedy; below 1e-6 greedy too)\n"
             "  -p <float>  p value in top-p (nucleus) sampling in [0,1], default 0.9\n"
             "  -s <int>    random seed, default time(NULL)\n"
             "  -n <int>    number of steps to run for, default 256. 0 = max_seq_len\n"
@@ -788,9 +955,10 @@ static void usage(FILE *out) {
             "neo_attn options (the environment variable is used when the flag is not given):\n"
             "  --kv-type f16|bf16|f32     KV cache storage, default f32 (matches run.c exactly)\n"
             "  --gpu-heads-frac <float>   share of KV heads in GPU memory, in [0,1]; default 1 = all, no split\n"
-            "                             (NEO_GPU_HEADS_FRAC)\n"
+            "                             (NEO_GPU_HEADS_FRAC); needs --gpu or --gpu-standin\n"
             "  --gpu-kv-budget <bytes>    GPU memory for the KV cache instead: as many heads as fit, the rest\n"
-            "                             spread evenly over the layers' host memory (NEO_GPU_KV_BUDGET)\n"
+            "                             spread evenly over the layers' host memory (NEO_GPU_KV_BUDGET); needs\n"
+            "                             --gpu or --gpu-standin\n"
             "  --neo-pipeline off|on|auto how a split layer runs, default auto (NEO_PIPELINE)\n"
             "  --threads <int>            CPU threads, default 0 = online cores (NEO_THREADS)\n"
             "  --gpu                      attention on a CUDA GPU (needs a NEO_ATTN_CUDA build)\n"
@@ -886,7 +1054,8 @@ static char *path_join(const char *dir, const char *name) {
     return p;
 }
 
-/* stories260K.bin in $NEO_MODEL (a file, or a directory holding it), models/, ../shared/models/ */
+/* stories260K.bin in $NEO_MODEL (a file, or a directory holding it), models/, tests/data/ (the
+   repository's copy, when run from its root), ../shared/models/ */
 static char *find_model(void) {
     const char *env = getenv("NEO_MODEL");
     if (env && env[0]) {
@@ -897,7 +1066,7 @@ static char *find_model(void) {
             free(p);
         }
     }
-    static const char *const dirs[] = {"models", "../shared/models"};
+    static const char *const dirs[] = {"models", "tests/data", "../shared/models"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char *p = path_join(dirs[i], "stories260K.bin");
         if (p && is_regular_file(p)) return p;
@@ -940,11 +1109,15 @@ int main(int argc, char **argv) {
     neo.gpu_standin = 0;                  /* --gpu-standin: 0 = a real GPU when --gpu */
 
     /* the environment first, so that a flag wins */
-    const char *env;
-    if ((env = getenv("NEO_GPU_HEADS_FRAC")) && env[0] && parse_frac(env, &neo.gpu_heads_frac) != 0)
-        return bad_value("NEO_GPU_HEADS_FRAC", env);
-    if ((env = getenv("NEO_GPU_KV_BUDGET")) && env[0] && parse_bytes(env, &neo.gpu_kv_budget) != 0)
-        return bad_value("NEO_GPU_KV_BUDGET", env);
+    const char *env, *frac_from = NULL;   /* where a GPU share came from, if anywhere */
+    if ((env = getenv("NEO_GPU_HEADS_FRAC")) && env[0]) {
+        if (parse_frac(env, &neo.gpu_heads_frac) != 0) return bad_value("NEO_GPU_HEADS_FRAC", env);
+        frac_from = "NEO_GPU_HEADS_FRAC";
+    }
+    if ((env = getenv("NEO_GPU_KV_BUDGET")) && env[0]) {
+        if (parse_bytes(env, &neo.gpu_kv_budget) != 0) return bad_value("NEO_GPU_KV_BUDGET", env);
+        frac_from = "NEO_GPU_KV_BUDGET";
+    }
     if ((env = getenv("NEO_PIPELINE")) && env[0] && parse_pipeline(env, &neo.pipeline) != 0)
         return bad_value("NEO_PIPELINE", env);
     if ((env = getenv("NEO_THREADS")) && env[0] && parse_threads(env, &neo.n_threads) != 0)
@@ -1012,8 +1185,10 @@ int main(int argc, char **argv) {
             if (parse_kv_type(value, &neo.kv_type) != 0) return bad_value("--kv-type", value);
         } else if (strcmp(name, "--gpu-heads-frac") == 0) {
             if (parse_frac(value, &neo.gpu_heads_frac) != 0) return bad_value("--gpu-heads-frac", value);
+            frac_from = "--gpu-heads-frac";
         } else if (strcmp(name, "--gpu-kv-budget") == 0) {
             if (parse_bytes(value, &neo.gpu_kv_budget) != 0) return bad_value("--gpu-kv-budget", value);
+            frac_from = "--gpu-kv-budget";
         } else if (strcmp(name, "--neo-pipeline") == 0) {
             if (parse_pipeline(value, &neo.pipeline) != 0) return bad_value("--neo-pipeline", value);
         } else {
@@ -1027,6 +1202,23 @@ int main(int argc, char **argv) {
     if (temperature < 0.0) temperature = 0.0f;
     if (topp < 0.0 || 1.0 < topp) topp = 0.9f;
     if (steps < 0) steps = 0;
+    /* the sampler divides the logits by the temperature: below this minimum a logit of 1e32 would
+       overflow to inf and the softmax give NaN; the distribution is one-hot long before that */
+    if (temperature > 0.0f && temperature < MINI_CHAT_MIN_TEMPERATURE) {
+        fprintf(stderr, "mini-chat: temperature %g is below %g: greedy decoding\n", (double)temperature,
+                (double)MINI_CHAT_MIN_TEMPERATURE);
+        temperature = 0.0f;
+    }
+    /* with the CPU alone every KV head is in host memory: a GPU share would be silently ignored */
+    if (frac_from && !neo.gpu && !neo.gpu_standin) {
+        if (frac_from[0] == '-') { /* a flag */
+            fprintf(stderr, "mini-chat: %s needs --gpu or --gpu-standin (on the CPU alone every KV head is in host "
+                            "memory)\n", frac_from);
+            return 1;
+        }
+        fprintf(stderr, "mini-chat: %s is ignored without --gpu or --gpu-standin\n", frac_from);
+        neo.gpu_kv_budget = -1;
+    }
 
     char *found_model = NULL, *found_tokenizer = NULL;
     if (!checkpoint_path) {
@@ -1034,8 +1226,8 @@ int main(int argc, char **argv) {
         if (!found_model) {
             const char *nm = getenv("NEO_MODEL");
             fprintf(stderr,
-                    "mini-chat: no model given and stories260K.bin not found in $NEO_MODEL (%s), models/ or "
-                    "../shared/models/\n"
+                    "mini-chat: no model given and stories260K.bin not found in $NEO_MODEL (%s), models/, "
+                    "tests/data/ or ../shared/models/\n"
                     "  get stories260K.bin and tok512.bin from "
                     "https://huggingface.co/karpathy/tinyllamas/tree/main/stories260K\n"
                     "  and put them in models/, or pass the model's path (mini-chat --help)\n",
