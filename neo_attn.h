@@ -186,6 +186,13 @@
    measures this on the machine at hand; docs/BENCHMARKS.md has measured figures.
    neo_runtime_desc.gpu_standin = 1 runs the same orchestration on a host stand-in for the GPU
    (host memory, synchronous), which is how the split paths are tested where there is no GPU.
+   Many sequences: neo_attn_append_batch and neo_attn_decode_batch take one token for each of n
+   layers of one shape (n sequences' caches of one model layer), with the host halves of all of
+   them in one job of the pool and one join, the device halves together, and the results of n
+   single calls. gpu_heads = NEO_GPU_HEADS_NONE keeps a layer's whole cache in host memory;
+   neo_layer_set_gpu_heads moves heads between the sides with their contents (a scheduler
+   rebalancing, an idle sequence giving its GPU share back); neo_plan_gpu_heads places heads from
+   a GPU byte budget; neo_runtime_sync waits for everything queued.
 
    THREADS AND DETERMINISM
    -----------------------
@@ -221,14 +228,15 @@
        >>config  >>util  >>status  >>pool (thread pool: launch, help, wait)  >>cpu (SIMD
        kernels)  >>attn (CPU flash-attention: ranges, merge tree)  >>host (the CPU backend)
        >>standin (the GPU stand-in for tests)  >>runtime  >>layer (KV cache, append)  >>split
-       (stream-back OFF, both halves ON, AUTO)  >>model (llama2.c decode loop and its ops;
+       (stream-back OFF, both halves ON, AUTO)  >>batch (many layers in one call, moving heads,
+       placement)  >>model (llama2.c decode loop and its ops;
        NEO_ATTN_NO_MODEL leaves it out). The GPU kernels are in neo_attn_cuda.cu, with banners of
        their own, behind three tables: neo__dev_mem, neo__dev_attn, neo__dev_model.
 
    neo_attn DOES NOT
    -----------------
    - own or load an engine's weights (the decode loop owns only what it loads itself)
-   - tokenize, sample, batch several sequences, or page the cache
+   - tokenize, sample, schedule sequences, or page the cache
    - quantize the cache below 16 bits
 
    TRUST BOUNDARY
@@ -343,6 +351,13 @@ NEO_ATTN_API const char *neo_cpu_isa_name(neo_cpu_isa isa);     /* "auto", "scal
 
 /* --- layer: one attention layer's KV cache, split by KV head --- */
 
+/* neo_layer_desc.gpu_heads = NEO_GPU_HEADS_NONE keeps every KV head in host memory: the GPU half
+   is empty. Under OFF the whole cache is streamed back and attended on the GPU; under ON the CPU
+   pool attends all of it while the GPU goes on; AUTO chooses as for any split layer.
+   neo_layer_get_info reports gpu_heads = 0, cpu_heads = n_head_kv for such a layer. On a CPU-only
+   runtime it means what 0 means there: every head in host memory. */
+#define NEO_GPU_HEADS_NONE (-1)
+
 typedef struct neo_layer neo_layer;
 typedef struct neo_layer_desc {
     int          n_head;         /* query heads */
@@ -351,9 +366,9 @@ typedef struct neo_layer_desc {
     int          head_dim_v;     /* V head size; 0 = head_dim */
     int          n_ctx;          /* capacity in tokens */
     neo_type     kv_type;        /* storage type of the cache; default F16 */
-    int          gpu_heads;      /* KV heads kept in GPU memory; 0 = all (no split). Heads [0, gpu_heads)
-                                    live on the GPU, [gpu_heads, n_head_kv) in host memory. On a CPU-only
-                                    runtime every head is in host memory. */
+    int          gpu_heads;      /* KV heads kept in GPU memory; 0 = all (no split), NEO_GPU_HEADS_NONE =
+                                    none. Heads [0, gpu_heads) live on the GPU, [gpu_heads, n_head_kv) in
+                                    host memory. On a CPU-only runtime every head is in host memory. */
     neo_pipeline pipeline;       /* how a split layer runs: OFF = host half streamed back to the GPU and
                                     attended there; ON = GPU half and CPU half attended concurrently;
                                     AUTO = chosen from measured costs */
@@ -399,6 +414,47 @@ typedef struct neo_layer_info {
 } neo_layer_info;
 NEO_ATTN_API neo_status neo_layer_get_info(const neo_layer *layer, neo_layer_info *info);
 
+/* --- many sequences, placement, moving heads --- */
+
+/* Moves KV heads between GPU and host memory keeping their contents (same values as
+   neo_layer_desc.gpu_heads, including 0 and NEO_GPU_HEADS_NONE): a scheduler rebalances a
+   running sequence, or shrinks an idle one's GPU share. The new layout is allocated and filled
+   before the old one is freed, so on failure (NEO_ERR_DEVICE_MEMORY, NEO_ERR_NO_MEMORY, ...)
+   nothing moved. Output after the move equals output before it within the tolerance, and equals
+   bitwise that of a layer made with the new gpu_heads. Waits for the runtime's queued work. On a
+   CPU-only runtime every value is accepted and nothing moves. An AUTO layer measures afresh. */
+NEO_ATTN_API neo_status neo_layer_set_gpu_heads(neo_layer *layer, int gpu_heads);
+
+/* Placement from a GPU byte budget: writes gpu_heads[i] (as neo_layer_desc.gpu_heads: 0 = all,
+   NEO_GPU_HEADS_NONE = none) for each of the n_layers layers so that their GPU KV bytes at their
+   n_ctx (n_ctx * (head_dim + head_dim_v) * the kv_type's size a head) fit in gpu_bytes, as much
+   KV as possible is on the GPU, and host heads are spread evenly over the layers. The rule:
+   every head starts on the host; then, as long as the head of some layer still fits in what is
+   left of the budget, of those layers the one with the most host heads (the lowest index on a
+   tie) moves one head to the GPU. So the result is maximal (no layer could take one more head
+   within the budget), and layers of one shape end up with host heads that differ by at most one.
+   descs[i].gpu_heads is ignored. Returns the number of KV heads placed on the host (0 = everything
+   fits), or -1 for bad arguments (NULL pointers, n_layers < 1, an invalid descriptor). */
+NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, size_t gpu_bytes, int *gpu_heads);
+
+/* One token for each of n (>= 1) distinct layers (n sequences' caches for the same model layer)
+   in one call: k: [n][n_head_kv][head_dim], v: [n][n_head_kv][head_dim_v], q: [n][n_head][head_dim],
+   out: [n][n_head][head_dim_v], activation memory. The layers share one runtime and n_head,
+   n_head_kv, head_dim, head_dim_v; n_ctx, kv_type, gpu_heads and pipeline may differ. Everything
+   is checked before anything runs. Results equal n single calls (bitwise on a CPU runtime and the
+   stand-in, within the tolerance on a GPU). neo_attn_append_batch is all or nothing:
+   NEO_ERR_FULL if any layer is full, and then no layer changes. neo_attn_decode_batch attends
+   every layer's host heads in one job of the CPU pool (tasks over layer, head and cell chunk)
+   with one join, and their GPU heads together on the stream; split layers under OFF stream their
+   host heads back through the runtime's shared double-buffered chunks. A split AUTO layer that is
+   still measuring runs as its own single call. */
+NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v);
+NEO_ATTN_API neo_status neo_attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out);
+
+/* Returns when everything the runtime has queued (on its streams and on its CPU pool) is done,
+   with the first error the device reports for that work, if any. */
+NEO_ATTN_API neo_status neo_runtime_sync(neo_runtime *rt);
+
 /* --- decode loop: llama2.c checkpoints (compiled out with NEO_ATTN_NO_MODEL) --- */
 #if !defined(NEO_ATTN_NO_MODEL)
 
@@ -429,6 +485,8 @@ typedef struct neo_session_desc {
     neo_type     kv_type;      /* default F16 */
     int          gpu_heads;    /* per layer, as neo_layer_desc.gpu_heads; 0 = no split */
     neo_pipeline pipeline;     /* as neo_layer_desc.pipeline */
+    const int   *layer_gpu_heads; /* [n_layers] each layer's own gpu_heads (as neo_plan_gpu_heads writes
+                                     them), or NULL = gpu_heads for every layer */
 } neo_session_desc;
 
 /* One sequence's state (KV cache of every layer and activations). model and rt must outlive it. */
@@ -444,7 +502,8 @@ NEO_ATTN_API neo_status neo_session_step(neo_session *s, int token, float *logit
 NEO_ATTN_API neo_status neo_session_step_argmax(neo_session *s, int token, int *next);
 NEO_ATTN_API int        neo_session_length(const neo_session *s);   /* 0 for NULL */
 NEO_ATTN_API neo_status neo_session_truncate(neo_session *s, int n_tokens);   /* as neo_layer_truncate */
-/* Sums of every layer's neo_layer_info (heads per layer, bytes and calls over all layers). */
+/* Sums of every layer's neo_layer_info (bytes and calls over all layers; gpu_heads and cpu_heads
+   are the last layer's, which other layers share unless layer_gpu_heads placed them apart). */
 NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_info *info);
 #endif /* NEO_ATTN_NO_MODEL */
 
@@ -461,7 +520,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
 #define NEO__DEV_MEM_ABI 1
-#define NEO__DEV_ATTN_ABI 1
+#define NEO__DEV_ATTN_ABI 2
 #define NEO__DEV_MODEL_ABI 1
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
@@ -491,6 +550,20 @@ typedef struct neo__attn_args {
     const unsigned *gate;    /* CPU only, or NULL: tasks read q only once *gate == gate_seq (the device wrote it) */
     unsigned     gate_seq;
 } neo__attn_args;
+
+/* The device halves of many layers attended in one launch (neo_attn_decode_batch): entry i is a
+   whole neo__attn_args of its own (cache, cell range, q, out, sinks, slopes, scale, softcap,
+   kv_type), every entry with the same n_head, n_head_kv, head_dim and head_dim_v. A varlen
+   launch reads the table on the device and sizes its grid from the totals, splitting the cells
+   of the whole batch so that short and long entries alike fill the device. */
+typedef struct neo__attn_batch {
+    const neo__attn_args *table;      /* [n] device memory */
+    const neo__attn_args *host_table; /* [n] the same entries in host memory, valid during the call */
+    int                   n;
+    int                   max_cells;   /* largest c1 - c0 of an entry */
+    int                   max_heads;   /* largest h1 - h0 of an entry */
+    long long             total_cells; /* sum over the entries of (c1 - c0) * (h1 - h0) */
+} neo__attn_batch;
 
 /* Rows of heads [h0, h1) of new tokens written into a cache in its storage type. */
 typedef struct neo__append_args {
@@ -574,6 +647,9 @@ typedef struct neo__dev_attn {
        0 = an op is done when it returns (the stand-in, or CUDA_LAUNCH_BLOCKING=1), so an
        await_copy must not be enqueued before its flag is set */
     int  (*launch_async)(void *state);
+    /* Optional, NULL = the header calls attend once per entry: every entry of b attended, as
+       attend would each, in stream order. */
+    int  (*attend_batch)(void *state, const neo__attn_batch *b, int stream);
 } neo__dev_attn;
 
 /* The decode loop's ops on the device; all pointers device memory. A NULL entry runs on the
@@ -1713,6 +1789,8 @@ typedef struct neo__attn_job {
     int                   group;
     int                   chunk, n_chunks;           /* decode: cells per task, tasks per KV head */
     int                   tok_per_task, n_tok_blocks; /* prefill: tokens per task, tasks per KV head */
+    float                *partial;                   /* decode: this job's chunk partials (see neo_runtime.partial) */
+    int                  *pair_done;                 /* decode: this job's merge-tree arrivals */
 } neo__attn_job;
 
 /* A runtime: the CPU attention's pool, kernels and buffers (used here), the engine's logger and
@@ -1737,6 +1815,8 @@ struct neo_runtime {
     void          *dev_state;
     struct neo__split *split;    /* the split paths' buffers and handoff state, made with the first split layer */
     int          busy;           /* atomic: 1 while a public call uses the runtime (neo__enter) */
+    struct neo__batch *batch;    /* the batch calls' per-layer state, made with the first batch */
+    unsigned long long batch_mark; /* numbers the batch calls, to find a layer given twice */
 };
 
 typedef void (*neo__log_fn)(void *user, neo_log_level level, const char *msg);
@@ -2041,7 +2121,7 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
     int    G = J->group, dv = a->head_dim_v, hi = task / J->n_chunks, c = task % J->n_chunks, g = a->h0 + hi;
     int    c0 = a->c0 + c * J->chunk, c1 = a->c1 - c0 > J->chunk ? c0 + J->chunk : a->c1;
     size_t stride = (size_t)dv + 2;
-    float *first = rt->partial + (size_t)hi * J->n_chunks * G * stride; /* [n_chunks][G][stride] */
+    float *first = J->partial + (size_t)hi * J->n_chunks * G * stride; /* [n_chunks][G][stride] */
     float *part = first + (size_t)c * G * stride;
     neo__qstate st;
     NEO_ATTN_DECODE_HOOK(0, task, thread);
@@ -2059,7 +2139,7 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
        order never depends on the threads. The partials are read across cores, which is slow for one
        thread gathering them all; up the tree the last task to finish
        reads only one partial a level, and the others are merged while tasks still run. */
-    int *done = rt->pair_done + (size_t)hi * 2 * J->n_chunks; /* [pairs of level 0][pairs of level 1].. */
+    int *done = J->pair_done + (size_t)hi * 2 * J->n_chunks; /* [pairs of level 0][pairs of level 1].. */
     for (int i = c, n = J->n_chunks, k = 0; n > 1; done += (n + 1) / 2, i >>= 1, n = (n + 1) / 2, k++) {
         float *left;
         if ((i ^ 1) >= n) continue; /* the odd one out of its level: goes up alone */
@@ -2115,7 +2195,9 @@ NEO_ATTN__PRIVATE int neo__cpu_job(neo_runtime *rt, const neo__attn_args *a, neo
     if (a->n_tokens == 1) {
         J->chunk = neo__chunk_size(a->c1 - a->c0, n_heads);
         J->n_chunks = (a->c1 - a->c0 - 1) / J->chunk + 1;
-        memset(rt->pair_done, 0, sizeof(int) * (size_t)n_heads * 2 * (size_t)J->n_chunks);
+        J->partial = rt->partial;
+        J->pair_done = rt->pair_done;
+        memset(J->pair_done, 0, sizeof(int) * (size_t)n_heads * 2 * (size_t)J->n_chunks);
         *fn = neo__decode_task;
         return n_heads * J->n_chunks;
     }
@@ -2252,11 +2334,18 @@ NEO_ATTN__PRIVATE int neo__standin_launch_async(void *state) {
     (void)state;
     return 0;
 }
+/* One entry after the other, read from the table the header copied to the "device". */
+NEO_ATTN__PRIVATE int neo__standin_attend_batch(void *state, const neo__attn_batch *b, int stream) {
+    int s = NEO_OK;
+    for (int i = 0; i < b->n && s == NEO_OK; i++) s = neo__host_attend(state, &b->table[i], stream);
+    return s;
+}
 NEO_ATTN__PRIVATE void neo__standin_tables(neo__dev_mem *m, neo__dev_attn *t) {
     neo__host_tables(m, t);
     t->copy_signal = neo__standin_copy_signal;
     t->await_copy = neo__standin_await_copy;
     t->launch_async = neo__standin_launch_async;
+    t->attend_batch = neo__standin_attend_batch;
 }
 
 /* =============================================================================================
@@ -2383,6 +2472,7 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
 }
 
 NEO_ATTN__PRIVATE void neo__split_release(neo_runtime *rt);
+NEO_ATTN__PRIVATE void neo__batch_release(neo_runtime *rt);
 
 NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     neo_allocator a; /* a copy: rt itself is freed with it */
@@ -2391,6 +2481,7 @@ NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     rt->mem.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
     neo__pool_wait(&rt->pool); /* a detached CPU half writes the buffers freed below */
     neo__split_release(rt);
+    neo__batch_release(rt);
     rt->mem.release(rt->dev_state);
     if (rt->scratch)
         for (int t = 0; t < rt->pool.n_threads; t++) neo__free(&a, rt->scratch[t]);
@@ -2480,6 +2571,7 @@ struct neo_layer {
     int          auto_len;                      /* length at the decision */
     int          len;
     long long    n_decode, n_overlapped;
+    unsigned long long batch_mark; /* the last batch call that listed this layer (neo_runtime.batch_mark) */
 };
 
 NEO_ATTN__PRIVATE int neo__bad_float(float x) { return !(x >= 0.0f) || isinf(x); } /* NaN, negative or inf */
@@ -2493,8 +2585,8 @@ NEO_ATTN__PRIVATE neo_status neo__check_layer_desc(const neo_layer_desc *d, cons
         *why = "head_dim and n_ctx must be >= 1, head_dim_v >= 0";
     else if ((unsigned)d->kv_type > (unsigned)NEO_TYPE_F32 || (unsigned)d->pipeline > (unsigned)NEO_PIPELINE_AUTO)
         *why = "kv_type or pipeline is not one of its enum's values";
-    else if (d->gpu_heads < 0 || d->gpu_heads > d->n_head_kv)
-        *why = "gpu_heads must be in [0, n_head_kv]";
+    else if (d->gpu_heads < NEO_GPU_HEADS_NONE || d->gpu_heads > d->n_head_kv)
+        *why = "gpu_heads must be in [0, n_head_kv] or NEO_GPU_HEADS_NONE";
     else if (neo__bad_float(d->scale) || neo__bad_float(d->softcap) || neo__bad_float(d->max_alibi_bias))
         *why = "scale, softcap and max_alibi_bias must be finite and >= 0";
     else if (d->sinks)
@@ -2516,6 +2608,12 @@ NEO_ATTN__PRIVATE neo_status neo__to_device(neo_runtime *rt, float **dst, const 
     return neo__dev_sync(rt);
 }
 
+/* KV heads in device memory for a gpu_heads value (checked): a CPU runtime keeps every head on the
+   host; on a GPU, 0 means all on the device and NEO_GPU_HEADS_NONE none. */
+NEO_ATTN__PRIVATE int neo__device_heads(const neo_runtime *rt, int n_head_kv, int gpu_heads) {
+    return !rt->gpu || gpu_heads == NEO_GPU_HEADS_NONE ? 0 : gpu_heads ? gpu_heads : n_head_kv;
+}
+
 /* The layer's shape from a checked descriptor. A CPU runtime keeps every head on the host; on a
    GPU, gpu_heads 0 means all on the device. */
 NEO_ATTN__PRIVATE void neo__layer_shape(neo_layer *L, const neo_layer_desc *desc) {
@@ -2529,7 +2627,7 @@ NEO_ATTN__PRIVATE void neo__layer_shape(neo_layer *L, const neo_layer_desc *desc
     L->pipeline = desc->pipeline;
     L->scale = desc->scale > 0.0f ? desc->scale : 1.0f / sqrtf((float)desc->head_dim);
     L->softcap = desc->softcap;
-    L->gpu_heads = !L->rt->gpu ? 0 : desc->gpu_heads ? desc->gpu_heads : desc->n_head_kv;
+    L->gpu_heads = neo__device_heads(L->rt, desc->n_head_kv, desc->gpu_heads);
 }
 
 /* The cache: device heads in device memory, host heads in the backend's host memory (pinned on
@@ -2738,8 +2836,9 @@ NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_inf
    at once (ON) with their handoff state, and AUTO
    =============================================================================================
    Events: START (the queries are ready on MAIN), READY0/1 (a stream-back chunk is on the
-   device), USED0/1 (its attention is done, the buffer may be refilled). */
-enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1 };
+   device), USED0/1 (its attention is done, the buffer may be refilled), TABLE (a batch's table
+   has been copied to the device: its host copy may be rewritten). */
+enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1, NEO__EV_TABLE };
 
 /* The split paths' buffers, shared by a runtime's layers (used one at a time), grown on demand,
    and the both-halves handoff's state. */
@@ -2788,6 +2887,14 @@ NEO_ATTN__PRIVATE neo_status neo__split_prepare(neo_layer *L) {
     return neo__rt_buffer(rt, &S->d_stage[1], &S->d_stage_bytes, cell_bytes * L->stage_cells, 0);
 }
 
+/* 1 when some of L's heads are in host memory on a GPU runtime (NEO_GPU_HEADS_NONE included) */
+NEO_ATTN__PRIVATE int neo__is_split(const neo_layer *L) { return L->rt->gpu && L->gpu_heads < L->n_head_kv; }
+
+/* The device half of a split layer, if it has one (not under NEO_GPU_HEADS_NONE). */
+NEO_ATTN__PRIVATE neo_status neo__gpu_half(neo_runtime *rt, const neo__attn_args *a) {
+    return a->h1 > a->h0 ? (neo_status)rt->attn.attend(rt->dev_state, a, NEO__STREAM_MAIN) : NEO_OK;
+}
+
 NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, const float *q, int n_tokens, float *out, int dev) {
     memset(a, 0, sizeof *a);
     a->q = q;
@@ -2810,8 +2917,10 @@ NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, co
 
 /* Stream-back: the host heads' valid cells go to the device in double-buffered chunks and are
    attended there as they arrive, carrying an online-softmax state from chunk to chunk. The
-   caller has made COPY wait for START. */
-NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, int n_tokens, float *out) {
+   caller has made COPY wait for START. *chunk counts the chunks streamed since then (a batch
+   streams several layers through the same two buffers), so chunk i reuses buffer i % 2 only
+   once chunk i - 2's attention is done. */
+NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, int n_tokens, float *out, int *chunk) {
     neo_runtime   *rt = L->rt;
     neo__split    *SP = rt->split;
     neo__dev_mem  *D = &rt->mem;
@@ -2827,7 +2936,7 @@ NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, 
     a.h1 = L->n_head_kv;
     a.kv_cells = CH;
     a.state = (float *)SP->d_state;
-    for (int i = 0, c0 = 0, c1; c0 < L->len; i++, c0 = c1) {
+    for (int i = *chunk, c0 = 0, c1; c0 < L->len; i++, c0 = c1) {
         int    b = i & 1;
         c1 = L->len - c0 > CH ? c0 + CH : L->len; /* not c0 + CH past the end of the int range */
         char  *kst = (char *)SP->d_stage[b], *vst = kst + (size_t)hh * CH * L->head_dim * es;
@@ -2844,10 +2953,11 @@ NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, 
         a.v = vst;
         a.cell_base = a.c0 = c0;
         a.c1 = c1;
-        a.accumulate = i > 0;
+        a.accumulate = c0 > 0;
         a.out = c1 == L->len ? out : NULL;
         if ((s = rt->attn.attend(S, &a, NEO__STREAM_MAIN)) != NEO_OK || (s = D->record(S, NEO__EV_USED0 + b, NEO__STREAM_MAIN)) != NEO_OK)
             return (neo_status)s;
+        *chunk = i + 1;
     }
     return NEO_OK;
 }
@@ -2890,7 +3000,7 @@ NEO_ATTN__PRIVATE int neo__both_first(neo__both *B) {
     int          s;
     s = rt->attn.copy_signal(rt->dev_state, (char *)S->h_q + B->qoff, B->qrow, (const char *)B->q + B->qoff, B->qrow,
                              B->qrow - B->qoff, (size_t)B->n_tokens, S->hand, B->seq, NEO__STREAM_MAIN);
-    if (s == NEO_OK && B->early) s = rt->attn.attend(rt->dev_state, &B->g, NEO__STREAM_MAIN);
+    if (s == NEO_OK && B->early) s = neo__gpu_half(rt, &B->g);
     if (s == NEO_OK && B->early) s = neo__both_pull(B);
     /* on failure the CPU half's tasks still wait for their queries: let them run on stale ones
        (their output is never pulled up) */
@@ -2962,7 +3072,7 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     neo__pool_launch(&rt->pool, &j); /* the workers spin on the query flag ... */
     s = neo__both_first(&B);         /* ... which the device sets */
     neo__pool_help(&rt->pool);
-    if (s == NEO_OK && !B.early) s = rt->attn.attend(rt->dev_state, &B.g, NEO__STREAM_MAIN);
+    if (s == NEO_OK && !B.early) s = neo__gpu_half(rt, &B.g);
     if (s == NEO_OK && !B.early) s = neo__both_pull(&B);
     if (s == NEO_OK && B.early && n_tokens == 1) L->n_overlapped++;
     if (s != NEO_OK)
@@ -2976,7 +3086,8 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
     neo_runtime   *rt = L->rt;
     neo__attn_args a;
     neo_status     s;
-    if (L->gpu_heads == 0 || L->gpu_heads == L->n_head_kv) { /* one side holds every head */
+    int            chunk = 0;
+    if (!neo__is_split(L)) { /* one side holds every head */
         neo__layer_args(L, &a, q, n_tokens, out, rt->gpu);
         a.k = L->gpu_heads ? L->k_dev : L->k_host;
         a.v = L->gpu_heads ? L->v_dev : L->v_host;
@@ -2995,8 +3106,8 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
     a.k = L->k_dev;
     a.v = L->v_dev;
     a.h1 = L->gpu_heads;
-    if ((s = (neo_status)rt->attn.attend(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) return s;
-    return neo__attend_streamed(L, q, n_tokens, out);
+    if ((s = neo__gpu_half(rt, &a)) != NEO_OK) return s;
+    return neo__attend_streamed(L, q, n_tokens, out, &chunk);
 }
 
 NEO_ATTN__PRIVATE double neo__median3(const double *x) {
@@ -3039,7 +3150,7 @@ NEO_ATTN__PRIVATE neo_status neo__attn_decode(neo_layer *L, const float *q, floa
         neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_decode: %s", L->len == 0 ? "the layer is empty (append first)" : "q or out is NULL");
         return NEO_ERR_INVALID_ARG;
     }
-    split = L->gpu_heads > 0 && L->gpu_heads < L->n_head_kv;
+    split = neo__is_split(L);
     s = split && L->pipeline == NEO_PIPELINE_AUTO ? neo__decode_auto(L, q, out) : neo__layer_attend(L, q, 1, out);
     if (s == NEO_OK) L->n_decode++;
     else neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_decode: %s", neo_status_string(s));
@@ -3078,6 +3189,505 @@ NEO_ATTN__PUBLIC neo_status neo_attn_prefill(neo_layer *L, const float *q, int n
     else if ((s = neo__prefill(L, q, n_tokens, out)) != NEO_OK)
         neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_prefill: %s", neo_status_string(s));
     neo__leave(L->rt);
+    return s;
+}
+
+/* =============================================================================================
+   >>batch: many layers in one call, heads moved between the sides, placement from a budget, and
+   the runtime's sync
+   =============================================================================================
+   A batch runs the host halves of its layers as one job of the pool: layer i's tasks are a single
+   call's decode tasks (the same chunks and merge tree, so the same bits), numbered from first[i],
+   each layer with its own share of the runtime's partials and merge counters. On a GPU runtime
+   the device halves go to the backend's attend_batch when it has one, else one attend each. */
+enum { NEO__BATCH_DEV, NEO__BATCH_OFF, NEO__BATCH_ON, NEO__BATCH_SINGLE };
+
+typedef struct neo__batch {
+    neo__attn_args *args;               /* [cap] the host halves (an ON batch's outlive the call) */
+    neo__attn_job  *jobs;               /* [cap] their jobs */
+    int            *first;              /* [cap + 1] the first task of layer i's share */
+    int            *mode;               /* [cap] NEO__BATCH_*: how layer i of a GPU batch runs */
+    neo__attn_args *dev;                /* [cap] the device halves */
+    int             n, cap;             /* host halves in args; room */
+    void           *h_table, *d_table;  /* pinned and device copies of dev for attend_batch */
+    size_t          h_table_bytes, d_table_bytes;
+} neo__batch;
+
+NEO_ATTN__PRIVATE void neo__batch_free_arrays(neo_runtime *rt, neo__batch *B) {
+    neo__free(&rt->alloc, B->args);
+    neo__free(&rt->alloc, B->jobs);
+    neo__free(&rt->alloc, B->first);
+    neo__free(&rt->alloc, B->mode);
+    neo__free(&rt->alloc, B->dev);
+}
+
+NEO_ATTN__PRIVATE void neo__batch_release(neo_runtime *rt) {
+    neo__batch *B = rt->batch;
+    if (!B) return;
+    neo__batch_free_arrays(rt, B);
+    rt->mem.host_free(rt->dev_state, B->h_table);
+    neo__dev_free(rt, B->d_table);
+    neo__free(&rt->alloc, B);
+    rt->batch = NULL;
+}
+
+/* n elements of size bytes from the runtime's allocator, or NULL */
+NEO_ATTN__PRIVATE void *neo__alloc_n(neo_runtime *rt, size_t n, size_t size) {
+    size_t bytes;
+    return neo__mul(n, size, &bytes) ? neo__alloc(&rt->alloc, bytes) : NULL;
+}
+
+/* Room for n layers; the pool is idle, so nothing reads the old arrays. */
+NEO_ATTN__PRIVATE neo_status neo__batch_reserve(neo_runtime *rt, int n) {
+    neo__batch B, *b = rt->batch;
+    if (!b && !(b = rt->batch = (neo__batch *)neo__calloc(&rt->alloc, sizeof *b))) return NEO_ERR_NO_MEMORY;
+    if (n <= b->cap) return NEO_OK;
+    B = *b;
+    B.args = (neo__attn_args *)neo__alloc_n(rt, (size_t)n, sizeof(neo__attn_args));
+    B.jobs = (neo__attn_job *)neo__alloc_n(rt, (size_t)n, sizeof(neo__attn_job));
+    B.first = (int *)neo__alloc_n(rt, (size_t)n + 1, sizeof(int));
+    B.mode = (int *)neo__alloc_n(rt, (size_t)n, sizeof(int));
+    B.dev = (neo__attn_args *)neo__alloc_n(rt, (size_t)n, sizeof(neo__attn_args));
+    if (!B.args || !B.jobs || !B.first || !B.mode || !B.dev) {
+        neo__batch_free_arrays(rt, &B);
+        return NEO_ERR_NO_MEMORY;
+    }
+    neo__batch_free_arrays(rt, b);
+    B.cap = n;
+    *b = B;
+    return NEO_OK;
+}
+
+/* Task `task` of the batch job: the layer whose share holds it, found by bisection. */
+NEO_ATTN__PRIVATE void neo__batch_task(void *user, int task, int thread) {
+    const neo__batch *B = (const neo__batch *)user;
+    int               lo = 0, hi = B->n - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (B->first[mid] <= task) lo = mid;
+        else hi = mid - 1;
+    }
+    neo__decode_task(&B->jobs[lo], task - B->first[lo], thread);
+}
+
+/* The job of the n host halves in B->args: one task list, and each layer's partials and merge
+   counters after the previous layer's. */
+NEO_ATTN__PRIVATE neo_status neo__batch_job(neo_runtime *rt, neo__batch *B, neo__job *j) {
+    size_t      part = 0, done = 0;
+    double      macs = 0.0;
+    neo_task_fn fn = NULL;
+    neo_status  s;
+    B->first[0] = 0;
+    for (int i = 0; i < B->n; i++) {
+        int n_tasks = neo__cpu_job(rt, &B->args[i], &B->jobs[i], &fn);
+        if (n_tasks > 0x7fffffff - B->first[i]) return NEO_ERR_UNSUPPORTED; /* more tasks than an int counts */
+        B->first[i + 1] = B->first[i] + n_tasks;
+        part += (size_t)n_tasks * (size_t)B->jobs[i].group * ((size_t)B->args[i].head_dim_v + 2);
+        done += (size_t)n_tasks * 2;
+        macs += neo__cpu_macs(&B->args[i]);
+    }
+    if ((s = neo__rt_reserve(rt, 0, part, done)) != NEO_OK) return s;
+    part = done = 0;
+    for (int i = 0; i < B->n; i++) {
+        neo__attn_job *J = &B->jobs[i];
+        size_t         n_tasks = (size_t)(B->first[i + 1] - B->first[i]);
+        J->partial = rt->partial + part;
+        J->pair_done = rt->pair_done + done;
+        memset(J->pair_done, 0, sizeof(int) * 2 * n_tasks);
+        part += n_tasks * (size_t)J->group * ((size_t)B->args[i].head_dim_v + 2);
+        done += n_tasks * 2;
+    }
+    memset(j, 0, sizeof *j);
+    j->fn = neo__batch_task;
+    j->user = B;
+    j->n_tasks = B->first[B->n];
+    j->serial = macs < NEO__SERIAL_MACS;
+    return NEO_OK;
+}
+
+/* The host half of L for one token: heads [gpu_heads, n_head_kv), every head on a CPU runtime. */
+NEO_ATTN__PRIVATE void neo__batch_host_args(const neo_layer *L, neo__attn_args *a, const float *q, float *out) {
+    neo__layer_args(L, a, q, 1, out, 0);
+    a->k = L->k_host;
+    a->v = L->v_host;
+    a->kv_h0 = a->h0 = L->gpu_heads;
+    a->h1 = L->n_head_kv;
+}
+
+/* NEO_OK when layers[0..n) are n distinct layers of one runtime and one shape and p, r are given. */
+NEO_ATTN__PRIVATE neo_status neo__batch_check(neo_layer *const *layers, int n, const void *p, const void *r, const char *fn) {
+    const neo_layer   *L0;
+    const char        *why = NULL;
+    unsigned long long mark;
+    if (!layers || n < 1 || !layers[0]) return NEO_ERR_INVALID_ARG;
+    L0 = layers[0];
+    mark = ++L0->rt->batch_mark;
+    if (!p || !r) why = "an activation pointer is NULL";
+    for (int i = 0; i < n && !why; i++) {
+        neo_layer *L = layers[i];
+        if (!L || L->rt != L0->rt) why = "a layer is NULL or of another runtime";
+        else if (L->n_head != L0->n_head || L->n_head_kv != L0->n_head_kv || L->head_dim != L0->head_dim ||
+                 L->head_dim_v != L0->head_dim_v)
+            why = "the layers differ in n_head, n_head_kv, head_dim or head_dim_v";
+        else if (L->batch_mark == mark) why = "a layer is given twice";
+        else L->batch_mark = mark;
+    }
+    if (!why) return NEO_OK;
+    neo__log(L0->rt, NEO_LOG_ERROR, "%s: %s", fn, why);
+    return NEO_ERR_INVALID_ARG;
+}
+
+/* One token into L: its device heads' rows and its host heads' (the rows of neo_attn_append). */
+NEO_ATTN__PRIVATE neo_status neo__append_token(neo_layer *L, const float *k, const float *v) {
+    neo__append_args a;
+    int              host = L->gpu_heads < L->n_head_kv;
+    neo__append_args_init(L, &a, k, v, 1);
+    a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->n_head_kv;
+    a.k2 = host ? L->k_host : NULL, a.v2 = host ? L->v_host : NULL, a.h2 = host ? L->gpu_heads : 0;
+    return (neo_status)L->rt->attn.append(L->rt->dev_state, &a, NEO__STREAM_MAIN);
+}
+
+/* Every row is written before any length moves, so a failed batch leaves every length as it was
+   (rows past a length are never read). */
+NEO_ATTN__PRIVATE neo_status neo__attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v) {
+    neo_status s = neo__batch_check(layers, n, k, v, "neo_attn_append_batch");
+    size_t     kr, vr;
+    if (s != NEO_OK) return s;
+    kr = (size_t)layers[0]->n_head_kv * (size_t)layers[0]->head_dim;
+    vr = (size_t)layers[0]->n_head_kv * (size_t)layers[0]->head_dim_v;
+    for (int i = 0; i < n; i++)
+        if (layers[i]->len == layers[i]->n_ctx) return NEO_ERR_FULL;
+    for (int i = 0; i < n; i++)
+        if ((s = neo__append_token(layers[i], k + (size_t)i * kr, v + (size_t)i * vr)) != NEO_OK) return s;
+    for (int i = 0; i < n; i++) layers[i]->len++;
+    return NEO_OK;
+}
+
+/* Row i of a batch's q: [n][n_head][head_dim] and out: [n][n_head][head_dim_v]. */
+NEO_ATTN__PRIVATE const float *neo__batch_q(const neo_layer *L, const float *q, int i) {
+    return q + (size_t)i * (size_t)L->n_head * (size_t)L->head_dim;
+}
+NEO_ATTN__PRIVATE float *neo__batch_out(const neo_layer *L, float *out, int i) {
+    return out + (size_t)i * (size_t)L->n_head * (size_t)L->head_dim_v;
+}
+
+/* A CPU runtime's batch: every head of every layer in one job. */
+NEO_ATTN__PRIVATE neo_status neo__batch_cpu(neo_layer *const *layers, int n, const float *q, float *out) {
+    neo_runtime *rt = layers[0]->rt;
+    neo__job     j;
+    neo_status   s;
+    neo__pool_wait(&rt->pool); /* a detached CPU half may still use the partials */
+    if ((s = neo__batch_reserve(rt, n)) != NEO_OK) return s;
+    for (int i = 0; i < n; i++)
+        neo__batch_host_args(layers[i], &rt->batch->args[i], neo__batch_q(layers[i], q, i), neo__batch_out(layers[i], out, i));
+    rt->batch->n = n;
+    if ((s = neo__batch_job(rt, rt->batch, &j)) != NEO_OK) return s;
+    neo__pool_launch(&rt->pool, &j);
+    neo__pool_help(&rt->pool);
+    for (int i = 0; i < n; i++) layers[i]->n_decode++;
+    return NEO_OK;
+}
+
+/* How L runs in a GPU batch: on the device alone, as a split under OFF or ON (an AUTO layer's
+   decision), or, while a split AUTO layer is still measuring, as a single call of its own. */
+NEO_ATTN__PRIVATE int neo__batch_mode(const neo_layer *L) {
+    neo_pipeline p = L->pipeline;
+    if (!neo__is_split(L)) return NEO__BATCH_DEV;
+    if (p == NEO_PIPELINE_AUTO) {
+        if (L->auto_n < 2 * NEO__AUTO_PROBES || L->len >= 2 * L->auto_len) return NEO__BATCH_SINGLE;
+        p = (neo_pipeline)L->auto_choice;
+    }
+    return p == NEO_PIPELINE_ON ? NEO__BATCH_ON : NEO__BATCH_OFF;
+}
+
+/* The m device halves in B->dev: through the backend's attend_batch, over a table it reads on the
+   device, or one attend each when it has none. */
+NEO_ATTN__PRIVATE neo_status neo__batch_launch(neo_runtime *rt, neo__batch *B, int m) {
+    neo__attn_batch b;
+    size_t          bytes = (size_t)m * sizeof(neo__attn_args);
+    int             s = NEO_OK;
+    if (!rt->attn.attend_batch) {
+        for (int i = 0; i < m && s == NEO_OK; i++) s = rt->attn.attend(rt->dev_state, &B->dev[i], NEO__STREAM_MAIN);
+        return (neo_status)s;
+    }
+    memset(&b, 0, sizeof b);
+    for (int i = 0; i < m; i++) {
+        const neo__attn_args *a = &B->dev[i];
+        if (a->c1 - a->c0 > b.max_cells) b.max_cells = a->c1 - a->c0;
+        if (a->h1 - a->h0 > b.max_heads) b.max_heads = a->h1 - a->h0;
+        b.total_cells += (long long)(a->c1 - a->c0) * (a->h1 - a->h0);
+    }
+    /* the pinned table is rewritten only once the last batch's copy of it is done */
+    if ((s = rt->mem.event_sync(rt->dev_state, NEO__EV_TABLE)) != NEO_OK ||
+        (s = neo__rt_buffer(rt, &B->h_table, &B->h_table_bytes, bytes, 1)) != NEO_OK ||
+        (s = neo__rt_buffer(rt, &B->d_table, &B->d_table_bytes, bytes, 0)) != NEO_OK)
+        return (neo_status)s;
+    memcpy(B->h_table, B->dev, bytes);
+    if ((s = neo__dev_copy(rt, B->d_table, B->h_table, bytes)) != NEO_OK ||
+        (s = rt->mem.record(rt->dev_state, NEO__EV_TABLE, NEO__STREAM_MAIN)) != NEO_OK)
+        return (neo_status)s;
+    b.table = (const neo__attn_args *)B->d_table;
+    b.host_table = B->dev;
+    b.n = m;
+    return (neo_status)rt->attn.attend_batch(rt->dev_state, &b, NEO__STREAM_MAIN);
+}
+
+/* One neo_attn_decode_batch on a GPU runtime. */
+typedef struct neo__bgpu {
+    neo_layer *const *layers;
+    int               n, n_on, n_off;
+    const float      *q;    /* [n][n_head][head_dim], device */
+    float            *out;  /* [n][n_head][head_dim_v], device */
+    neo__both         hand; /* the ON layers' handoff: a row of q and out each, and the call's seq */
+} neo__bgpu;
+
+/* The ON layers' host halves: one job on the pool whose tasks wait for their queries, which one
+   copy on the device brings to pinned memory (every row, from the least host head of them on). */
+NEO_ATTN__PRIVATE neo_status neo__batch_on(neo__bgpu *G) {
+    neo_runtime *rt = G->layers[0]->rt;
+    neo__batch  *B = rt->batch;
+    neo__split  *S = rt->split;
+    neo__job     j;
+    size_t       qoff = G->hand.qrow;
+    int          s;
+    if ((s = neo__both_reserve(rt, &G->hand)) != NEO_OK) return (neo_status)s;
+    B->n = 0;
+    for (int i = 0; i < G->n; i++) {
+        neo_layer      *L = G->layers[i];
+        neo__attn_args *a = &B->args[B->n];
+        size_t          off = (size_t)L->gpu_heads * L->group * L->head_dim * sizeof(float);
+        if (B->mode[i] != NEO__BATCH_ON) continue;
+        neo__batch_host_args(L, a, (const float *)((char *)S->h_q + i * G->hand.qrow), (float *)((char *)S->h_out + i * G->hand.orow));
+        a->gate = S->hand;
+        a->gate_seq = G->hand.seq;
+        B->n++;
+        if (off < qoff) qoff = off;
+    }
+    if ((s = neo__batch_job(rt, B, &j)) != NEO_OK) return (neo_status)s;
+    j.finish = neo__both_done;
+    j.finish_ctx = S;
+    neo__pool_launch(&rt->pool, &j);
+    s = rt->attn.copy_signal(rt->dev_state, (char *)S->h_q + qoff, G->hand.qrow, (const char *)G->q + qoff, G->hand.qrow,
+                             G->hand.qrow - qoff, (size_t)G->n, S->hand, G->hand.seq, NEO__STREAM_MAIN);
+    /* on failure the tasks run on stale queries; their output is never pulled up */
+    if (s != NEO_OK) __atomic_store_n(S->hand, G->hand.seq, __ATOMIC_RELEASE);
+    return (neo_status)s;
+}
+
+/* The device's copy of ON layer i's host half output, once the pool has flagged it. */
+NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G, int i) {
+    const neo_layer *L = G->layers[i];
+    neo_runtime     *rt = L->rt;
+    size_t           row = (size_t)i * G->hand.orow, off = (size_t)L->gpu_heads * L->group * L->head_dim_v * sizeof(float);
+    return rt->attn.await_copy(rt->dev_state, (char *)G->out + row + off, G->hand.orow, (const char *)rt->split->h_out + row + off,
+                               G->hand.orow, G->hand.orow - off, 1, rt->split->hand + NEO__FLAG_OUT, G->hand.seq, NEO__STREAM_MAIN);
+}
+
+/* The batch's device work: the device halves together, the OFF layers' host heads streamed back
+   through the shared chunks, and last the ON layers' host outputs pulled up. */
+NEO_ATTN__PRIVATE neo_status neo__batch_device(const neo__bgpu *G) {
+    neo_runtime *rt = G->layers[0]->rt;
+    neo__batch  *B = rt->batch;
+    int          m = 0, chunk = 0, s = NEO_OK;
+    /* the OFF layers' host rows depend only on earlier work on MAIN: their copies start now */
+    if (G->n_off && ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+                     (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK))
+        return (neo_status)s;
+    for (int i = 0; i < G->n; i++) {
+        neo_layer *L = G->layers[i];
+        if (B->mode[i] == NEO__BATCH_SINGLE || L->gpu_heads == 0) continue;
+        neo__layer_args(L, &B->dev[m], neo__batch_q(L, G->q, i), 1, neo__batch_out(L, G->out, i), 1);
+        B->dev[m].k = L->k_dev;
+        B->dev[m].v = L->v_dev;
+        B->dev[m++].h1 = L->gpu_heads;
+    }
+    if (m && (s = neo__batch_launch(rt, B, m)) != NEO_OK) return (neo_status)s;
+    for (int i = 0; i < G->n && s == NEO_OK; i++)
+        if (B->mode[i] == NEO__BATCH_OFF)
+            s = neo__attend_streamed(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, neo__batch_out(G->layers[i], G->out, i), &chunk);
+    for (int i = 0; i < G->n && s == NEO_OK; i++)
+        if (B->mode[i] == NEO__BATCH_ON) s = neo__batch_pull(G, i);
+    return (neo_status)s;
+}
+
+/* A GPU runtime's batch. As in a single ON call, a device whose launches return at once gets all
+   its work before the caller takes its share of the CPU halves; the stand-in (ops done when they
+   return) gets it after. */
+NEO_ATTN__PRIVATE neo_status neo__batch_gpu(neo_layer *const *layers, int n, const float *q, float *out) {
+    neo_runtime *rt = layers[0]->rt;
+    neo__bgpu    G;
+    neo_status   s = NEO_OK;
+    int          early = rt->attn.launch_async(rt->dev_state);
+    neo__pool_wait(&rt->pool); /* the last ON batch's CPU half reads the batch arrays */
+    if ((s = neo__batch_reserve(rt, n)) != NEO_OK) return s;
+    memset(&G, 0, sizeof G);
+    G.layers = layers, G.n = n, G.q = q, G.out = out;
+    G.hand.L = layers[0];
+    G.hand.n_tokens = n; /* rows: one a layer */
+    G.hand.qrow = (size_t)layers[0]->n_head * layers[0]->head_dim * sizeof(float);
+    G.hand.orow = (size_t)layers[0]->n_head * layers[0]->head_dim_v * sizeof(float);
+    for (int i = 0; i < n; i++) {
+        rt->batch->mode[i] = neo__batch_mode(layers[i]);
+        G.n_on += rt->batch->mode[i] == NEO__BATCH_ON;
+        G.n_off += rt->batch->mode[i] == NEO__BATCH_OFF;
+    }
+    for (int i = 0; i < n && s == NEO_OK; i++)
+        if (rt->batch->mode[i] == NEO__BATCH_SINGLE) s = neo__attn_decode(layers[i], neo__batch_q(layers[i], q, i), neo__batch_out(layers[i], out, i));
+    if (s != NEO_OK) return s;
+    neo__pool_wait(&rt->pool); /* a single call's CPU half may still be on the workers */
+    if (G.n_on) s = neo__batch_on(&G);
+    if (s == NEO_OK && early) s = neo__batch_device(&G);
+    neo__pool_help(&rt->pool);
+    if (s == NEO_OK && !early) s = neo__batch_device(&G);
+    if (s != NEO_OK) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_attn_decode_batch: %s%s", neo_status_string(s),
+                 s == NEO_ERR_UNSUPPORTED ? " (the stream is being captured into a CUDA graph)" : "");
+        return s;
+    }
+    for (int i = 0; i < n; i++) {
+        layers[i]->n_decode += rt->batch->mode[i] != NEO__BATCH_SINGLE;
+        layers[i]->n_overlapped += early && rt->batch->mode[i] == NEO__BATCH_ON;
+    }
+    return NEO_OK;
+}
+
+NEO_ATTN__PRIVATE neo_status neo__attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out) {
+    neo_status s = neo__batch_check(layers, n, q, out, "neo_attn_decode_batch");
+    if (s != NEO_OK) return s;
+    for (int i = 0; i < n; i++)
+        if (layers[i]->len == 0) {
+            neo__log(layers[0]->rt, NEO_LOG_ERROR, "neo_attn_decode_batch: layer %d is empty", i);
+            return NEO_ERR_INVALID_ARG;
+        }
+    return layers[0]->rt->gpu ? neo__batch_gpu(layers, n, q, out) : neo__batch_cpu(layers, n, q, out);
+}
+
+/* Where head h of L's cache starts when g of its heads are on the device: K (v = 0) or V (v = 1). */
+NEO_ATTN__PRIVATE char *neo__head_at(const neo_layer *L, int g, int h, int v) {
+    size_t w = (size_t)(v ? L->head_dim_v : L->head_dim) * neo__type_size(L->kv_type);
+    char  *base = (char *)(h < g ? (v ? L->v_dev : L->k_dev) : (v ? L->v_host : L->k_host));
+    return base + (size_t)(h < g ? h : h - g) * (size_t)L->n_ctx * w;
+}
+
+/* L's cache at g device heads: new buffers, filled with the valid rows of every head, then
+   swapped in; on failure they are freed and L is as it was. */
+NEO_ATTN__PRIVATE neo_status neo__layer_move(neo_layer *L, int g) {
+    neo_runtime *rt = L->rt;
+    neo_layer    N = *L;
+    size_t       es = neo__type_size(L->kv_type);
+    neo_status   s;
+    N.gpu_heads = g;
+    N.k_dev = N.v_dev = N.k_host = N.v_host = NULL;
+    s = neo__layer_alloc_kv(&N);
+    for (int h = 0; h < L->n_head_kv && s == NEO_OK && L->len; h++)
+        for (int v = 0; v < 2 && s == NEO_OK; v++)
+            s = neo__dev_copy(rt, neo__head_at(&N, g, h, v), neo__head_at(L, L->gpu_heads, h, v),
+                              (size_t)L->len * (size_t)(v ? L->head_dim_v : L->head_dim) * es);
+    if (s == NEO_OK) s = neo__dev_sync(rt);
+    if (s == NEO_OK && g < L->n_head_kv) s = neo__split_prepare(&N);
+    neo__dev_free(rt, s == NEO_OK ? L->k_dev : N.k_dev);
+    neo__dev_free(rt, s == NEO_OK ? L->v_dev : N.v_dev);
+    rt->mem.host_free(rt->dev_state, s == NEO_OK ? L->k_host : N.k_host);
+    rt->mem.host_free(rt->dev_state, s == NEO_OK ? L->v_host : N.v_host);
+    if (s != NEO_OK) return s;
+    N.auto_n = 0; /* an AUTO layer measures its new split afresh */
+    *L = N;
+    return NEO_OK;
+}
+
+NEO_ATTN__PRIVATE neo_status neo__layer_set_gpu_heads(neo_layer *L, int gpu_heads) {
+    neo_status s;
+    int        g;
+    if (gpu_heads < NEO_GPU_HEADS_NONE || gpu_heads > L->n_head_kv) {
+        neo__log(L->rt, NEO_LOG_ERROR, "neo_layer_set_gpu_heads: %d is not in [0, n_head_kv = %d] nor NEO_GPU_HEADS_NONE",
+                 gpu_heads, L->n_head_kv);
+        return NEO_ERR_INVALID_ARG;
+    }
+    g = neo__device_heads(L->rt, L->n_head_kv, gpu_heads);
+    if (g == L->gpu_heads) return NEO_OK;
+    neo__pool_wait(&L->rt->pool); /* a detached CPU half reads the host heads */
+    if ((s = neo__dev_sync(L->rt)) != NEO_OK || (s = neo__layer_move(L, g)) != NEO_OK)
+        neo__log(L->rt, NEO_LOG_ERROR, "neo_layer_set_gpu_heads: %s; nothing moved", neo_status_string(s));
+    return s;
+}
+
+/* Bytes of one KV head of d at its n_ctx, or 0 when that is past what size_t holds. */
+NEO_ATTN__PRIVATE size_t neo__head_bytes(const neo_layer_desc *d) {
+    size_t b;
+    int    dv = d->head_dim_v ? d->head_dim_v : d->head_dim;
+    return neo__mul3((size_t)d->n_ctx, (size_t)d->head_dim + (size_t)dv, neo__type_size(d->kv_type), &b) ? b : 0;
+}
+
+NEO_ATTN__PUBLIC int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, size_t gpu_bytes, int *gpu_heads) {
+    size_t left = gpu_bytes;
+    int    host = 0;
+    if (!descs || !gpu_heads || n_layers < 1) return -1;
+    for (int i = 0; i < n_layers; i++) {
+        neo_layer_desc d = descs[i];
+        const char    *why;
+        d.gpu_heads = 0;
+        if (neo__check_layer_desc(&d, &why) != NEO_OK || host > 0x7fffffff - d.n_head_kv) return -1;
+        host += d.n_head_kv;
+    }
+    for (int i = 0; i < n_layers; i++) gpu_heads[i] = 0; /* heads on the GPU so far */
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < n_layers; i++) {
+            size_t b = neo__head_bytes(&descs[i]);
+            if (gpu_heads[i] < descs[i].n_head_kv && b && b <= left &&
+                (best < 0 || descs[i].n_head_kv - gpu_heads[i] > descs[best].n_head_kv - gpu_heads[best]))
+                best = i;
+        }
+        if (best < 0) break;
+        left -= neo__head_bytes(&descs[best]);
+        gpu_heads[best]++;
+        host--;
+    }
+    for (int i = 0; i < n_layers; i++)
+        gpu_heads[i] = gpu_heads[i] == descs[i].n_head_kv ? 0 : gpu_heads[i] ? gpu_heads[i] : NEO_GPU_HEADS_NONE;
+    return host;
+}
+
+NEO_ATTN__PRIVATE neo_status neo__runtime_sync(neo_runtime *rt) {
+    neo_status s, c;
+    neo__pool_wait(&rt->pool);
+    s = (neo_status)rt->mem.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
+    c = (neo_status)rt->mem.stream_sync(rt->dev_state, NEO__STREAM_COPY);
+    return s != NEO_OK ? s : c;
+}
+
+/* The v1 calls take the runtime's one-call-at-a-time flag like the others (see neo__enter). */
+NEO_ATTN__PRIVATE neo_runtime *neo__batch_rt(neo_layer *const *layers, int n) {
+    return layers && n >= 1 && layers[0] ? layers[0]->rt : NULL;
+}
+NEO_ATTN__PUBLIC neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v) {
+    neo_runtime *rt = neo__batch_rt(layers, n);
+    neo_status   s;
+    if (!rt || !neo__enter(rt, "neo_attn_append_batch")) return NEO_ERR_INVALID_ARG;
+    s = neo__attn_append_batch(layers, n, k, v);
+    neo__leave(rt);
+    return s;
+}
+NEO_ATTN__PUBLIC neo_status neo_attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out) {
+    neo_runtime *rt = neo__batch_rt(layers, n);
+    neo_status   s;
+    if (!rt || !neo__enter(rt, "neo_attn_decode_batch")) return NEO_ERR_INVALID_ARG;
+    s = neo__attn_decode_batch(layers, n, q, out);
+    neo__leave(rt);
+    return s;
+}
+NEO_ATTN__PUBLIC neo_status neo_layer_set_gpu_heads(neo_layer *L, int gpu_heads) {
+    neo_status s;
+    if (!L || !neo__enter(L->rt, "neo_layer_set_gpu_heads")) return NEO_ERR_INVALID_ARG;
+    s = neo__layer_set_gpu_heads(L, gpu_heads);
+    neo__leave(L->rt);
+    return s;
+}
+NEO_ATTN__PUBLIC neo_status neo_runtime_sync(neo_runtime *rt) {
+    neo_status s;
+    if (!rt || !neo__enter(rt, "neo_runtime_sync")) return NEO_ERR_INVALID_ARG;
+    s = neo__runtime_sync(rt);
+    neo__leave(rt);
     return s;
 }
 
@@ -3429,12 +4039,17 @@ NEO_ATTN__PRIVATE neo_status neo__session_create(neo_runtime *rt, const neo_mode
     const float          *base;
     memset(&d, 0, sizeof d);
     if (desc) d = *desc;
-    if (!out || !m || d.n_ctx < 0 || d.gpu_heads < 0 || d.gpu_heads > m->info.n_kv_heads) {
+    if (!out || !m || d.n_ctx < 0 || d.gpu_heads < NEO_GPU_HEADS_NONE || d.gpu_heads > m->info.n_kv_heads) {
         neo__log(rt, NEO_LOG_ERROR, "neo_session_create: %s", !out ? "out is NULL" : !m ? "model is NULL" : d.n_ctx < 0 ? "n_ctx < 0"
-                                                                                 : "gpu_heads must be in [0, the model's n_kv_heads]");
+                                                                                 : "gpu_heads must be in [NEO_GPU_HEADS_NONE, the model's n_kv_heads]");
         return NEO_ERR_INVALID_ARG;
     }
     mi = &m->info;
+    for (int l = 0; d.layer_gpu_heads && l < mi->n_layers; l++)
+        if (d.layer_gpu_heads[l] < NEO_GPU_HEADS_NONE || d.layer_gpu_heads[l] > mi->n_kv_heads) {
+            neo__log(rt, NEO_LOG_ERROR, "neo_session_create: layer_gpu_heads[%d] must be in [NEO_GPU_HEADS_NONE, the model's n_kv_heads]", l);
+            return NEO_ERR_INVALID_ARG;
+        }
     kv = (size_t)(mi->dim / mi->n_heads) * (size_t)mi->n_kv_heads;
     if (!(s = (neo_session *)neo__calloc(&rt->alloc, sizeof *s))) {
         neo__log(rt, NEO_LOG_ERROR, "neo_session_create: out of host memory");
@@ -3490,7 +4105,7 @@ NEO_ATTN__PRIVATE neo_status neo__session_create(neo_runtime *rt, const neo_mode
         ld.head_dim = mi->dim / mi->n_heads;
         ld.n_ctx = s->n_ctx;
         ld.kv_type = d.kv_type;
-        ld.gpu_heads = d.gpu_heads;
+        ld.gpu_heads = d.layer_gpu_heads ? d.layer_gpu_heads[l] : d.gpu_heads;
         ld.pipeline = d.pipeline;
         if ((st = neo__layer_create(rt, &ld, &s->layers[l])) != NEO_OK) { /* which says why */
             neo__session_destroy(s);

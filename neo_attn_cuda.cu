@@ -110,7 +110,7 @@
    three 16-bit parts (see neo__attn_mma), sums are float32. A query with
    no visible cell in a split leaves (m, l, acc) = (-inf, 0, 0), which every merge treats as
    weight 0. A finished query with no visible cell at all and no sink gets out = 0. NaN and inf
-   (see neo__score_dot): a masked cell never reaches an output whatever its K and V hold; inf or
+   (see neo__score): a masked cell never reaches an output whatever its K and V hold; inf or
    NaN in a visible cell's K makes the outputs of its KV head's queries that see it NaN; a
    non-finite V element of a visible cell makes that output element non-finite. */
 #include "neo_attn.h"
@@ -218,7 +218,10 @@ __device__ __forceinline__ float neo__warp_max(float v) {
    cell never reaches an output: its weight is exactly 0 and no kernel multiplies it into an
    accumulator (see neo__fast_pv and the tensor-core kernel's masked tiles). A non-finite V
    element of a visible cell makes that output element non-finite. */
-__device__ __forceinline__ float neo__score_dot(float dot) { return fabsf(dot) <= 3.402823466e38f ? dot : __int_as_float(0x7fc00000); }
+/* scale * dot, NaN where dot is inf or NaN: dot - dot is +0 for a finite dot, and adding it in
+   the fma leaves the value of scale * dot (one rounding; an exact zero product as +0), and NaN
+   otherwise. One dependent add in the score's chain and no test. */
+__device__ __forceinline__ float neo__score(float scale, float dot) { return fmaf(scale, dot, dot - dot); }
 /* a finished output: acc / l, 0 where no cell was visible and there is no sink (l == 0), NaN
    where l is (a NaN score upstream) */
 __device__ __forceinline__ float neo__finish(float acc, float den) { return den != 0.0f ? acc / den : 0.0f; }
@@ -293,7 +296,7 @@ __device__ __forceinline__ void neo__softmax_tile(const neo__cu_attn &p, float *
             const int c = lane + 32 * cc, cell = tile0 + c;
             float     s = -INFINITY;
             if (qok && c < nvalid && cell <= pos) {
-                s = p.scale * neo__score_dot(s_p[c * NQ + i]);
+                s = neo__score(p.scale, s_p[c * NQ + i]);
                 if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
                 if (p.slopes) s -= slope * (float)(pos - cell);
             }
@@ -412,7 +415,7 @@ __device__ __forceinline__ float neo__fast_softmax(const neo__cu_attn &p, float 
         const int row = k * RW + rsub, cell = tile0 + row;
         float     s = -INFINITY;
         if (qok && row < nvalid && cell <= pos) {
-            s = p.scale * neo__score_dot(sc[k]);
+            s = neo__score(p.scale, sc[k]);
             if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
             if (p.slopes) s -= slope * (float)(pos - cell);
         }
@@ -1206,7 +1209,7 @@ template <typename T, int D, int BPS> struct neo__mma {
                 float dot = sp[QP - 1][x];
 #pragma unroll
                 for (int u = QP - 2; u >= 0; u--) dot += sp[u][x]; /* low to high */
-                s = q.sce[e] * neo__score_dot(dot);
+                s = neo__score(q.sce[e], dot);
                 if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
                 if (p.slopes) s -= q.slp[e] * (float)(q.pse[e] - cell);
             }
@@ -1236,8 +1239,36 @@ template <typename T, int D, int BPS> struct neo__mma {
             }
     }
 
-    /* O^T += V^T . P^T for the tile at shared address vs: the weights in a high and a low part */
-    __device__ __forceinline__ void pv(unsigned vs, const float (&pw)[4], int tile0, int nvalid, float (&acc)[KS][4]) const {
+    /* V^T's A fragments of m-tiles 2P and 2P + 1 of the tile at shared address vs. Bulk path: a
+       lane's 16-byte loads of rows g and g + 8 (chunk 4P + c), 8 x 8 blocks (cells) x (dim pairs)
+       that pv transposes with movmatrix (neo__mma_dim); ldmatrix path: already transposed. */
+    __device__ __forceinline__ void v_frag(unsigned vs, int P, uint32_t (&a0)[4], uint32_t (&a1)[4]) const {
+        if constexpr (TMA) {
+            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(a0[0]), "=r"(a0[1]), "=r"(a1[0]), "=r"(a1[1])
+                         : "r"(vs + (unsigned)((g * CPR + 4 * P + c) * 16)));
+            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(a0[2]), "=r"(a0[3]), "=r"(a1[2]), "=r"(a1[3])
+                         : "r"(vs + (unsigned)(((g + 8) * CPR + 4 * P + c) * 16)));
+        } else {
+            const int      lr = lane & 7, mi = lane >> 3, vb = mi & 1;
+            const unsigned vrow = vs + (unsigned)((lr + 8 * (mi >> 1)) * CPR * 16);
+            neo__ldsm4t(a0, vrow + ((unsigned)((4 * P + vb) ^ lr) << 4));
+            neo__ldsm4t(a1, vrow + ((unsigned)((4 * P + 2 + vb) ^ lr) << 4));
+        }
+    }
+    /* Head_dim 64 and 128 read all of a tile's V fragments before the softmax (v_frags), so that
+       the shared loads are in flight under its shuffles and exps: pv's masked-tile test would
+       otherwise hold them back until the weights are done. Head_dim 256 reads them in pv, pair
+       by pair: its 64 registers of V do not fit beside the softmax's without spilling. */
+    static constexpr bool VEARLY = D <= 128;
+    __device__ __forceinline__ void v_frags(unsigned vs, uint32_t (&va)[KS][4]) const {
+#pragma unroll
+        for (int P = 0; P < KS / 2; P++) v_frag(vs, P, va[2 * P], va[2 * P + 1]);
+    }
+
+    /* O^T += V^T . P^T for the tile at shared address vs (va: its v_frags when VEARLY): the
+       weights in a high and a low part */
+    __device__ __forceinline__ void pv(unsigned vs, uint32_t (&va)[KS][4], const float (&pw)[4], int tile0, int nvalid,
+                                       float (&acc)[KS][4]) const {
         /* P^T's B fragments: the 8 x 8 blocks (cells g, g + 8) x (queries 2c, 2c + 1) transposed */
         uint32_t bh[2], bl[2];
 #pragma unroll
@@ -1249,32 +1280,18 @@ template <typename T, int D, int BPS> struct neo__mma {
         }
         if (tile0 + nvalid - 1 > minpos && neo__mma_v_bad<T, D>(vs, minpos + 1 - tile0, nvalid, lane)) {
             neo__mma_pv_masked<T, D, TMA>(acc, pw, vs, g, c);
-        } else if constexpr (TMA) {
-            /* V^T's A fragments: a lane's 16-byte loads of rows g and g + 8 (chunk 4P + c) are
-               8 x 8 blocks (cells) x (dim pairs), each transposed by movmatrix (neo__mma_dim) */
+        } else {
 #pragma unroll
             for (int P = 0; P < KS / 2; P++) {
-                uint4 x0, x1;
-                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(x0.x), "=r"(x0.y), "=r"(x0.z), "=r"(x0.w)
-                             : "r"(vs + (unsigned)((g * CPR + 4 * P + c) * 16)));
-                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(x1.x), "=r"(x1.y), "=r"(x1.z), "=r"(x1.w)
-                             : "r"(vs + (unsigned)(((g + 8) * CPR + 4 * P + c) * 16)));
-                const uint32_t a0[4] = {neo__movt(x0.x), neo__movt(x0.y), neo__movt(x1.x), neo__movt(x1.y)};
-                const uint32_t a1[4] = {neo__movt(x0.z), neo__movt(x0.w), neo__movt(x1.z), neo__movt(x1.w)};
-                MT::mma(acc[2 * P], a0, bh[0], bh[1]);
-                MT::mma(acc[2 * P], a0, bl[0], bl[1]);
-                MT::mma(acc[2 * P + 1], a1, bh[0], bh[1]);
-                MT::mma(acc[2 * P + 1], a1, bl[0], bl[1]);
-            }
-        } else {
-            const int      lr = lane & 7, mi = lane >> 3, vb = mi & 1;
-            const unsigned vrow = (unsigned)((lr + 8 * (mi >> 1)) * CPR * 16);
+                if constexpr (!VEARLY) v_frag(vs, P, va[2 * P], va[2 * P + 1]);
 #pragma unroll
-            for (int t = 0; t < KS; t++) {
-                uint32_t a[4];
-                neo__ldsm4t(a, vs + vrow + ((unsigned)((2 * t + vb) ^ lr) << 4));
-                MT::mma(acc[t], a, bh[0], bh[1]);
-                MT::mma(acc[t], a, bl[0], bl[1]);
+                for (int t = 2 * P; t < 2 * P + 2; t++) {
+                    uint32_t a[4];
+#pragma unroll
+                    for (int u = 0; u < 4; u++) a[u] = TMA ? neo__movt(va[t][u]) : va[t][u];
+                    MT::mma(acc[t], a, bh[0], bh[1]);
+                    MT::mma(acc[t], a, bl[0], bl[1]);
+                }
             }
         }
     }
@@ -1467,8 +1484,10 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
         float          sp[K::QP][4], pw[4];
         k.wait(j, stage);
         k.scores(ks, qf, sp);
+        uint32_t       va[K::KS][4];
+        if constexpr (K::VEARLY) k.v_frags(ks + K::TB, va);
         k.softmax(sp, q, tile0, nvalid, m, l, acc, pw);
-        k.pv(ks + K::TB, pw, tile0, nvalid, acc);
+        k.pv(ks + K::TB, va, pw, tile0, nvalid, acc);
         __syncwarp(); /* every lane is done with the stage: refill it */
         if (j + K::NS < k.nw) k.load(j + K::NS, stage);
         if constexpr (!K::TMA) neo__cp_async_commit();

@@ -428,7 +428,8 @@ static void test_layer_create(neo_runtime *rt) {
     BAD(kv_type, (neo_type)1000, NEO_ERR_INVALID_ARG);
     BAD(pipeline, (neo_pipeline)-1, NEO_ERR_INVALID_ARG);
     BAD(pipeline, (neo_pipeline)3, NEO_ERR_INVALID_ARG);
-    BAD(gpu_heads, -1, NEO_ERR_INVALID_ARG);
+    BAD(gpu_heads, -2, NEO_ERR_INVALID_ARG);
+    BAD(gpu_heads, INT_MIN, NEO_ERR_INVALID_ARG);
     BAD(gpu_heads, 3, NEO_ERR_INVALID_ARG); /* > n_head_kv */
     BAD(gpu_heads, INT_MAX, NEO_ERR_INVALID_ARG);
     BAD(scale, -1.0f, NEO_ERR_INVALID_ARG);
@@ -454,6 +455,7 @@ static void test_layer_create(neo_runtime *rt) {
     BAD(pipeline, NEO_PIPELINE_AUTO, NEO_OK);
     BAD(gpu_heads, 1, NEO_OK); /* a split asked for on a CPU runtime: every head stays on the host */
     BAD(gpu_heads, 2, NEO_OK);
+    BAD(gpu_heads, NEO_GPU_HEADS_NONE, NEO_OK);
     BAD(scale, 0.125f, NEO_OK);
     BAD(softcap, 30.0f, NEO_OK);
     BAD(max_alibi_bias, 8.0f, NEO_OK);
@@ -783,7 +785,8 @@ static void test_model_session(neo_runtime *rt) {
     BADS(kv_type, (neo_type)3, NEO_ERR_INVALID_ARG);
     BADS(kv_type, (neo_type)-1, NEO_ERR_INVALID_ARG);
     BADS(pipeline, (neo_pipeline)3, NEO_ERR_INVALID_ARG);
-    BADS(gpu_heads, -1, NEO_ERR_INVALID_ARG);
+    BADS(gpu_heads, -2, NEO_ERR_INVALID_ARG);
+    BADS(gpu_heads, NEO_GPU_HEADS_NONE, NEO_OK);
     BADS(gpu_heads, 3, NEO_ERR_INVALID_ARG); /* > n_kv_heads */
     BADS(gpu_heads, 2, NEO_OK);
     BADS(kv_type, NEO_TYPE_BF16, NEO_OK);
@@ -1294,6 +1297,294 @@ static void test_prefill_slices(void) {
     }
 }
 
+/* --- the v1 calls: placement, moving heads, batches, sync --- */
+
+/* heads a neo_plan_gpu_heads value puts on the GPU */
+static int plan_dev(int g, int n_kv) { return g == NEO_GPU_HEADS_NONE ? 0 : g == 0 ? n_kv : g; }
+
+/* every placement of up to 3 layers of small shapes, every budget up to all of them: the GPU
+   bytes fit, the count returned is the host heads, no layer could take one more head, and
+   layers of one shape differ by at most one host head (for one shape: as many as fit) */
+static void plan_case(const neo_layer_desc *d, int n) {
+    size_t b[3], all = 0;
+    int    same = 1;
+    for (int i = 0; i < n; i++) {
+        b[i] = (size_t)d[i].n_ctx * (size_t)(d[i].head_dim + d[i].head_dim_v) * (d[i].kv_type == NEO_TYPE_F32 ? 4 : 2);
+        all += b[i] * (size_t)d[i].n_head_kv;
+        same &= memcmp(&d[i], &d[0], sizeof *d) == 0;
+    }
+    for (size_t budget = 0; budget <= all + 1; budget++) {
+        int    g[3] = {-7, -7, -7}, host = 0, ok = 1, dev[3], total = 0;
+        size_t used = 0;
+        int    r = neo_plan_gpu_heads(d, n, budget, g);
+        for (int i = 0; i < n; i++) {
+            ok &= g[i] == NEO_GPU_HEADS_NONE || (g[i] >= 0 && g[i] < d[i].n_head_kv);
+            dev[i] = plan_dev(g[i], d[i].n_head_kv);
+            used += (size_t)dev[i] * b[i], host += d[i].n_head_kv - dev[i], total += d[i].n_head_kv;
+        }
+        ok &= r == host && used <= budget;
+        for (int i = 0; i < n; i++) {
+            ok &= dev[i] == d[i].n_head_kv || used + b[i] > budget; /* maximal */
+            for (int j = 0; j < n; j++)
+                if (memcmp(&d[i], &d[j], sizeof *d) == 0) ok &= abs(dev[i] - dev[j]) <= 1; /* even */
+        }
+        if (same) ok &= total - host == (int)(budget / b[0] < (size_t)total ? budget / b[0] : (size_t)total);
+        if (!CHECK(ok)) {
+            fprintf(stderr, "    plan: %d layers, budget %zu: returned %d, gpu_heads %d %d %d\n", n, budget, r, g[0], g[1], g[2]);
+            return;
+        }
+    }
+}
+
+static void test_plan(void) {
+    static const int kv[3] = {1, 2, 3}, ctx[2] = {1, 3};
+    neo_layer_desc d[3], shapes[12];
+    int            g[3] = {5, 5, 5}, ns = 0;
+    memset(shapes, 0, sizeof shapes);
+    for (int a = 0; a < 3; a++)
+        for (int c = 0; c < 2; c++)
+            for (int t = 0; t < 2; t++, ns++) {
+                neo_layer_desc *s = &shapes[ns];
+                s->n_head = s->n_head_kv = kv[a], s->head_dim = 1, s->head_dim_v = 1 + t, s->n_ctx = ctx[c];
+                s->kv_type = t ? NEO_TYPE_F32 : NEO_TYPE_F16, s->gpu_heads = t ? NEO_GPU_HEADS_NONE : 0; /* ignored */
+            }
+    check_context("neo_plan_gpu_heads, every small case");
+    for (int x = 0; x < ns; x++) {
+        d[0] = shapes[x], plan_case(d, 1);
+        for (int y = 0; y < ns; y++) {
+            d[1] = shapes[y], plan_case(d, 2);
+            for (int z = 0; z < ns; z++) d[2] = shapes[z], plan_case(d, 3);
+        }
+    }
+    check_context("neo_plan_gpu_heads: a model's layers");
+    {
+        neo_layer_desc m[32];
+        int            gh[32], r;
+        for (int i = 0; i < 32; i++) {
+            memset(&m[i], 0, sizeof m[i]);
+            m[i].n_head = 32, m[i].n_head_kv = 8, m[i].head_dim = 128, m[i].n_ctx = 32768;
+        }
+        /* room for 200 of the 256 heads: 56 on the host, 1 or 2 a layer */
+        r = neo_plan_gpu_heads(m, 32, (size_t)200 * 32768 * 256 * 2 + 12345, gh);
+        CHECK(r == 56);
+        for (int i = 0; i < 32; i++) CHECK(gh[i] == 6 || gh[i] == 7);
+        CHECK(neo_plan_gpu_heads(m, 32, (size_t)1 << 50, gh) == 0 && gh[5] == 0);
+        CHECK(neo_plan_gpu_heads(m, 32, 0, gh) == 256 && gh[31] == NEO_GPU_HEADS_NONE);
+    }
+    check_context("neo_plan_gpu_heads: bad arguments write nothing");
+    d[0] = shapes[3], d[1] = shapes[4];
+    CHECK(neo_plan_gpu_heads(NULL, 2, 100, g) == -1);
+    CHECK(neo_plan_gpu_heads(d, 2, 100, NULL) == -1);
+    CHECK(neo_plan_gpu_heads(d, 0, 100, g) == -1);
+    CHECK(neo_plan_gpu_heads(d, -1, 100, g) == -1);
+    d[1].n_head_kv = 0;
+    CHECK(neo_plan_gpu_heads(d, 2, 100, g) == -1);
+    d[1] = shapes[4], d[1].gpu_heads = -5; /* ignored, as every gpu_heads */
+    CHECK(neo_plan_gpu_heads(d, 2, 100, g) >= 0);
+    d[1].kv_type = (neo_type)9;
+    g[0] = g[1] = 5;
+    CHECK(neo_plan_gpu_heads(d, 2, 100, g) == -1 && g[0] == 5 && g[1] == 5);
+}
+
+/* NEO_GPU_HEADS_NONE and neo_layer_set_gpu_heads on a CPU runtime: every head on the host
+   whatever is asked, nothing moves, the output keeps its bits; bad values change nothing */
+static void test_cpu_placement(neo_runtime *rt) {
+    static float   k[40 * 2 * 16], v[40 * 2 * 16], q[8 * 16], o[3][8 * 16];
+    static const int vals[] = {NEO_GPU_HEADS_NONE, 0, 1, 2, NEO_GPU_HEADS_NONE};
+    neo_layer_desc d = base_desc();
+    neo_layer     *a = NULL, *b = NULL;
+    neo_layer_info li;
+    memset(&li, 0, sizeof li);
+    fill(k, sizeof k / sizeof *k, 0.1f), fill(v, sizeof v / sizeof *v, -0.3f), fill(q, sizeof q / sizeof *q, 0.7f);
+    check_context("NEO_GPU_HEADS_NONE on a CPU runtime");
+    d.gpu_heads = NEO_GPU_HEADS_NONE;
+    if (!CHECK_STATUS(neo_layer_create(rt, &d, &a), NEO_OK)) return;
+    d.gpu_heads = 0;
+    if (CHECK_STATUS(neo_layer_create(rt, &d, &b), NEO_OK)) {
+        CHECK_STATUS(neo_layer_get_info(a, &li), NEO_OK);
+        CHECK(li.gpu_heads == 0 && li.cpu_heads == 2 && li.gpu_bytes == 0);
+        CHECK_STATUS(neo_attn_append(a, k, v, 30), NEO_OK);
+        CHECK_STATUS(neo_attn_append(b, k, v, 30), NEO_OK);
+        poison(o[0], 8 * 16), poison(o[1], 8 * 16);
+        CHECK_STATUS(neo_attn_decode(a, q, o[0]), NEO_OK);
+        CHECK_STATUS(neo_attn_decode(b, q, o[1]), NEO_OK);
+        CHECK(same_bits(o[0], o[1], 8 * 16));
+        check_context("neo_layer_set_gpu_heads on a CPU runtime");
+        for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+            CHECK_STATUS(neo_layer_set_gpu_heads(a, vals[i]), NEO_OK);
+            CHECK_STATUS(neo_layer_get_info(a, &li), NEO_OK);
+            CHECK(li.gpu_heads == 0 && li.cpu_heads == 2 && neo_layer_length(a) == 30);
+            poison(o[2], 8 * 16);
+            CHECK_STATUS(neo_attn_decode(a, q, o[2]), NEO_OK);
+            CHECK(same_bits(o[0], o[2], 8 * 16));
+        }
+        CHECK_STATUS(neo_layer_set_gpu_heads(NULL, 0), NEO_ERR_INVALID_ARG);
+        CHECK_STATUS(neo_layer_set_gpu_heads(a, -2), NEO_ERR_INVALID_ARG);
+        CHECK_STATUS(neo_layer_set_gpu_heads(a, 3), NEO_ERR_INVALID_ARG);
+        CHECK_STATUS(neo_layer_set_gpu_heads(a, INT_MIN), NEO_ERR_INVALID_ARG);
+        CHECK(neo_layer_length(a) == 30);
+    }
+    neo_layer_destroy(a);
+    neo_layer_destroy(b);
+}
+
+/* bad batches: every one a status, no length moves, no output is written */
+static void batch_errors(neo_runtime *rt, neo_runtime *other, const char *what) {
+    static float    k[4 * 2 * 16], v[4 * 2 * 16], q[4 * 8 * 16], o[4 * 8 * 16];
+    neo_layer_desc  d = base_desc(), e = base_desc();
+    neo_layer      *l[4] = {NULL, NULL, NULL, NULL}, *x = NULL, *y = NULL, *z = NULL;
+    fill(k, sizeof k / sizeof *k, 0.1f), fill(v, sizeof v / sizeof *v, 0.2f), fill(q, sizeof q / sizeof *q, 0.3f);
+    check_context("batch errors on %s: layers", what);
+    d.n_ctx = 3, d.gpu_heads = 1, d.pipeline = NEO_PIPELINE_ON;
+    e.head_dim_v = 8;
+    for (int i = 0; i < 3; i++) CHECK_STATUS(neo_layer_create(rt, &d, &l[i]), NEO_OK);
+    CHECK_STATUS(neo_layer_create(rt, &e, &x), NEO_OK);       /* another head_dim_v */
+    CHECK_STATUS(neo_layer_create(other, &d, &y), NEO_OK);    /* another runtime */
+    d.n_ctx = 5;
+    CHECK_STATUS(neo_layer_create(rt, &d, &z), NEO_OK);       /* the same shape, more room */
+    if (!l[0] || !l[1] || !l[2] || !x || !y || !z) goto done;
+    check_context("batch errors on %s", what);
+    CHECK_STATUS(neo_attn_append_batch(l, 3, k, v), NEO_OK);
+    CHECK_STATUS(neo_attn_append(l[1], k, v, 1), NEO_OK);
+    CHECK_STATUS(neo_attn_append(l[1], k, v, 1), NEO_OK);    /* l[1] full */
+    poison(o, sizeof o / sizeof *o);
+    CHECK_STATUS(neo_attn_decode_batch(NULL, 2, q, o), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_decode_batch(l, 0, q, o), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_decode_batch(l, -3, q, o), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_decode_batch(l, 2, NULL, o), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_decode_batch(l, 2, q, NULL), NEO_ERR_INVALID_ARG);
+    l[3] = NULL;
+    CHECK_STATUS(neo_attn_decode_batch(l, 4, q, o), NEO_ERR_INVALID_ARG);
+    l[3] = l[0];
+    CHECK_STATUS(neo_attn_decode_batch(l, 4, q, o), NEO_ERR_INVALID_ARG); /* l[0] twice */
+    l[3] = x;
+    CHECK_STATUS(neo_attn_decode_batch(l, 4, q, o), NEO_ERR_INVALID_ARG);
+    l[3] = y;
+    CHECK_STATUS(neo_attn_decode_batch(l, 4, q, o), NEO_ERR_INVALID_ARG);
+    l[3] = z;
+    CHECK_STATUS(neo_attn_decode_batch(l, 4, q, o), NEO_ERR_INVALID_ARG); /* z is empty */
+    CHECK(isnan(o[0]) && isnan(o[4 * 8 * 16 - 1]));
+    CHECK_STATUS(neo_attn_append_batch(NULL, 2, k, v), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_append_batch(l, 0, k, v), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_append_batch(l, 2, NULL, v), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_attn_append_batch(l, 2, k, NULL), NEO_ERR_INVALID_ARG);
+    l[3] = l[2];
+    CHECK_STATUS(neo_attn_append_batch(l, 4, k, v), NEO_ERR_INVALID_ARG);
+    l[3] = x;
+    CHECK_STATUS(neo_attn_append_batch(l, 4, k, v), NEO_ERR_INVALID_ARG);
+    l[3] = z;
+    CHECK_STATUS(neo_attn_append_batch(l, 4, k, v), NEO_ERR_FULL); /* l[1] is full: no layer changes */
+    CHECK(neo_layer_length(l[0]) == 1 && neo_layer_length(l[1]) == 3 && neo_layer_length(l[2]) == 1 && neo_layer_length(z) == 0);
+    l[3] = l[1], l[1] = z, z = l[3]; /* the full one out */
+    CHECK_STATUS(neo_attn_append_batch(l, 3, k, v), NEO_OK);
+    CHECK(neo_layer_length(l[0]) == 2 && neo_layer_length(l[1]) == 1 && neo_layer_length(l[2]) == 2);
+    CHECK_STATUS(neo_attn_decode_batch(l, 3, q, o), NEO_OK);
+    CHECK(!isnan(o[0]) && !isnan(o[3 * 8 * 16 - 1]) && isnan(o[3 * 8 * 16]));
+    CHECK_STATUS(neo_runtime_sync(rt), NEO_OK);
+    CHECK_STATUS(neo_runtime_sync(NULL), NEO_ERR_INVALID_ARG);
+done:
+    for (int i = 0; i < 3; i++) neo_layer_destroy(l[i]);
+    neo_layer_destroy(x), neo_layer_destroy(y), neo_layer_destroy(z);
+}
+
+/* A move that runs out of memory at any allocation moves nothing: the layer reports and decodes
+   as before, and everything allocated comes back. */
+static void test_move_no_memory(void) {
+    static float     k[100 * 4 * 16], v[100 * 4 * 16], q[8 * 16], o[2][8 * 16];
+    static const int to[] = {NEO_GPU_HEADS_NONE, 0, 3};
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL, *cpu = NULL;
+    fill(k, sizeof k / sizeof *k, 0.4f), fill(v, sizeof v / sizeof *v, -0.6f), fill(q, sizeof q / sizeof *q, 0.2f);
+    for (size_t t = 0; t < sizeof to / sizeof *to; t++) {
+        int done = 0;
+        for (long f = 0; f < 40 && !done; f++) {
+            count_alloc    c = {0, 0, -1};
+            neo_layer_desc d = base_desc();
+            neo_layer     *l = NULL;
+            neo_layer_info before, after;
+            neo_status     st;
+            memset(&before, 0, sizeof before), memset(&after, 0, sizeof after);
+            rd.n_threads = 2, rd.gpu = 1, rd.gpu_standin = 1;
+            rd.allocator.alloc = count_alloc_fn, rd.allocator.free = count_free_fn, rd.allocator.user = &c;
+            d.n_head_kv = 4, d.n_ctx = 100, d.gpu_heads = 1, d.pipeline = NEO_PIPELINE_ON;
+            check_context("set_gpu_heads %d out of memory at allocation %ld", to[t], f);
+            if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return;
+            if (CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) && CHECK_STATUS(neo_attn_append(l, k, v, 100), NEO_OK) &&
+                CHECK_STATUS(neo_attn_decode(l, q, o[0]), NEO_OK)) {
+                CHECK_STATUS(neo_layer_get_info(l, &before), NEO_OK);
+                c.fail_at = c.allocs + f;
+                st = neo_layer_set_gpu_heads(l, to[t]);
+                c.fail_at = -1;
+                CHECK_STATUS(neo_layer_get_info(l, &after), NEO_OK);
+                poison(o[1], 8 * 16);
+                CHECK_STATUS(neo_attn_decode(l, q, o[1]), NEO_OK);
+                if (st == NEO_OK) done = 1, CHECK(after.gpu_heads == plan_dev(to[t], 4));
+                else {
+                    CHECK(st == NEO_ERR_NO_MEMORY || st == NEO_ERR_DEVICE_MEMORY);
+                    CHECK(after.gpu_heads == before.gpu_heads && after.gpu_bytes == before.gpu_bytes &&
+                          after.host_bytes == before.host_bytes && same_bits(o[0], o[1], 8 * 16));
+                }
+            }
+            neo_layer_destroy(l);
+            neo_runtime_destroy(rt);
+            CHECK(c.allocs == c.frees);
+        }
+        CHECK(done);
+    }
+    /* sync and batches of a CPU runtime too */
+    cpu = make_rt(2);
+    rd.allocator.alloc = NULL, rd.allocator.free = NULL, rd.allocator.user = NULL;
+    if (CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK) && cpu) {
+        batch_errors(rt, cpu, "the stand-in");
+        batch_errors(cpu, rt, "a CPU runtime");
+    }
+    neo_runtime_destroy(rt);
+    neo_runtime_destroy(cpu);
+}
+
+/* neo_session_desc.layer_gpu_heads: each layer its own placement (a plan's), the same tokens */
+static void test_session_placement(void) {
+    synth_cfg        c = {16, 24, 2, 4, 2, 32, 16};
+    size_t           size = 0;
+    unsigned char   *buf = synth_build(&c, 11, &size);
+    neo_model       *m = NULL;
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL;
+    neo_session     *a = NULL, *b = NULL;
+    neo_session_desc sd = {0};
+    neo_layer_info   li;
+    static const int place[2] = {NEO_GPU_HEADS_NONE, 1}, bad[2] = {0, -2};
+    float            la[32], lb[32];
+    memset(&li, 0, sizeof li);
+    check_context("session with layer_gpu_heads");
+    rd.n_threads = 2, rd.gpu = 1, rd.gpu_standin = 1;
+    if (!CHECK(buf != NULL) || !CHECK_STATUS(neo_model_load_memory(buf, size, &m), NEO_OK) ||
+        !CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK))
+        goto done;
+    sd.layer_gpu_heads = bad;
+    CHECK_STATUS(neo_session_create(rt, m, &sd, &a), NEO_ERR_INVALID_ARG);
+    CHECK(a == NULL);
+    sd.layer_gpu_heads = place, sd.pipeline = NEO_PIPELINE_ON, sd.gpu_heads = 2; /* gpu_heads is overridden */
+    if (!CHECK_STATUS(neo_session_create(rt, m, &sd, &a), NEO_OK)) goto done;
+    sd.layer_gpu_heads = NULL, sd.gpu_heads = 0;
+    if (!CHECK_STATUS(neo_session_create(rt, m, &sd, &b), NEO_OK)) goto done;
+    CHECK_STATUS(neo_session_get_info(a, &li), NEO_OK);
+    CHECK(li.gpu_heads == 1 && li.cpu_heads == 1);
+    CHECK(li.gpu_bytes == (size_t)16 * 2 * 4 * 2 && li.host_bytes == (size_t)3 * 16 * 2 * 4 * 2); /* heads * ctx * (K+V) * hs * f16 */
+    for (int t = 0; t < 10; t++) {
+        double num = 0, den = 0;
+        CHECK_STATUS(neo_session_step(a, (t * 7) % 32, la), NEO_OK);
+        CHECK_STATUS(neo_session_step(b, (t * 7) % 32, lb), NEO_OK);
+        for (int i = 0; i < 32; i++) num += ((double)la[i] - lb[i]) * ((double)la[i] - lb[i]), den += (double)lb[i] * lb[i];
+        CHECK(sqrt(num) <= 1e-4 * sqrt(den));
+    }
+done:
+    neo_session_destroy(a), neo_session_destroy(b);
+    neo_runtime_destroy(rt);
+    neo_model_destroy(m);
+    free(buf);
+}
+
 int main(void) {
     neo_runtime *rt;
     test_strings();
@@ -1307,6 +1598,10 @@ int main(void) {
         test_sinks_copied(rt);
         test_split_info();
         test_model_session(rt);
+        test_plan();
+        test_cpu_placement(rt);
+        test_move_no_memory();
+        test_session_placement();
         neo_runtime_destroy(rt);
     }
     test_refusals_logged();

@@ -167,13 +167,15 @@ load_error "a prompt of 1002 tokens" "the prompt is 1002 tokens" "$MODEL" -z "$T
 # --- flags ---------------------------------------------------------------------------------------
 load_error "--gpu-heads-frac without --gpu: refused" "--gpu-heads-frac needs --gpu or --gpu-standin" \
     "$MODEL" -z "$TOK" -t 0 -n 16 -i "$PROMPT" --gpu-heads-frac 0.5
+load_error "--gpu-kv-budget without --gpu: refused" "--gpu-kv-budget needs --gpu or --gpu-standin" \
+    "$MODEL" -z "$TOK" -t 0 -n 16 -i "$PROMPT" --gpu-kv-budget 1000
 if "$BIN" "$MODEL" -z "$TOK" -t 0 -n 16 -i "$PROMPT" --threads 1 >"$T/out" 2>"$T/err" </dev/null &&
    grep -q ": 1 thread, " "$T/err"; then
     pass "--threads 1: the stats say '1 thread'"
 else
     fail "--threads 1: the stats line" "$T/err"
 fi
-for bad in "--threads x" "--gpu-heads-frac 2" "--neo-pipeline sideways" "--kv-type f8" "-t abc" "--nope 1"; do
+for bad in "--threads x" "--gpu-heads-frac 2" "--gpu-kv-budget -1" "--neo-pipeline sideways" "--kv-type f8" "-t abc" "--nope 1"; do
     # shellcheck disable=SC2086  # split "flag value" on purpose
     if "$BIN" "$MODEL" -z "$TOK" $bad -i "$PROMPT" >"$T/out" 2>"$T/err" </dev/null; then b_rc=0; else b_rc=$?; fi
     if [ "$b_rc" -eq 1 ] && [ ! -s "$T/out" ] && grep -q "Usage" "$T/err"; then
@@ -264,7 +266,8 @@ fi
 # --- the seeds' checks, on the host stand-in GPU (the same split orchestration as CUDA) --------
 # C1: greedy output identical with no split, split + stream-back (OFF) and split + both halves (ON)
 for split in "" "--gpu-heads-frac 0.5 --neo-pipeline off" "--gpu-heads-frac 0.5 --neo-pipeline on" \
-             "--gpu-heads-frac 0.25 --neo-pipeline auto" "--gpu-heads-frac 0.75 --neo-pipeline on --kv-type f16"; do
+             "--gpu-heads-frac 0.25 --neo-pipeline auto" "--gpu-heads-frac 0.75 --neo-pipeline on --kv-type f16" \
+             "--gpu-kv-budget 300000 --neo-pipeline on" "--gpu-kv-budget 0 --neo-pipeline off"; do
     # shellcheck disable=SC2086  # split "flag value" on purpose
     golden "C1 stand-in GPU $split: greedy" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --gpu-standin $split
 done

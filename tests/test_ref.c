@@ -984,10 +984,10 @@ static void timed(const char *name, void (*fn)(void)) {
 /* split layers on the stand-in GPU: heads [0, gpu_heads) on the "device", the rest in host
    memory, attended by stream-back (OFF), both halves at once (ON) or the timed choice (AUTO) */
 static void test_split(void) {
-    static const int gh[] = {0, 1, 3, 4};
+    static const int gh[] = {0, 1, 3, 4, NEO_GPU_HEADS_NONE};
     static const char *pn[] = {"OFF", "ON", "AUTO"};
     int g, p, i, k = 0;
-    for (g = 0; g < 4; g++) {
+    for (g = 0; g < 5; g++) {
         for (p = 0; p < 3; p++, k++) {
             char name[96];
             tcase c;
@@ -1015,12 +1015,288 @@ static void test_split(void) {
                 tc_append(&c, 699), tc_both(&c, 3); /* full */
                 tc_append(&c, 1);
                 CHECK_STATUS(neo_layer_get_info(c.l[0], &li), NEO_OK);
-                CHECK(li.gpu_heads == (gh[g] ? gh[g] : 4) && li.cpu_heads == 4 - li.gpu_heads);
+                CHECK(li.gpu_heads == (gh[g] == NEO_GPU_HEADS_NONE ? 0 : gh[g] ? gh[g] : 4) && li.cpu_heads == 4 - li.gpu_heads);
                 CHECK(li.pipeline == (neo_pipeline)p && li.n_decode == 20);
             }
             tc_close(&c);
         }
     }
+}
+
+/* --- many layers in one call, and heads moved between the sides ---------------------------------
+   A batch set: BN layers of one shape but different n_ctx, kv_type, gpu_heads, pipeline and
+   options on one runtime, driven by neo_attn_append_batch / neo_attn_decode_batch, and their twins
+   (same descriptors, same tokens) driven by single calls. Every batch output against float64, and
+   bit for bit against the twin's on the CPU paths and the stand-in (AUTO layers excepted there: their
+   choice comes from timing). */
+enum { BN = 6 };
+typedef struct bset {
+    neo_runtime   *rt;
+    int            path;    /* index into max_err / n_calls */
+    int            on_gpu;  /* activations in device memory (the real GPU) */
+    int            bitwise; /* batch == single calls bit for bit */
+    neo_layer_desc d[BN];
+    float          sinks[BN][8];
+    neo_layer     *a[BN], *b[BN];
+    tcase          m[BN];   /* the mirrors (d, ks, vs, len, dv) the reference reads */
+} bset;
+
+#if NEO_TEST_CUDA
+/* n floats of host memory copied to new device memory, and back */
+static float *dev_of(const float *src, size_t n) { return (float *)to_dev(src, n * sizeof(float)); }
+#endif
+static neo_status b_append(const bset *s, neo_layer *const *ls, const float *k, const float *v, size_t kn, size_t vn) {
+#if NEO_TEST_CUDA
+    if (s->on_gpu) {
+        float     *dk = dev_of(k, kn), *dv = dev_of(v, vn);
+        neo_status st = dk && dv ? neo_attn_append_batch(ls, BN, dk, dv) : NEO_ERR_DEVICE_MEMORY;
+        if (cudaDeviceSynchronize() != cudaSuccess) st = NEO_ERR_DEVICE;
+        cudaFree(dk), cudaFree(dv);
+        return st;
+    }
+#endif
+    (void)s, (void)kn, (void)vn;
+    return neo_attn_append_batch(ls, BN, k, v);
+}
+static neo_status b_decode(const bset *s, neo_layer *const *ls, const float *q, size_t qn, float *out, size_t on) {
+#if NEO_TEST_CUDA
+    if (s->on_gpu) {
+        float     *dq = dev_of(q, qn), *dout = dev_of(out, on);
+        neo_status st = dq && dout ? neo_attn_decode_batch(ls, BN, dq, dout) : NEO_ERR_DEVICE_MEMORY;
+        if (neo_runtime_sync(s->rt) != NEO_OK || cudaMemcpy(out, dout, on * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+            st = NEO_ERR_DEVICE;
+        cudaFree(dq), cudaFree(dout);
+        return st;
+    }
+#endif
+    (void)qn, (void)on;
+    neo_status st = neo_attn_decode_batch(ls, BN, q, out);
+    return st == NEO_OK ? neo_runtime_sync(s->rt) : st;
+}
+
+static int bset_open(bset *s, neo_runtime *rt, int path, int hd, int dv, int n_head, int n_kv) {
+    static const int gh[BN] = {0, 1, NEO_GPU_HEADS_NONE, 3, NEO_GPU_HEADS_NONE, 2};
+    static const neo_pipeline pp[BN] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_ON, NEO_PIPELINE_OFF, NEO_PIPELINE_OFF,
+                                        NEO_PIPELINE_AUTO};
+    int i;
+    memset(s, 0, sizeof *s);
+    s->rt = rt, s->path = path, s->on_gpu = path == 4, s->bitwise = path != 4;
+    for (i = 0; i < BN; i++) {
+        neo_layer_desc *d = &s->d[i];
+        *d = shape(n_head, n_kv, hd, dv, i == BN - 1 ? 10 + 50 * i + 3 : 400 + 150 * i, (neo_type)(i % 3));
+        d->gpu_heads = gh[i] > n_kv ? n_kv - 1 : gh[i], d->pipeline = pp[i];
+        if (i % 2) set_sinks(s->sinks[i], n_head), d->sinks = s->sinks[i], d->softcap = 4.0f;
+        if (i == 3) d->max_alibi_bias = 2.0f, d->scale = 0.15f;
+        s->m[i].d = *d;
+        s->m[i].dv = dv ? dv : hd;
+        s->m[i].ks = (float *)malloc((size_t)d->n_ctx * (size_t)n_kv * (size_t)hd * sizeof(float));
+        s->m[i].vs = (float *)malloc((size_t)d->n_ctx * (size_t)n_kv * (size_t)s->m[i].dv * sizeof(float));
+        if (!CHECK(s->m[i].ks && s->m[i].vs) || !CHECK_STATUS(neo_layer_create(rt, d, &s->a[i]), NEO_OK) ||
+            !CHECK_STATUS(neo_layer_create(rt, d, &s->b[i]), NEO_OK))
+            return 0;
+    }
+    return 1;
+}
+static void bset_close(bset *s) {
+    for (int i = 0; i < BN; i++) {
+        neo_layer_destroy(s->a[i]), neo_layer_destroy(s->b[i]);
+        free(s->m[i].ks), free(s->m[i].vs);
+    }
+}
+
+/* n tokens into layer i of both sets by single calls */
+static void bset_fill(bset *s, int i, int n) {
+    const neo_layer_desc *d = &s->d[i];
+    size_t rk = (size_t)d->n_head_kv * d->head_dim, rv = (size_t)d->n_head_kv * s->m[i].dv, j;
+    float *k = (float *)malloc((size_t)n * rk * sizeof(float)), *v = (float *)malloc((size_t)n * rv * sizeof(float));
+    if (CHECK(k && v)) {
+        rng_fill(k, (size_t)n * rk, -2.0f, 2.0f), rng_fill(v, (size_t)n * rv, -2.0f, 2.0f);
+        CHECK_STATUS(t_append(s->a[i], s->on_gpu, k, v, (size_t)n * rk, (size_t)n * rv, n), NEO_OK);
+        CHECK_STATUS(t_append(s->b[i], s->on_gpu, k, v, (size_t)n * rk, (size_t)n * rv, n), NEO_OK);
+        for (j = 0; j < (size_t)n * rk; j++) s->m[i].ks[(size_t)s->m[i].len * rk + j] = stored(d->kv_type, k[j]);
+        for (j = 0; j < (size_t)n * rv; j++) s->m[i].vs[(size_t)s->m[i].len * rv + j] = stored(d->kv_type, v[j]);
+        s->m[i].len += n;
+    }
+    free(k), free(v);
+}
+
+/* One token into every layer: the batch set by neo_attn_append_batch, the twins one by one; when a
+   layer is full, the batch writes nothing anywhere. */
+static void bset_append(bset *s) {
+    const neo_layer_desc *d = &s->d[0];
+    size_t rk = (size_t)d->n_head_kv * d->head_dim, rv = (size_t)d->n_head_kv * s->m[0].dv, j;
+    float *k = (float *)malloc(BN * rk * sizeof(float)), *v = (float *)malloc(BN * rv * sizeof(float));
+    int    full = 0, i;
+    for (i = 0; i < BN; i++) full |= s->m[i].len == s->d[i].n_ctx;
+    if (!CHECK(k && v)) goto done;
+    rng_fill(k, BN * rk, -2.0f, 2.0f), rng_fill(v, BN * rv, -2.0f, 2.0f);
+    CHECK_STATUS(b_append(s, s->a, k, v, BN * rk, BN * rv), full ? NEO_ERR_FULL : NEO_OK);
+    for (i = 0; i < BN; i++) {
+        CHECK(neo_layer_length(s->a[i]) == s->m[i].len + !full);
+        if (full) continue;
+        CHECK_STATUS(t_append(s->b[i], s->on_gpu, k + i * rk, v + i * rv, rk, rv, 1), NEO_OK);
+        for (j = 0; j < rk; j++) s->m[i].ks[(size_t)s->m[i].len * rk + j] = stored(s->d[i].kv_type, k[i * rk + j]);
+        for (j = 0; j < rv; j++) s->m[i].vs[(size_t)s->m[i].len * rv + j] = stored(s->d[i].kv_type, v[i * rv + j]);
+        s->m[i].len++;
+    }
+done:
+    free(k), free(v);
+}
+
+/* relative L2 error of out: [n][dv] against ref */
+static double rel_err(const float *out, const double *ref, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t e = 0; e < n; e++) {
+        double diff = (double)out[e] - ref[e];
+        num += diff * diff, den += ref[e] * ref[e];
+    }
+    return sqrt(num) / sqrt(den);
+}
+static void note_err(int path, double err) {
+    if (!(err <= max_err[path])) max_err[path] = err;
+    n_calls[path]++;
+}
+
+/* A decode of every layer: the batch set in one call, the twins one by one. */
+static void bset_decode(bset *s) {
+    const neo_layer_desc *d = &s->d[0];
+    size_t qn = (size_t)d->n_head * d->head_dim, on = (size_t)d->n_head * s->m[0].dv, e;
+    float *q = (float *)malloc(BN * qn * sizeof(float)), *out = (float *)malloc(2 * BN * on * sizeof(float));
+    double *ref = (double *)malloc(on * sizeof(double));
+    if (!CHECK(q && out && ref)) goto done;
+    rng_fill(q, BN * qn, -2.0f, 2.0f);
+    for (e = 0; e < 2 * BN * on; e++) out[e] = u2f(0x7FC0DEADu);
+    CHECK_STATUS(b_decode(s, s->a, q, BN * qn, out, BN * on), NEO_OK);
+    for (int i = 0; i < BN; i++) {
+        float *o = out + i * on, *t = out + (BN + i) * on;
+        double err;
+        CHECK_STATUS(t_query(s->b[i], s->on_gpu, q + i * qn, qn, 0, t, on), NEO_OK);
+        reference(&s->m[i], q + i * qn, 1, ref);
+        err = rel_err(o, ref, on);
+        if (!CHECK(err < TOL)) fprintf(stderr, "    %s batch layer %d len %d: rel err %.3g\n", path_names[s->path], i, s->m[i].len, err);
+        note_err(s->path, err);
+        CHECK(rel_err(t, ref, on) < TOL);
+        if (s->bitwise && (s->path < 3 || s->d[i].pipeline != NEO_PIPELINE_AUTO) && !CHECK(memcmp(o, t, on * sizeof(float)) == 0))
+            fprintf(stderr, "    %s: batch and single call differ, layer %d len %d\n", path_names[s->path], i, s->m[i].len);
+    }
+done:
+    free(q), free(out), free(ref);
+}
+
+static void batch_on(neo_runtime *rt, int path, const char *what) {
+    static const int shapes[2][4] = {{64, 64, 8, 4}, {40, 24, 6, 2}};
+    for (int sh = 0; sh < 2; sh++) {
+        bset s;
+        check_context("batch on %s, shape %d: open", what, sh);
+        if (bset_open(&s, rt, path, shapes[sh][0], shapes[sh][1], shapes[sh][2], shapes[sh][3])) {
+            check_context("batch on %s, shape %d", what, sh);
+            for (int i = 0; i < BN; i++) bset_fill(&s, i, 10 + 50 * i);
+            for (int r = 0; r < 8; r++) { /* layer BN - 1 is full after 3 tokens */
+                bset_append(&s);
+                bset_decode(&s);
+                if (r == 1) /* moved heads, in both sets alike: the batch goes on as before */
+                    for (int i = 1; i < BN; i += 2) {
+                        int g = i == 1 ? NEO_GPU_HEADS_NONE : i == 3 ? 0 : 1;
+                        CHECK_STATUS(neo_layer_set_gpu_heads(s.a[i], g), NEO_OK);
+                        CHECK_STATUS(neo_layer_set_gpu_heads(s.b[i], g), NEO_OK);
+                    }
+                if (r == 4) {
+                    CHECK_STATUS(neo_layer_truncate(s.a[BN - 1], 20), NEO_OK);
+                    CHECK_STATUS(neo_layer_truncate(s.b[BN - 1], 20), NEO_OK);
+                    s.m[BN - 1].len = 20;
+                }
+            }
+            for (int i = 0; i < BN - 1; i++) bset_fill(&s, i, 120); /* past AUTO's probes and a doubling */
+            for (int r = 0; r < 8; r++) bset_append(&s), bset_decode(&s);
+        }
+        bset_close(&s);
+    }
+}
+
+static void test_batch(void) {
+    neo_runtime     *bare = NULL;
+    neo_runtime_desc rd = {0};
+    for (int i = 0; i < 3; i++)
+        for (int t = 1; t <= 3 && isa_ok[i]; t += 2) batch_on(rts[i][t], i, path_names[i]);
+    for (int t = 1; t <= 3; t += 2)
+        if (rts_gpu[t]) batch_on(rts_gpu[t], 3, "the stand-in");
+    /* a backend without attend_batch: the header attends the device halves one by one */
+    rd.gpu = 1, rd.gpu_standin = 1, rd.n_threads = 2;
+    check_context("stand-in without attend_batch");
+    if (CHECK_STATUS(neo_runtime_create(&rd, &bare), NEO_OK)) {
+        bare->attn.attend_batch = NULL;
+        batch_on(bare, 3, "the stand-in without attend_batch");
+    }
+    neo_runtime_destroy(bare);
+    if (rt_cuda) batch_on(rt_cuda, 4, "the GPU");
+}
+
+/* A split layer's heads moved to every placement and back: after each move the output is within
+   the bound, and bit for bit (stand-in) that of a layer made with that placement; a round trip
+   gives the first output again; appends after the moves land where they should. */
+static void move_on(neo_runtime *rt, int path, neo_pipeline p, neo_type t) {
+    static const int seq[] = {2, NEO_GPU_HEADS_NONE, 0, 1, 3, NEO_GPU_HEADS_NONE, 4, 2};
+    tcase  c;
+    size_t qn = 8 * 64, on = 8 * 64;
+    float  q[8 * 64], first[8 * 64], out[8 * 64], twin[8 * 64];
+    double ref[8 * 64];
+    int    bitwise = path == 3 && p != NEO_PIPELINE_AUTO;
+    memset(&c, 0, sizeof c);
+    c.d = shape(8, 4, 64, 64, 700, t);
+    c.d.gpu_heads = 2, c.d.pipeline = p, c.dv = 64, c.n = 1, c.isa[0] = path;
+    c.ks = (float *)malloc(700 * 4 * 64 * sizeof(float)), c.vs = (float *)malloc(700 * 4 * 64 * sizeof(float));
+    check_context("set_gpu_heads on %s, pipeline %d, kv_type %d", path_names[path], (int)p, (int)t);
+    if (!CHECK(c.ks && c.vs) || !CHECK_STATUS(neo_layer_create(rt, &c.d, &c.l[0]), NEO_OK)) goto done;
+    tc_append(&c, 500);
+    rng_fill(q, qn, -2.0f, 2.0f);
+    reference(&c, q, 1, ref);
+    CHECK_STATUS(t_query(c.l[0], c.isa[0] == 4, q, qn, 0, first, on), NEO_OK);
+    for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
+        neo_layer     *fresh = NULL;
+        neo_layer_desc fd = c.d;
+        neo_layer_info li;
+        int            g = seq[i], dev = g == NEO_GPU_HEADS_NONE ? 0 : g ? g : 4;
+        memset(&li, 0, sizeof li);
+        for (size_t e = 0; e < on; e++) out[e] = twin[e] = u2f(0x7FC0DEADu);
+        CHECK_STATUS(neo_layer_set_gpu_heads(c.l[0], g), NEO_OK);
+        CHECK_STATUS(neo_layer_get_info(c.l[0], &li), NEO_OK);
+        CHECK(li.gpu_heads == dev && li.cpu_heads == 4 - dev && li.gpu_bytes == (size_t)dev * 700 * 128 * (t == NEO_TYPE_F32 ? 4 : 2));
+        CHECK(neo_layer_length(c.l[0]) == 500);
+        CHECK_STATUS(t_query(c.l[0], c.isa[0] == 4, q, qn, 0, out, on), NEO_OK);
+        note_err(path, rel_err(out, ref, on));
+        CHECK(rel_err(out, ref, on) < TOL);
+        fd.gpu_heads = g;
+        if (CHECK_STATUS(neo_layer_create(rt, &fd, &fresh), NEO_OK)) {
+            CHECK_STATUS(t_append(fresh, c.isa[0] == 4, c.ks, c.vs, 500 * 4 * 64, 500 * 4 * 64, 500), NEO_OK);
+            CHECK_STATUS(t_query(fresh, c.isa[0] == 4, q, qn, 0, twin, on), NEO_OK);
+            CHECK(!bitwise || memcmp(out, twin, sizeof out) == 0);
+        }
+        neo_layer_destroy(fresh);
+    }
+    CHECK(!bitwise || memcmp(out, first, sizeof out) == 0); /* back at 2 device heads */
+    {
+        neo_layer_info before, after;
+        memset(&before, 0, sizeof before), memset(&after, 0, sizeof after);
+        CHECK_STATUS(neo_layer_get_info(c.l[0], &before), NEO_OK);
+        CHECK_STATUS(neo_layer_set_gpu_heads(c.l[0], -2), NEO_ERR_INVALID_ARG);
+        CHECK_STATUS(neo_layer_set_gpu_heads(c.l[0], 5), NEO_ERR_INVALID_ARG);
+        CHECK_STATUS(neo_layer_set_gpu_heads(NULL, 1), NEO_ERR_INVALID_ARG);
+        CHECK_STATUS(neo_layer_get_info(c.l[0], &after), NEO_OK);
+        CHECK(after.gpu_heads == before.gpu_heads && after.gpu_bytes == before.gpu_bytes && neo_layer_length(c.l[0]) == 500);
+    }
+    tc_append(&c, 150), tc_query(&c, 0), tc_query(&c, 3);
+    CHECK_STATUS(neo_layer_set_gpu_heads(c.l[0], NEO_GPU_HEADS_NONE), NEO_OK);
+    tc_append(&c, 50), tc_query(&c, 0), tc_query(&c, 7);
+done:
+    tc_close(&c);
+}
+
+static void test_set_gpu_heads(void) {
+    for (int p = 0; p < 3; p++)
+        for (int t = 0; t < 3; t++) {
+            if (rts_gpu[1 + 2 * (t % 2)]) move_on(rts_gpu[1 + 2 * (t % 2)], 3, (neo_pipeline)p, (neo_type)t);
+            if (rt_cuda) move_on(rt_cuda, 4, (neo_pipeline)p, (neo_type)t);
+        }
 }
 
 int main(void) {
@@ -1055,6 +1331,8 @@ int main(void) {
 #if NEO_TEST_CUDA
     timed("INT_MAX on GPU", test_int_max_gpu);
 #endif
+    timed("batches", test_batch);
+    timed("moving heads", test_set_gpu_heads);
 report:
 
     for (i = 0; i < 5; i++) {

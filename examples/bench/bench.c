@@ -70,8 +70,8 @@
          are close, the host sets the pace.
    cap   Capacity: 32 layers of Llama-3-8B shapes, attention only, at the smallest context >= 1M
          tokens (in 64k steps) whose f16 KV does not fit in the GPU's free memory less a reserve;
-         as many KV heads per layer on the GPU as fit (the same in every layer), the rest pinned on
-         the host. Filled with neo_attn_append in 16k-token batches of one random batch (the fill
+         as many KV heads on the GPU as fit, placed by neo_plan_gpu_heads (host heads spread evenly:
+         layers differ by at most one), the rest pinned on the host. Filled with neo_attn_append in 16k-token batches of one random batch (the fill
          is timed). One step = neo_attn_decode on each of the 32 layers; pipeline ON, then the same
          layers with the pipeline switched to OFF (the layer's pipeline field, which AUTO switches
          the same way), then CPU-only for the whole cache on a CPU runtime: one layer measured,
@@ -964,12 +964,12 @@ static void run_capacity(void) {
     double budget = (double)free_b - opt.reserve_gib * (double)GiB;
     long   ctx = opt.cap_ctx ? opt.cap_ctx : 1L << 20;
     char   why[200] = "";
-    int    g;
+    int    gh[32], hmax = 0; /* each layer's gpu_heads; the most host heads of a layer */
     double per_head = (double)ctx * 2 * s->d * 2; /* one KV head of one layer */
     if (opt.quick && !opt.cap_ctx) {
         ctx = 131072;
         per_head = (double)ctx * 2 * s->d * 2;
-        g = s->n_kv - 1;
+        for (int i = 0; i < NL; i++) gh[i] = s->n_kv - 1;
         snprintf(why, sizeof why, "quick: ctx 128k, 7 of 8 heads on the GPU by choice");
     } else {
         if (!opt.cap_ctx) {
@@ -981,21 +981,30 @@ static void run_capacity(void) {
                 snprintf(why, sizeof why, "1M tokens (128 GiB) fit in %.1f GiB free less %.0f GiB reserve: ctx raised to %ld",
                          (double)free_b / GiB, opt.reserve_gib, ctx);
         }
-        g = (int)floor(budget / (NL * per_head));
-        if (g > s->n_kv - 1) g = s->n_kv - 1;
-        if (g < 1) g = 1;
+        neo_layer_desc pd[32];
+        for (int i = 0; i < NL; i++) pd[i] = shape_desc(s, ctx, 0, NEO_PIPELINE_ON);
+        if (neo_plan_gpu_heads(pd, NL, budget > 0 ? (size_t)budget : 0, gh) < 0) {
+            fprintf(stderr, "bench: cap: neo_plan_gpu_heads refused the layers\n");
+            return;
+        }
     }
-    double gb = NL * g * per_head, hb = NL * (s->n_kv - g) * per_head, kv = gb + hb;
-    printf("# cap: 32 layers x %ld tokens, KV %.1f GiB: %d of 8 heads per layer on the GPU (%.1f GiB; %.1f GiB free of %.1f), "
-           "%.1f GiB pinned on the host. %s\n",
-           ctx, kv / GiB, g, gb / GiB, (double)free_b / GiB, (double)total_b / GiB, hb / GiB, why);
+    double gb = 0, hb = 0;
+    for (int i = 0; i < NL; i++) {
+        int dev = gh[i] == NEO_GPU_HEADS_NONE ? 0 : gh[i] ? gh[i] : s->n_kv;
+        gb += dev * per_head, hb += (s->n_kv - dev) * per_head;
+        if (s->n_kv - dev > hmax) hmax = s->n_kv - dev;
+    }
+    double kv = gb + hb;
+    printf("# cap: 32 layers x %ld tokens, KV %.1f GiB: %.0f of %d KV heads on the GPU by neo_plan_gpu_heads, at most %d of 8 "
+           "a layer on the host (%.1f GiB; %.1f GiB free of %.1f), %.1f GiB pinned on the host. %s\n",
+           ctx, kv / GiB, gb / per_head, NL * s->n_kv, hmax, gb / GiB, (double)free_b / GiB, (double)total_b / GiB, hb / GiB, why);
     fflush(stdout);
 
-    neo_layer     *L[32];
-    neo_layer_desc d = shape_desc(s, ctx, g, NEO_PIPELINE_ON);
-    double t0 = now_s();
+    neo_layer *L[32];
+    double     t0 = now_s();
     for (int i = 0; i < NL; i++) {
-        neo_status st = neo_layer_create(rt_gpu, &d, &L[i]);
+        neo_layer_desc d = shape_desc(s, ctx, gh[i], NEO_PIPELINE_ON);
+        neo_status     st = neo_layer_create(rt_gpu, &d, &L[i]);
         if (st != NEO_OK) {
             fprintf(stderr, "bench: cap: layer %d: %s\n", i, neo_status_string(st));
             brow r = row_new("cap", s->name, ctx, "on");
@@ -1021,7 +1030,7 @@ static void run_capacity(void) {
     check_out(1, s->n_head * s->d);
     long long ov = overlapped(L, NL);
     char mname[20];
-    snprintf(mname, sizeof mname, "on-%d/8", s->n_kv - g);
+    snprintf(mname, sizeof mname, "on-%d/8", hmax);
     brow r = row_new("cap", s->name, ctx, mname);
     r.layers = NL;
     r.calls = reps;
@@ -1039,7 +1048,7 @@ static void run_capacity(void) {
     for (int i = 0; i < NL; i++) L[i]->pipeline = NEO_PIPELINE_OFF;
     double off_s = time_steps(L, NL, dq, dout, reps, ta);
     check_out(1, s->n_head * s->d);
-    snprintf(mname, sizeof mname, "off-%d/8", s->n_kv - g);
+    snprintf(mname, sizeof mname, "off-%d/8", hmax);
     r = row_new("cap", s->name, ctx, mname);
     r.layers = NL;
     r.calls = reps;
@@ -1057,7 +1066,7 @@ static void run_capacity(void) {
     /* CPU-only: the whole cache on the host. One layer (4+ GiB, far past any LLC) is measured and
        the step is 32 of it: 32 would not fit in the host's RAM beside the rest. */
     neo_layer *Lc = NULL;
-    d = shape_desc(s, ctx, 0, NEO_PIPELINE_OFF);
+    neo_layer_desc d = shape_desc(s, ctx, 0, NEO_PIPELINE_OFF);
     r = row_new("cap", s->name, ctx, "cpu-est");
     r.kv_bytes = kv;
     r.host_bytes = kv;

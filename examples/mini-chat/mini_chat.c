@@ -567,6 +567,7 @@ typedef struct {
     int gpu_standin;        /* 1 = the GPU path on neo_attn's host stand-in (no GPU needed) */
     neo_type kv_type;
     float gpu_heads_frac;   /* share of KV heads in GPU memory; >= 1 = all (no split) */
+    long long gpu_kv_budget; /* bytes of KV cache in GPU memory, placed by neo_plan_gpu_heads; < 0 = unset */
     neo_pipeline pipeline;
 } NeoOptions;
 
@@ -611,6 +612,27 @@ static void free_transformer(Transformer *t) {
 static void neo_log_line(void *user, neo_log_level level, const char *msg) {
     (void)user;
     if (level != NEO_LOG_INFO) fprintf(stderr, "neo_attn %s: %s\n", level == NEO_LOG_ERROR ? "error" : "warning", msg);
+}
+
+/* --gpu-kv-budget: every layer's gpu_heads from neo_plan_gpu_heads ([n_layers], to free), or NULL
+   with a message. */
+static int *plan_gpu_heads(const neo_model_info *c, neo_type kv_type, long long budget) {
+    neo_layer_desc *d = calloc((size_t)c->n_layers, sizeof *d);
+    int *gh = malloc((size_t)c->n_layers * sizeof *gh), host = -1;
+    for (int l = 0; d && gh && l < c->n_layers; l++) {
+        d[l].n_head = c->n_heads, d[l].n_head_kv = c->n_kv_heads, d[l].head_dim = c->dim / c->n_heads;
+        d[l].n_ctx = c->seq_len, d[l].kv_type = kv_type;
+    }
+    if (d && gh) host = neo_plan_gpu_heads(d, c->n_layers, (size_t)budget, gh);
+    free(d);
+    if (host < 0) {
+        fprintf(stderr, "mini-chat: --gpu-kv-budget %lld: no placement (out of memory or a model shape neo_attn refuses)\n", budget);
+        free(gh);
+        return NULL;
+    }
+    fprintf(stderr, "mini-chat: --gpu-kv-budget %lld: %d of %d KV heads in host memory\n", budget, host,
+            c->n_layers * c->n_kv_heads);
+    return gh;
 }
 
 /* Prints a one-line message and returns -1 on failure. */
@@ -660,7 +682,14 @@ static int build_transformer(Transformer *t, const char *checkpoint_path, const 
     sd.kv_type = o->kv_type;
     sd.gpu_heads = neo_gpu_heads_for_frac(t->config.n_kv_heads, o->gpu_heads_frac);
     sd.pipeline = o->pipeline;
+    int *plan = NULL;
+    if (o->gpu_kv_budget >= 0 && !(plan = plan_gpu_heads(&t->config, o->kv_type, o->gpu_kv_budget))) {
+        free_transformer(t);
+        return -1;
+    }
+    sd.layer_gpu_heads = plan;
     st = neo_session_create(t->rt, t->model, &sd, &t->session);
+    free(plan);
     if (st != NEO_OK) {
         fprintf(stderr, "mini-chat: cannot create a session (kv %s, %d GPU heads, pipeline %s): %s\n",
                 kv_type_name(o->kv_type), sd.gpu_heads, pipeline_name(o->pipeline), neo_status_string(st));
@@ -927,6 +956,9 @@ static void usage(FILE *out) {
             "  --kv-type f16|bf16|f32     KV cache storage, default f32 (matches run.c exactly)\n"
             "  --gpu-heads-frac <float>   share of KV heads in GPU memory, in [0,1]; default 1 = all, no split\n"
             "                             (NEO_GPU_HEADS_FRAC); needs --gpu or --gpu-standin\n"
+            "  --gpu-kv-budget <bytes>    GPU memory for the KV cache instead: as many heads as fit, the rest\n"
+            "                             spread evenly over the layers' host memory (NEO_GPU_KV_BUDGET); needs\n"
+            "                             --gpu or --gpu-standin\n"
             "  --neo-pipeline off|on|auto how a split layer runs, default auto (NEO_PIPELINE)\n"
             "  --threads <int>            CPU threads, default 0 = online cores (NEO_THREADS)\n"
             "  --gpu                      attention on a CUDA GPU (needs a NEO_ATTN_CUDA build)\n"
@@ -965,6 +997,15 @@ static int parse_frac(const char *s, float *out) {
     float f;
     if (parse_float(s, &f) != 0 || f < 0.0f || f > 1.0f) return -1;
     *out = f;
+    return 0;
+}
+
+static int parse_bytes(const char *s, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE || v < 0) return -1;
+    *out = v;
     return 0;
 }
 
@@ -1061,6 +1102,7 @@ int main(int argc, char **argv) {
     NeoOptions neo;
     neo.kv_type = NEO_TYPE_F32;           /* --kv-type: f32 keeps run.c's numbers exactly */
     neo.gpu_heads_frac = 1.0f;            /* --gpu-heads-frac: 1 = every KV head on the GPU (no split) */
+    neo.gpu_kv_budget = -1;               /* --gpu-kv-budget: unset, the fraction decides */
     neo.pipeline = NEO_PIPELINE_AUTO;     /* --neo-pipeline: chosen from measured costs */
     neo.n_threads = 0;                    /* --threads: 0 = online cores */
     neo.gpu = 0;                          /* --gpu: 0 = CPU only */
@@ -1071,6 +1113,10 @@ int main(int argc, char **argv) {
     if ((env = getenv("NEO_GPU_HEADS_FRAC")) && env[0]) {
         if (parse_frac(env, &neo.gpu_heads_frac) != 0) return bad_value("NEO_GPU_HEADS_FRAC", env);
         frac_from = "NEO_GPU_HEADS_FRAC";
+    }
+    if ((env = getenv("NEO_GPU_KV_BUDGET")) && env[0]) {
+        if (parse_bytes(env, &neo.gpu_kv_budget) != 0) return bad_value("NEO_GPU_KV_BUDGET", env);
+        frac_from = "NEO_GPU_KV_BUDGET";
     }
     if ((env = getenv("NEO_PIPELINE")) && env[0] && parse_pipeline(env, &neo.pipeline) != 0)
         return bad_value("NEO_PIPELINE", env);
@@ -1112,7 +1158,8 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc) value = argv[++i];
         if (strcmp(name, "-t") && strcmp(name, "-p") && strcmp(name, "-s") && strcmp(name, "-n") &&
             strcmp(name, "-i") && strcmp(name, "-z") && strcmp(name, "--kv-type") &&
-            strcmp(name, "--gpu-heads-frac") && strcmp(name, "--neo-pipeline") && strcmp(name, "--threads")) {
+            strcmp(name, "--gpu-heads-frac") && strcmp(name, "--gpu-kv-budget") && strcmp(name, "--neo-pipeline") &&
+            strcmp(name, "--threads")) {
             fprintf(stderr, "mini-chat: unknown option '%s'\n", arg);
             usage(stderr);
             return 1;
@@ -1139,6 +1186,9 @@ int main(int argc, char **argv) {
         } else if (strcmp(name, "--gpu-heads-frac") == 0) {
             if (parse_frac(value, &neo.gpu_heads_frac) != 0) return bad_value("--gpu-heads-frac", value);
             frac_from = "--gpu-heads-frac";
+        } else if (strcmp(name, "--gpu-kv-budget") == 0) {
+            if (parse_bytes(value, &neo.gpu_kv_budget) != 0) return bad_value("--gpu-kv-budget", value);
+            frac_from = "--gpu-kv-budget";
         } else if (strcmp(name, "--neo-pipeline") == 0) {
             if (parse_pipeline(value, &neo.pipeline) != 0) return bad_value("--neo-pipeline", value);
         } else {
@@ -1161,12 +1211,13 @@ int main(int argc, char **argv) {
     }
     /* with the CPU alone every KV head is in host memory: a GPU share would be silently ignored */
     if (frac_from && !neo.gpu && !neo.gpu_standin) {
-        if (strcmp(frac_from, "--gpu-heads-frac") == 0) {
-            fprintf(stderr, "mini-chat: --gpu-heads-frac needs --gpu or --gpu-standin (on the CPU alone every KV "
-                            "head is in host memory)\n");
+        if (frac_from[0] == '-') { /* a flag */
+            fprintf(stderr, "mini-chat: %s needs --gpu or --gpu-standin (on the CPU alone every KV head is in host "
+                            "memory)\n", frac_from);
             return 1;
         }
-        fprintf(stderr, "mini-chat: NEO_GPU_HEADS_FRAC is ignored without --gpu or --gpu-standin\n");
+        fprintf(stderr, "mini-chat: %s is ignored without --gpu or --gpu-standin\n", frac_from);
+        neo.gpu_kv_budget = -1;
     }
 
     char *found_model = NULL, *found_tokenizer = NULL;
