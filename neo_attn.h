@@ -2673,6 +2673,9 @@ NEO_ATTN__PRIVATE neo_status neo__layer_params(neo_layer *L, const neo_layer_des
 
 NEO_ATTN__PRIVATE neo_status neo__split_prepare(neo_layer *L);
 NEO_ATTN__PRIVATE void       neo__layer_destroy(neo_layer *L);
+/* The CUDA kernels index cells with ints and keep a position plus a chunk below INT_MAX
+   (neo_attn_cuda.cu's NEO__CU_MAX_CELLS); the host paths take any n_ctx. */
+#define NEO__GPU_MAX_CTX (1 << 30)
 
 NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_desc *desc, neo_layer **out) {
     neo_layer  *L;
@@ -2682,6 +2685,11 @@ NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_
     if ((s = neo__check_layer_desc(desc, &why)) != NEO_OK) {
         neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s", why);
         return s;
+    }
+    if (rt->gpu && rt->dev_state != (void *)rt && desc->n_ctx > NEO__GPU_MAX_CTX) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: n_ctx %d: a layer of a CUDA runtime holds at most %d cells", desc->n_ctx,
+                 NEO__GPU_MAX_CTX);
+        return NEO_ERR_INVALID_ARG;
     }
     L = (neo_layer *)neo__calloc(&rt->alloc, sizeof *L);
     if (!L) {
