@@ -14,7 +14,7 @@
    -lpthread. For the GPU path, also compile neo_attn_cuda.cu for your GPU (see PLATFORMS),
    define NEO_ATTN_CUDA=1 where the implementation is compiled, and link that object, cudart and
    the C++ runtime (nvcc's launch stubs use it):
-       nvcc -O3 -arch=sm_90 -c neo_attn_cuda.cu
+       nvcc -O3 -arch=native -c neo_attn_cuda.cu      (one GPU; make cuda-build: every one)
        cc -DNEO_ATTN_CUDA=1 -I$CUDA_HOME/include engine.c neo_attn_cuda.o \
           -L$CUDA_HOME/lib64 -lcudart -lstdc++ -lm -lpthread
 
@@ -26,7 +26,10 @@
    included) and compiler gets the portable scalar kernels: the same results within the error
    bound below, at a lower speed.
    GPU: the GPU path (neo_attn_cuda.cu) needs an NVIDIA GPU and the CUDA toolkit (cudart only).
-   Supported GPUs: compute capability 9.0 (H100, H200; nvcc -arch=sm_90), tested with CUDA 13.0.
+   Supported GPUs: compute capability 8.0 and up, tested with CUDA 13.0: Ampere (sm_80, sm_86),
+   Ada (sm_89) and Hopper (sm_90, which also gets bulk copies and programmatic launches); later
+   GPUs run the compute_80 PTX. `make cuda-build` builds all of them into one object
+   (CUDA_ARCHS="86" narrows it); a GPU below 8.0 gets NEO_ERR_UNSUPPORTED from runtime create.
    In a build without NEO_ATTN_CUDA=1, neo_runtime_desc.gpu = 1 returns NEO_ERR_UNSUPPORTED;
    everything else runs on the CPU alone.
 
