@@ -14,7 +14,7 @@
    -lpthread. For the GPU path, also compile neo_attn_cuda.cu for your GPU (see PLATFORMS),
    define NEO_ATTN_CUDA=1 where the implementation is compiled, and link that object, cudart and
    the C++ runtime (nvcc's launch stubs use it):
-       nvcc -O3 -arch=sm_90 -c neo_attn_cuda.cu
+       nvcc -O3 -arch=native -c neo_attn_cuda.cu      (one GPU; make cuda-build: every one)
        cc -DNEO_ATTN_CUDA=1 -I$CUDA_HOME/include engine.c neo_attn_cuda.o \
           -L$CUDA_HOME/lib64 -lcudart -lstdc++ -lm -lpthread
 
@@ -26,7 +26,10 @@
    included) and compiler gets the portable scalar kernels: the same results within the error
    bound below, at a lower speed.
    GPU: the GPU path (neo_attn_cuda.cu) needs an NVIDIA GPU and the CUDA toolkit (cudart only).
-   Supported GPUs: compute capability 9.0 (H100, H200; nvcc -arch=sm_90), tested with CUDA 13.0.
+   Supported GPUs: compute capability 8.0 and up, tested with CUDA 13.0: Ampere (sm_80, sm_86),
+   Ada (sm_89) and Hopper (sm_90, which also gets bulk copies and programmatic launches); later
+   GPUs run the compute_80 PTX. `make cuda-build` builds all of them into one object
+   (CUDA_ARCHS="86" narrows it); a GPU below 8.0 gets NEO_ERR_UNSUPPORTED from runtime create.
    In a build without NEO_ATTN_CUDA=1, neo_runtime_desc.gpu = 1 returns NEO_ERR_UNSUPPORTED;
    everything else runs on the CPU alone.
 
@@ -2673,6 +2676,9 @@ NEO_ATTN__PRIVATE neo_status neo__layer_params(neo_layer *L, const neo_layer_des
 
 NEO_ATTN__PRIVATE neo_status neo__split_prepare(neo_layer *L);
 NEO_ATTN__PRIVATE void       neo__layer_destroy(neo_layer *L);
+/* The CUDA kernels index cells with ints and keep a position plus a chunk below INT_MAX
+   (neo_attn_cuda.cu's NEO__CU_MAX_CELLS); the host paths take any n_ctx. */
+#define NEO__GPU_MAX_CTX (1 << 30)
 
 NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_desc *desc, neo_layer **out) {
     neo_layer  *L;
@@ -2682,6 +2688,11 @@ NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_
     if ((s = neo__check_layer_desc(desc, &why)) != NEO_OK) {
         neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s", why);
         return s;
+    }
+    if (rt->gpu && rt->dev_state != (void *)rt && desc->n_ctx > NEO__GPU_MAX_CTX) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: n_ctx %d: a layer of a CUDA runtime holds at most %d cells", desc->n_ctx,
+                 NEO__GPU_MAX_CTX);
+        return NEO_ERR_INVALID_ARG;
     }
     L = (neo_layer *)neo__calloc(&rt->alloc, sizeof *L);
     if (!L) {

@@ -131,6 +131,10 @@
 #define NEO__CU_NQ8_BLOCKS 1            /* resident blocks the 8-query kernels are built for */
 #define NEO__CU_MAX_SPLITS 256          /* splits per KV head (the merge's shared weights) */
 #define NEO__CU_MAX_DIM 16384
+/* Cells a cache may hold here. The kernels index cells and positions with ints, and a tile's or a
+   split's end past a position (cell + chunk) must stay below INT_MAX: below 2^30 it does. The
+   header refuses larger GPU layers at create. */
+#define NEO__CU_MAX_CELLS (1 << 30)
 #define NEO__CU_GEN_COLS 256            /* output columns per generic block */
 #define NEO__CU_GEN_TILE 32             /* cells per generic tile */
 #define NEO__CU_WORK_CAP ((size_t)512 << 20) /* split partials beyond this use fewer splits */
@@ -2022,18 +2026,28 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
     if (!(second && a->h2 == a->h0) && (!a->k || !a->v || a->kv_h0 < 0 || a->h0 < a->kv_h0)) return NEO_ERR_INVALID_ARG;
     if (!a->src_k || !a->src_v || a->n_tokens < 1 ||
         a->h1 <= a->h0 || a->h1 > a->n_head_kv || a->head_dim < 1 || a->head_dim > NEO__CU_MAX_DIM || a->head_dim_v < 1 ||
-        a->head_dim_v > NEO__CU_MAX_DIM || a->row0 < 0 || a->row0 + a->n_tokens > a->kv_cells || a->kv_type < NEO_TYPE_F16 ||
+        a->head_dim_v > NEO__CU_MAX_DIM || a->row0 < 0 || a->kv_cells > NEO__CU_MAX_CELLS || a->n_tokens > a->kv_cells - a->row0 ||
+        a->kv_type < NEO_TYPE_F16 ||
         a->kv_type > NEO_TYPE_F32)
         return NEO_ERR_INVALID_ARG;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    const neo__cu_app p = {a->k,       a->v,       second ? a->k2 : NULL, second ? a->v2 : NULL, a->h2,          a->src_k,
-                           a->src_v,   a->kv_cells, a->kv_h0,              a->h0,                 a->h1 - a->h0,  a->row0,
-                           a->n_head_kv, a->head_dim, a->head_dim_v};
-    dim3 grid((unsigned)(a->n_tokens * p.nh), 2);
-    if (a->kv_type == NEO_TYPE_F16) neo__append_kernel<__half><<<grid, 128, 0, s>>>(p);
-    else if (a->kv_type == NEO_TYPE_BF16) neo__append_kernel<__nv_bfloat16><<<grid, 128, 0, s>>>(p);
-    else neo__append_kernel<float><<<grid, 128, 0, s>>>(p);
-    return neo__cu_launched();
+    neo__cu_app p = {a->k,       a->v,       second ? a->k2 : NULL, second ? a->v2 : NULL, a->h2,          a->src_k,
+                     a->src_v,   a->kv_cells, a->kv_h0,              a->h0,                 a->h1 - a->h0,  a->row0,
+                     a->n_head_kv, a->head_dim, a->head_dim_v};
+    /* a launch's grid (tokens x heads) stays below 2^30 blocks */
+    const int slice = (1 << 30) / p.nh;
+    for (int t0 = 0, rc; t0 < a->n_tokens; t0 += slice) {
+        const int n = a->n_tokens - t0 < slice ? a->n_tokens - t0 : slice;
+        p.src_k = a->src_k + (size_t)t0 * a->n_head_kv * a->head_dim;
+        p.src_v = a->src_v + (size_t)t0 * a->n_head_kv * a->head_dim_v;
+        p.row0 = a->row0 + t0;
+        dim3 grid((unsigned)n * (unsigned)p.nh, 2);
+        if (a->kv_type == NEO_TYPE_F16) neo__append_kernel<__half><<<grid, 128, 0, s>>>(p);
+        else if (a->kv_type == NEO_TYPE_BF16) neo__append_kernel<__nv_bfloat16><<<grid, 128, 0, s>>>(p);
+        else neo__append_kernel<float><<<grid, 128, 0, s>>>(p);
+        if ((rc = neo__cu_launched()) != NEO_OK) return rc;
+    }
+    return NEO_OK;
 }
 
 /* =============================================================================================
@@ -2306,6 +2320,7 @@ static int neo__cu_attend_ok(const neo__attn_args *a) {
            a->head_dim >= 1 && a->head_dim <= NEO__CU_MAX_DIM && a->head_dim_v >= 1 && a->head_dim_v <= NEO__CU_MAX_DIM &&
            a->kv_h0 >= 0 && a->h0 >= a->kv_h0 && a->h1 > a->h0 && a->h1 <= a->n_head_kv && a->kv_cells >= 1 &&
            a->c0 >= a->cell_base && a->c1 > a->c0 && (long long)a->c1 <= (long long)a->cell_base + a->kv_cells &&
+           (long long)a->cell_base + a->kv_cells <= NEO__CU_MAX_CELLS && (long long)a->pos0 + a->n_tokens <= NEO__CU_MAX_CELLS &&
            a->n_tokens >= 1 && (a->out || a->state) && (!a->accumulate || a->state) && a->kv_type >= NEO_TYPE_F16 &&
            a->kv_type <= NEO_TYPE_F32;
 }

@@ -905,7 +905,10 @@ static void test_int_range(void) {
 #endif
                     neo__layer_args(L, &a, qd, nt, od, dev);
                     a.k = kc, a.v = vc, a.h1 = nkv;
-                    if (top) a.cell_base = a.c0 = INT_MAX - n, a.c1 = INT_MAX, a.pos0 = INT_MAX - nt;
+                    if (top) { /* the CUDA kernels serve cells below 2^30 (larger GPU layers are refused) */
+                        const int end = r == 4 ? 1 << 30 : INT_MAX;
+                        a.cell_base = a.c0 = end - n, a.c1 = end, a.pos0 = end - nt;
+                    }
                     CHECK_STATUS((neo_status)rt[r]->attn.attend(rt[r]->dev_state, &a, NEO__STREAM_MAIN), NEO_OK);
 #if NEO_TEST_CUDA
                     if (r == 4) {
@@ -933,36 +936,42 @@ static void test_int_range(void) {
    head_dim 1), filled to INT_MAX - 1000 cells of zeros, then 1000 cells whose V is 1: every
    score is 0, so a query at position p gives the share of ones among cells [0, p]. */
 static void test_int_max_gpu(void) {
-    const int      step = 1 << 27, tail = 1000;
+    const int      step = 1 << 27, tail = 1000, N = 1 << 30; /* the largest n_ctx a CUDA layer takes */
     neo_layer_desc ld = shape(2, 1, 1, 0, INT_MAX, NEO_TYPE_F16);
     neo_layer     *L = NULL;
     float         *zeros = NULL, ones[1000], zk[1000], q[2 * 5] = {1, -1, 1, -1, 1, -1, 1, -1, 1, -1}, out[2 * 5];
     int            i, len = 0;
     if (!rt_cuda) return;
     check_context("n_ctx INT_MAX on the GPU");
+    CHECK_STATUS(neo_layer_create(rt_cuda, &ld, &L), NEO_ERR_INVALID_ARG); /* refused, with a log line */
+    CHECK(L == NULL);
+    ld.n_ctx = N + 1;
+    CHECK_STATUS(neo_layer_create(rt_cuda, &ld, &L), NEO_ERR_INVALID_ARG);
+    check_context("n_ctx 2^30 on the GPU");
+    ld.n_ctx = N;
     if (!CHECK_STATUS(neo_layer_create(rt_cuda, &ld, &L), NEO_OK)) return;
     if (CHECK(cudaMalloc((void **)&zeros, (size_t)step * sizeof(float)) == cudaSuccess && cudaMemset(zeros, 0, (size_t)step * sizeof(float)) == cudaSuccess)) {
-        while (len < INT_MAX - tail) {
-            int nt = INT_MAX - tail - len < step ? INT_MAX - tail - len : step;
+        while (len < N - tail) {
+            int nt = N - tail - len < step ? N - tail - len : step;
             if (!CHECK_STATUS(neo_attn_append(L, zeros, zeros, nt), NEO_OK)) break;
             len += nt;
         }
-        for (int j = 0; j < 2; j++) { /* a decode at INT_MAX - 1000, then the 1000 ones, a decode and a prefill at INT_MAX */
-            double want = j ? (double)tail / INT_MAX : 0.0;
+        for (int j = 0; j < 2; j++) { /* a decode at N - 1000, then the 1000 ones, a decode and a prefill at N */
+            double want = j ? (double)tail / N : 0.0;
             for (i = 0; i < 10; i++) out[i] = u2f(0x7FC0DEADu);
             CHECK_STATUS(t_query(L, 1, q, 2, 0, out, 2), NEO_OK);
             CHECK(fabs(out[0] - want) <= 1e-4 * want && fabs(out[1] - want) <= 1e-4 * want);
             if (j) {
                 CHECK_STATUS(t_query(L, 1, q, 10, 5, out, 10), NEO_OK);
                 for (i = 0; i < 5; i++) {
-                    double p = (double)INT_MAX - 5 + i, w = (double)(tail - 5 + i + 1) / (p + 1);
+                    double p = (double)N - 5 + i, w = (double)(tail - 5 + i + 1) / (p + 1);
                     CHECK(fabs(out[2 * i] - w) <= 1e-4 * w && fabs(out[2 * i + 1] - w) <= 1e-4 * w);
                 }
                 break;
             }
             for (i = 0; i < tail; i++) ones[i] = 1.0f, zk[i] = 0.0f;
             CHECK_STATUS(t_append(L, 1, zk, ones, tail, tail, tail), NEO_OK);
-            CHECK(neo_layer_length(L) == INT_MAX);
+            CHECK(neo_layer_length(L) == N);
             CHECK_STATUS(t_append(L, 1, zk, ones, 1, 1, 1), NEO_ERR_FULL);
         }
         n_calls[4] += 3;
