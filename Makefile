@@ -22,12 +22,11 @@ export NEO_MODEL_DIR
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-UNIT     = test_api test_ref test_model test_tokenizer
 FUZZ_SECONDS ?= 30
 RUN      = NEO_BUILD_DIR=$(B) sh tests/run_test.sh
 
 .PHONY: all help install test test-build test-run test-unit test-variants test-san test-tsan test-compile \
-        test-golden test-fuzz demo bench probe-cpu clean
+        test-golden test-fuzz test-bits test-snippets test-no-model demo bench probe-cpu clean
 
 all: $(B)/mini-chat $(B)/bench-cpu $(B)/probe-cpu
 
@@ -36,12 +35,16 @@ help:
 	@echo "make demo             mini-chat tells a story with stories260K (tests/data)"
 	@echo "make test             every CPU test (what CI runs): builds first (make -j2), then runs"
 	@echo "                      each test, one count line each, and a last line 'N passed, M failed';"
-	@echo "                      the tests' output is in build/log/"
+	@echo "                      the tests' output is in build/log/. The sanitizer runs set"
+	@echo "                      NEO_TEST_QUICK=1: every case kind and path, fewer repetitions"
 	@echo "make test-unit        test_api, test_ref, test_model, test_tokenizer"
 	@echo "make test-variants    test_ref and test_api built without threads and without SIMD"
 	@echo "make test-san         the unit tests under ASan + UBSan"
 	@echo "make test-tsan        the thread pool under TSan"
-	@echo "make test-compile     the header as C11 and C++17, static, from two translation units"
+	@echo "make test-compile     the header as C11 and C++17, static, from two translation units, and"
+	@echo "                      without the decode loop (test-no-model)"
+	@echo "make test-bits        outputs bitwise equal to the previous release's (tests/data/bits_*.txt)"
+	@echo "make test-snippets    the README's and manual's programs as C (ASan + UBSan) and C++"
 	@echo "make test-golden      mini-chat against llama2.c run.c's output, and its error paths"
 	@echo "make test-fuzz        libFuzzer on the model loader and the tokenizer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
 	@echo "make bench            the CPU attention benchmark"
@@ -54,14 +57,15 @@ help:
 $(B):
 	mkdir -p $(B) $(B)/san $(B)/tsan
 
-$(B)/mini-chat: examples/mini-chat/mini_chat.c $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) $(OPT) -I. $< -o $@ $(LDLIBS)
+# mini-chat links the implementation's object that the tests share (see "tests" below)
+$(B)/mini-chat: examples/mini-chat/mini_chat.c $(HDR) $(B)/impl.o
+	$(CC) $(CSTD) $(CWARN) $(OPT) $(LINK_IMPL) -I. $< $(B)/impl.o -o $@ $(LDLIBS)
 
 $(B)/bench-cpu: examples/bench/bench_cpu.c examples/bench/bench_util.h $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) -O3 -g -I. $< -o $@ $(LDLIBS)
 
 $(B)/probe-cpu: examples/bench/probe_cpu.c examples/bench/bench_util.h $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) -O3 -g -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) -O3 -g1 -I. $< -o $@ $(LDLIBS)
 
 install: $(B)/mini-chat
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/neo_attn
@@ -70,45 +74,79 @@ install: $(B)/mini-chat
 	install -m 755 $(B)/mini-chat $(DESTDIR)$(PREFIX)/bin/mini-chat
 
 # --- tests ---------------------------------------------------------------------------------------
-# make test builds every test program first, two at a time, then runs the tests one at a time
-# (they use both cores), each through tests/run_test.sh: its output goes to build/log/, its count
-# line to the screen and build/results, which the last line adds up.
+# make test builds every test program first, two at a time, then runs them through
+# tests/run_test.sh (output in build/log/, one count line on the screen and in build/results, which
+# the last line adds up): the tests that use threads one at a time, and beside them, one at a time,
+# the single-threaded ones (the builds without threads, the tokenizer under ASan, the small
+# programs); then the two fuzzers at once, each on a core of its own.
+#
+# The implementation is compiled once per configuration (tests/test_compile_impl.c: the header with
+# NEO_ATTN_IMPLEMENTATION, as C11) into an object that programs using only the public API link:
+# -DNEO_ATTN_IMPLEMENTATION_INCLUDED (the implementation's include guard) makes their own
+# "#define NEO_ATTN_IMPLEMENTATION" compile nothing more. Tests that reach internals (test_ref,
+# test_model, test_api), set the implementation's macros (test_ref, probe-cpu) or need their own
+# flags (fuzzers, TSan, no threads / no SIMD) keep the implementation in their translation unit.
+LINK_IMPL = -DNEO_ATTN_IMPLEMENTATION_INCLUDED
+# The sanitizer runs and the build without threads and SIMD: every case kind and path, fewer
+# random repetitions (test_ref's and test_pool's NEO_TEST_QUICK; the plain runs do them all).
+QUICK     = NEO_TEST_QUICK=1
+# Test programs carry line tables only (-g1): enough for the sanitizers' and a debugger's
+# backtraces, and full debug info of the SIMD kernels is a large part of their compile time.
+# The ASan + UBSan builds whose tests run briefly (the shared object, test_model, test_api) are not
+# optimised: -O0 instruments every access all the same.
+TOPT      = -O2 -g1
+SAN_O1    = -O1 -g1 $(SAN)
+SAN_O0    = -O0 -g1 $(SAN)
+
+$(B)/impl.o: tests/test_compile_impl.c $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. -c $< -o $@
+$(B)/san/impl.o: tests/test_compile_impl.c $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) $(SAN_O0) -I. -c $< -o $@
+
+# linked with the implementation's object: the public API only
+$(B)/test_bits: tests/test_bits.c $(TEST_H) $(HDR) $(B)/impl.o
+	$(CC) $(CSTD) $(CWARN) $(TOPT) $(LINK_IMPL) -I. $< $(B)/impl.o -o $@ $(LDLIBS)
+
 $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) $(OPT) -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. $< -o $@ $(LDLIBS)
 
 $(B)/san/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) -O1 -g $(SAN) -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(SAN_O1) -I. $< -o $@ $(LDLIBS)
+$(B)/san/test_model $(B)/san/test_api: $(B)/san/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) $(SAN_O0) -I. $< -o $@ $(LDLIBS)
 
 # the tokenizer test needs none of the header's SIMD kernels (which take most of a build's time)
 $(B)/test_tokenizer: tests/test_tokenizer.c examples/mini-chat/mini_chat.c tests/check.h $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) $(OPT) -DNEO_ATTN_NO_SIMD=1 -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(TOPT) -DNEO_ATTN_NO_SIMD=1 -I. $< -o $@ $(LDLIBS)
 
 $(B)/san/test_tokenizer: tests/test_tokenizer.c examples/mini-chat/mini_chat.c tests/check.h $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) -O1 -g $(SAN) -DNEO_ATTN_NO_SIMD=1 -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(SAN_O1) -DNEO_ATTN_NO_SIMD=1 -I. $< -o $@ $(LDLIBS)
 
 $(B)/tsan/test_pool: tests/test_pool.c $(TEST_H) $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) -O1 -g -fsanitize=thread -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) -O1 -g1 -fsanitize=thread -I. $< -o $@ $(LDLIBS)
 
 # the header built without threads and without SIMD: the serial pool and the scalar kernels alone
 $(B)/test_%_plain: tests/test_%.c $(TEST_H) $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) $(OPT) -I. -DNEO_ATTN_NO_THREADS=1 -DNEO_ATTN_NO_SIMD=1 $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. -DNEO_ATTN_NO_THREADS=1 -DNEO_ATTN_NO_SIMD=1 $< -o $@ $(LDLIBS)
 
 # The header as C11 and C++17, with and without the implementation, linked from two
-# translation units, and once more with NEO_ATTN_STATIC.
+# translation units, once more with NEO_ATTN_STATIC, and once without the decode loop
+# (NEO_ATTN_NO_MODEL). The C program links the implementation's object that the tests share;
+# the C++ implementation's object is also what the documentation's programs link as C++.
 $(B)/compile_a.o: tests/test_compile.c $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) -c $< -I. -o $@
-$(B)/compile_b.o: tests/test_compile_impl.c $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) -c $< -I. -o $@
-$(B)/compile_c: $(B)/compile_a.o $(B)/compile_b.o
+$(B)/compile_c: $(B)/compile_a.o $(B)/impl.o
 	$(CC) $^ -o $@ $(LDLIBS)
 $(B)/compile_cc_a.o: tests/test_compile.cc $(HDR) | $(B)
-	$(CXX) -std=c++17 $(WARN) -O2 -c $< -I. -o $@
+	$(CXX) -std=c++17 $(WARN) -O1 -c $< -I. -o $@
 $(B)/compile_cc_b.o: tests/test_compile.cc $(HDR) | $(B)
-	$(CXX) -std=c++17 $(WARN) -O2 -DNEO_TEST_IMPL -c $< -I. -o $@
+	$(CXX) -std=c++17 $(WARN) -O1 -DNEO_TEST_IMPL -c $< -I. -o $@
 $(B)/compile_cc: $(B)/compile_cc_a.o $(B)/compile_cc_b.o
 	$(CXX) $^ -o $@ $(LDLIBS)
 $(B)/compile_static: tests/test_compile_impl.c $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) -DNEO_ATTN_STATIC $< -DNEO_TEST_MAIN -I. -o $@ $(LDLIBS)
+$(B)/compile_no_model: tests/test_compile_impl.c $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) -DNEO_ATTN_NO_MODEL -DNEO_ATTN_STATIC -DNEO_TEST_MAIN -I. $< -o $@ $(LDLIBS)
 
 # libFuzzer targets, with ASan and UBSan. The tokenizer's needs none of the header's SIMD
 # kernels, so they are left out. The model loader's runs a session step through them, and is
@@ -121,10 +159,12 @@ $(B)/fuzz_tokenizer: tests/fuzz_tokenizer.c tests/bpe_reference.h examples/mini-
 	$(CLANG) $(FUZZ_FLAGS) -O1 -DNEO_ATTN_NO_SIMD=1 $< -o $@ $(LDLIBS)
 
 FUZZ_BINS    = $(B)/fuzz_model $(B)/fuzz_tokenizer
-COMPILE_BINS = $(B)/compile_c $(B)/compile_cc $(B)/compile_static $(B)/probe-cpu
+COMPILE_BINS = $(B)/compile_c $(B)/compile_cc $(B)/compile_static $(B)/compile_no_model $(B)/probe-cpu
 # the longest builds first, so that two jobs keep both cores busy to the end
-TEST_BINS    = $(FUZZ_BINS) $(addprefix $(B)/san/,$(UNIT)) $(B)/tsan/test_pool $(addprefix $(B)/,$(UNIT)) \
-               $(B)/test_ref_plain $(B)/test_api_plain $(COMPILE_BINS) $(B)/mini-chat
+TEST_BINS    = $(B)/san/test_ref $(B)/probe-cpu $(B)/test_ref $(B)/test_api $(B)/test_model $(B)/impl.o \
+               $(B)/san/test_api $(B)/san/test_model $(B)/san/impl.o $(B)/tsan/test_pool $(FUZZ_BINS) \
+               $(B)/compile_cc $(B)/san/test_tokenizer $(B)/test_tokenizer $(B)/test_bits $(B)/mini-chat \
+               $(B)/snippets/built $(B)/test_ref_plain $(B)/test_api_plain $(COMPILE_BINS)
 
 test:
 	@rm -f $(B)/results
@@ -133,39 +173,56 @@ test:
 
 test-build: $(TEST_BINS)
 
-test-run: test-compile test-unit test-variants test-golden test-san test-tsan test-fuzz
+# Each run-NAME target runs one test (run-san-NAME under ASan + UBSan); test-run runs them all.
+THREADED  = run-san-test_ref run-tsan-test_pool run-test_ref run-test_api run-test_model run-test_bits \
+            run-compile_cc run-probe-cpu run-test_golden run-san-test_api run-san-test_model
+SERIAL    = run-test_ref_plain run-san-test_tokenizer run-test_tokenizer run-test_api_plain run-compile_c \
+            run-compile_static run-compile_no_model run-test_snippets
 
-test-unit: $(addprefix $(B)/,$(UNIT))
-	@f=0; for t in $(UNIT); do $(RUN) $$t ./$(B)/$$t || f=1; done; exit $$f
+test-run:
+	@f=0; $(MAKE) --no-print-directory -j1 -k $(SERIAL) & p=$$!; \
+	$(MAKE) --no-print-directory -j1 -k $(THREADED) || f=1; wait $$p || f=1; \
+	$(MAKE) --no-print-directory -k test-fuzz || f=1; exit $$f
 
-test-variants: $(B)/test_ref_plain $(B)/test_api_plain
-	@f=0; for t in test_ref test_api; do $(RUN) "$$t no-threads no-simd" ./$(B)/$${t}_plain || f=1; done; exit $$f
+run-test_%: $(B)/test_%
+	@$(RUN) test_$* ./$(B)/test_$*
+run-compile_%: $(B)/compile_%
+	@$(RUN) compile_$* ./$(B)/compile_$*
+run-san-%: $(B)/san/%
+	@$(QUICK) $(RUN) "$* asan+ubsan" ./$(B)/san/$*
+run-test_ref_plain run-test_api_plain: run-%_plain: $(B)/%_plain
+	@$(QUICK) $(RUN) "$* no-threads no-simd" ./$(B)/$*_plain
+run-tsan-test_pool: $(B)/tsan/test_pool
+	@TSAN_OPTIONS=halt_on_error=1 $(QUICK) $(RUN) "test_pool tsan" ./$(B)/tsan/test_pool
+run-probe-cpu: $(B)/probe-cpu
+	@$(RUN) probe-cpu ./$(B)/probe-cpu --ctx 600 --layers 2 --calls 5 --threads 2 --gap-us 0
+run-test_golden: $(B)/mini-chat
+	@$(RUN) test_golden sh tests/test_golden.sh $(B)/mini-chat
+# the documentation's programs are cut out and built with the other test programs, run here
+run-test_snippets: $(B)/snippets/built
+	@$(RUN) test_snippets sh tests/test_snippets.sh $(B) run
 
+test-unit:     run-test_api run-test_ref run-test_model run-test_tokenizer
+test-variants: run-test_ref_plain run-test_api_plain
 # test_api asks for a 1 PiB cache on purpose (NEO_ERR_NO_MEMORY must come back), with ASan's
 # allocator_may_return_null=1, so ASan warns "failed to allocate 0x1fffffffc0000 bytes": that
 # line stays in build/log/test_api_asan_ubsan.log with the rest of the test's output.
-test-san: $(addprefix $(B)/san/,$(UNIT))
-	@f=0; for t in $(UNIT); do $(RUN) "$$t asan+ubsan" ./$(B)/san/$$t || f=1; done; exit $$f
+test-san:      run-san-test_api run-san-test_ref run-san-test_model run-san-test_tokenizer
+test-tsan:     run-tsan-test_pool
+test-compile:  run-compile_c run-compile_cc run-compile_static run-compile_no_model run-probe-cpu
+test-golden:   run-test_golden
+test-bits:     run-test_bits
+test-snippets: run-test_snippets
+test-no-model: run-compile_no_model
 
-test-tsan: $(B)/tsan/test_pool
-	@TSAN_OPTIONS=halt_on_error=1 $(RUN) "test_pool tsan" ./$(B)/tsan/test_pool
-
-test-compile: $(COMPILE_BINS)
-	@f=0; for t in compile_c compile_cc compile_static; do $(RUN) $$t ./$(B)/$$t || f=1; done; \
-	$(RUN) probe-cpu ./$(B)/probe-cpu --ctx 600 --layers 2 --calls 5 --threads 2 --gap-us 0 || f=1; exit $$f
-
-test-golden: $(B)/mini-chat
-	@$(RUN) test_golden sh tests/test_golden.sh $(B)/mini-chat
-
-# The two fuzzers run at once (each is one thread), FUZZ_SECONDS each from their seeds; their
-# output is in build/log/fuzz_*.log.
+# Each fuzzer runs FUZZ_SECONDS from its seeds (tests/fuzz_seeds/NAME), its output in
+# build/log/fuzz_NAME.log; test-fuzz runs the two at once (each is one thread).
 FUZZ_RUN = -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1
+run-fuzz_%: $(B)/fuzz_%
+	@rm -rf $(B)/corpus_$* && mkdir -p $(B)/corpus_$* && cp tests/fuzz_seeds/$*/* $(B)/corpus_$*/
+	@$(RUN) fuzz_$* ./$(B)/fuzz_$* $(FUZZ_RUN) $(B)/corpus_$*
 test-fuzz: $(FUZZ_BINS)
-	@rm -rf $(B)/corpus_model $(B)/corpus_tokenizer
-	@mkdir -p $(B)/corpus_model $(B)/corpus_tokenizer
-	@cp tests/fuzz_seeds/model/* $(B)/corpus_model/ && cp tests/fuzz_seeds/tokenizer/* $(B)/corpus_tokenizer/
-	@f=0; $(RUN) fuzz_tokenizer ./$(B)/fuzz_tokenizer $(FUZZ_RUN) $(B)/corpus_tokenizer & \
-	$(RUN) fuzz_model ./$(B)/fuzz_model $(FUZZ_RUN) $(B)/corpus_model || f=1; wait $$! || f=1; exit $$f
+	@$(MAKE) --no-print-directory -j2 -k run-fuzz_model run-fuzz_tokenizer
 
 demo: $(B)/mini-chat
 	./$(B)/mini-chat $(NEO_MODEL_DIR)/stories260K.bin -z $(NEO_MODEL_DIR)/tok512.bin -t 0.8 -p 0.9 -s 7 -n 200 \
@@ -249,13 +306,8 @@ bench-gpu: $(B)/bench
 # --- bitwise identity and lint -------------------------------------------------------------------
 # test-bits: the outputs of a fixed set of cases (every CPU path this machine has, the stand-in,
 # the decode loop) hashed and compared with tests/data/bits_d3e7625.txt, made by the header at
-# d3e7625; `build/test_bits --write` adds the lines of a CPU path that file lacks (AVX-512).
-test-bits: $(B)/test_bits
-	./$(B)/test_bits
-
-$(B)/test_bits: tests/test_bits.c tests/check.h tests/cpu_isa.h tests/synth_model.h $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) $(OPT) -I. $< -o $@ $(LDLIBS)
-
+# d3e7625 (make test runs it); `build/test_bits --write` adds the lines of a CPU path that file
+# lacks (AVX-512).
 # test-bits-ref: writes this machine's lines of that file from a build against the header at
 # d3e7625 (how the AVX-512 lines are made, on a machine that has AVX-512); then run test-bits.
 BITS_REF ?= d3e7625
@@ -264,12 +316,7 @@ test-bits-ref: | $(B)
 	$(CC) $(CSTD) $(CWARN) $(OPT) -I$(B)/bits_ref tests/test_bits.c -o $(B)/bits_ref/test_bits $(LDLIBS)
 	./$(B)/bits_ref/test_bits --write
 
-# test-no-model: the header without the decode loop (NEO_ATTN_NO_MODEL) compiles, links and runs
-test-no-model: | $(B)
-	$(CC) $(CSTD) $(CWARN) -DNEO_ATTN_NO_MODEL -DNEO_ATTN_STATIC -DNEO_TEST_MAIN -I. tests/test_compile_impl.c \
-	  -o $(B)/compile_no_model $(LDLIBS) && ./$(B)/compile_no_model
-
-.PHONY: test-bits test-bits-ref test-no-model
+.PHONY: test-bits-ref
 
 # lint: the complexity gates (no function over 120 lines or cyclomatic complexity 40) and no
 # repeated block of 6 or more lines, over the library's two files (lizard: pip install -r
@@ -288,8 +335,9 @@ lint:
 # --- the documentation's programs ---------------------------------------------------------------
 # test-snippets cuts the quick-start programs out of README.md and neo_attn.h's manual, checks
 # that the two copies agree, and builds and runs each as C (ASan + UBSan, leaks fail) and as C++
-# (tests/test_snippets.sh).
-test-snippets: | $(B)
-	CC="$(CC)" CXX="$(CXX)" sh tests/test_snippets.sh $(B)
+# (tests/test_snippets.sh). Built with the other test programs, they link the implementation's
+# objects: ASan + UBSan's for C, compile_cc's for C++.
+$(B)/snippets/built: tests/test_snippets.sh README.md $(HDR) $(B)/san/impl.o $(B)/compile_cc_b.o
+	@CC="$(CC)" CXX="$(CXX)" NEO_SNIPPET_IMPL_C=$(B)/san/impl.o NEO_SNIPPET_IMPL_CXX=$(B)/compile_cc_b.o \
+	  sh tests/test_snippets.sh $(B) build && touch $@
 
-.PHONY: test-snippets

@@ -19,6 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* NEO_TEST_QUICK=1 (make test's TSan run): every scenario, fewer repetitions (decode calls per
+   shape, churn rounds, calls per concurrent driver); the plain run does them all. */
+static int quick;
 static uint64_t rng_s;
 static float rng_f(void) { /* xorshift64*, uniform in [-2, 2) */
     rng_s ^= rng_s >> 12, rng_s ^= rng_s << 25, rng_s ^= rng_s >> 27;
@@ -121,12 +124,13 @@ static void test_threads_bitwise(neo_runtime **rts) {
             CHECK_STATUS(neo_attn_append(l[r], k + rk, v + rv, 700), NEO_OK);
             CHECK_STATUS(neo_attn_append(l[r], k + 701 * rk, v + 701 * rv, N_CELLS - 701), NEO_OK);
         }
-        for (call = 0; call < 48; call++) {
+        int n_dec = quick ? 6 : 40;
+        for (call = 0; call < n_dec + 8; call++) {
             /* decodes at two lengths (each crosses 256-cell chunks), then prefills of several sizes */
-            int n_tok = call < 40 ? 0 : (int[]){1, 2, 7, 16, 33, 64, 3, 5}[call - 40];
+            int n_tok = call < n_dec ? 0 : (int[]){1, 2, 7, 16, 33, 64, 3, 5}[call - n_dec];
             int nq = n_tok ? n_tok : 1;
             size_t i;
-            if (call == 20)
+            if (call == n_dec / 2)
                 for (r = 0; r < NRT; r++) CHECK_STATUS(neo_layer_truncate(l[r], 1025), NEO_OK);
             for (i = 0; i < (size_t)nq * qn; i++) q[i] = rng_f();
             for (r = 0; r < NRT; r++) {
@@ -195,7 +199,7 @@ static void test_split_threads(void) {
 static void test_churn(const float *k, const float *v, const float *q, const float *want) {
     int i;
     check_context("runtime churn");
-    for (i = 0; i < 40; i++) {
+    for (i = 0; i < (quick ? 12 : 40); i++) { /* 12: every pair of i % 3 and i % 4 */
         neo_runtime *rt = make_rt(1 + i % 4);
         neo_layer *l = NULL;
         neo_layer_desc d = {0};
@@ -235,7 +239,7 @@ static void *drive(void *arg) {
         neo_attn_append(l, dr->k, dr->v, 600) != NEO_OK) {
         dr->failures++;
     } else {
-        for (i = 0; i < 12; i++) {
+        for (i = 0; i < (quick ? 3 : 12); i++) {
             memset(out, 0, sizeof out);
             if (neo_attn_decode(l, dr->q, out) != NEO_OK || memcmp(out, dr->want, sizeof out) != 0) dr->failures++;
         }
@@ -304,7 +308,8 @@ int main(void) {
     neo_runtime *rts[NRT] = {0};
     int i;
     rng_s = seed ? seed : 1;
-    printf("test_pool: seed %llu (NEO_TEST_SEED=%llu repeats this run)\n", seed, seed);
+    quick = (env = getenv("NEO_TEST_QUICK")) && *env && strcmp(env, "0") != 0;
+    printf("test_pool: seed %llu (NEO_TEST_SEED=%llu repeats this run)%s\n", seed, seed, quick ? ", quick" : "");
     fflush(stdout);
     long cores = sysconf(_SC_NPROCESSORS_ONLN), over = 3 * (cores > 2 ? cores : 2); /* the oversubscribed runtime */
     for (i = 0; i < NRT; i++) rts[i] = make_rt(i < 4 ? i + 1 : i == 4 ? ENG_THREADS + 100 : (int)(over < 48 ? over : 48));

@@ -23,6 +23,12 @@
 
 #define TOL 1e-4
 
+/* NEO_TEST_QUICK=1 (make test's sanitizer runs): every case, path and kind of call, with fewer
+   repetitions: each CPU path once per shape case (not the best one twice), 1 and 3 threads in
+   the determinism cases, and prefills of at most one prefill task's tokens plus one (a full task
+   and a partial one at every GQA group). The plain runs do everything. */
+static int quick;
+
 /* With NEO_TEST_CUDA=1 (make test-cuda: NEO_ATTN_CUDA=1, linked with neo_attn_cuda.cu) every
    case also runs on a real GPU runtime: the shape cases with no split, the split cases as they
    are; q, k, v and out go through device memory. */
@@ -290,7 +296,8 @@ static int tc_open(tcase *c, const neo_layer_desc *d, int mode, const char *name
         int best = i == (isa_ok[2] ? 2 : isa_ok[1] ? 1 : 0), tsel = 1 + (case_no + i) % 4;
         if (!isa_ok[i]) continue;
         for (t = 1; t <= 4; t++) {
-            if (mode == 0 && t != tsel && !(best && t == 1 + tsel % 4)) continue;
+            if (mode == 0 && t != tsel && !(best && !quick && t == 1 + tsel % 4)) continue;
+            if (mode == 1 && quick && t % 2 == 0) continue;
             if (!CHECK_STATUS(neo_layer_create(rts[i][t], &c->d, &c->l[c->n]), NEO_OK)) return 0;
             c->isa[c->n] = i, c->thr[c->n] = t, c->n++;
         }
@@ -394,6 +401,8 @@ static void reference(const tcase *c, const float *q, int n_tok, double *ref) {
 /* n_tok 0: decode; else prefill of n_tok queries. Every layer against the reference, and bitwise
    against the first layer of the same CPU path. */
 static void tc_query(tcase *c, int n_tok) {
+    int cap = neo__prefill_tokens(c->d.n_head / c->d.n_head_kv) + 1;
+    if (quick && n_tok > cap && n_tok <= c->len) n_tok = cap;
     int nq = n_tok ? n_tok : 1, i, first[5] = {-1, -1, -1, -1, -1};
     size_t nqe = (size_t)nq * (size_t)c->d.n_head * (size_t)c->d.head_dim;
     size_t no = (size_t)nq * (size_t)c->d.n_head * (size_t)c->dv, e;
@@ -1305,7 +1314,8 @@ int main(void) {
     int i, t;
     if (seed == 0) seed = 1;
     rng_s = seed;
-    printf("test_ref: seed %llu (NEO_TEST_SEED=%llu repeats this run)\n", seed, seed);
+    quick = (env = getenv("NEO_TEST_QUICK")) && *env && strcmp(env, "0") != 0;
+    printf("test_ref: seed %llu (NEO_TEST_SEED=%llu repeats this run)%s\n", seed, seed, quick ? ", quick" : "");
     fflush(stdout);
 
     test_conversions();
