@@ -282,16 +282,17 @@ test-cuda: $(CUDA_PROGRAMS)
 	./$(B)/test_cuda_ops
 	./$(B)/cuda/test_ref
 
-# the whole H200 check in one call: kernels, the API suite on the GPU, the seeds' C1/C3/C4,
-# compute-sanitizer (tests/gpu_check.sh)
+# the whole GPU check in one run: kernels against float64, the API suite on the GPU, split output =
+# unsplit output with mini-chat, compute-sanitizer (tests/gpu_check.sh; GPU_CHECK_ARCH=80 or 86 or 89
+# runs it on the Ampere / Ada path through the driver's PTX compiler)
 gpu-check:
 	sh tests/gpu_check.sh
 
 .PHONY: cuda-build test-cuda-ops test-cuda gpu-check
 
-# --- the GPU benchmark (issue 4) -----------------------------------------------------------------
+# --- the GPU benchmark ---------------------------------------------------------------------------
 # bench-gpu builds build/bench: ceilings, attention rows, the decode loop and the capacity row in
-# one program, for the lent GPU machine (build/bench --quick | --csv FILE; see examples/bench/bench.c).
+# one program, for a machine with a CUDA GPU (build/bench --quick | --csv FILE; see examples/bench/bench.c).
 # examples/bench/peers.py (torch SDPA) and plot.py (docs/bench.png) run beside it there.
 BENCH_COMMIT ?= $(shell git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
 
