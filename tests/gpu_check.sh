@@ -4,8 +4,8 @@
 #      test_cuda_ops, mini-chat --gpu; which image the GPU runs (ptxVersion / binaryVersion)
 #   2. the kernels against float64 (test_cuda_ops) and the API suite on the GPU (test_ref with a real
 #      GPU runtime: no split for every shape case, split OFF / ON / AUTO for the split cases)
-#   3. end-to-end checks with mini-chat on stories260K: C1 greedy output identical with no split,
-#      split OFF and split ON; C3 GPU KV bytes shrink by the split and host bytes appear; C4
+#   3. end-to-end checks with mini-chat on stories260K: greedy output identical with no split,
+#      split OFF and split ON; GPU KV bytes shrink by the split and host bytes appear;
 #      --neo-pipeline off with no split byte-identical to no split; ON reports overlapped calls
 #   4. compute-sanitizer memcheck and racecheck on the CUDA tests
 # The model comes from $NEO_MODEL_DIR (default tests/data, the repository's own copy).
@@ -84,13 +84,13 @@ $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on >"$OUT/N.txt" 2>"$OUT/N.er
 $MC "$P" --gpu --neo-pipeline off >"$OUT/O.txt" 2>"$OUT/O.err"
 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline auto >"$OUT/A.txt" 2>"$OUT/A.err"
 if cmp -s "$OUT/B.txt" "$REF" && cmp -s "$OUT/M.txt" "$REF" && cmp -s "$OUT/N.txt" "$REF" && cmp -s "$OUT/A.txt" "$REF"; then r=PASS; else r=FAIL; fi
-row "C1 greedy: no split = OFF = ON = AUTO = run.c" $r "$(wc -c <"$OUT/B.txt") bytes each"
+row "split = unsplit: greedy none=OFF=ON=AUTO=run.c" $r "$(wc -c <"$OUT/B.txt") bytes each"
 kv() { sed -n 's/.*: \([0-9]*\) bytes GPU + \([0-9]*\) bytes host.*/\1 \2/p' "$1" | head -n 1; }
 set -- $(kv "$OUT/B.err") $(kv "$OUT/N.err")
 if [ $# -eq 4 ] && [ "$3" -eq $(($1 / 2)) ] && [ "$4" -eq $(($1 / 2)) ] && [ "$2" -eq 0 ]; then r=PASS; else r=FAIL; fi
-row "C3 KV bytes: GPU / host, no split -> frac 0.5" $r "$1 / $2 -> $3 / $4"
+row "a split moves KV: GPU / host, none -> 0.5" $r "$1 / $2 -> $3 / $4"
 if cmp -s "$OUT/O.txt" "$OUT/B.txt"; then r=PASS; else r=FAIL; fi
-row "C4 --neo-pipeline off, no split = no split" $r ""
+row "--neo-pipeline off, no split = no split" $r ""
 ov=$(sed -n 's/.*(\([0-9]*\) with both halves overlapped).*/\1/p' "$OUT/N.err" | head -n 1)
 if [ "${ov:-0}" -gt 0 ]; then r=PASS; else r=FAIL; fi
 row "ON: overlapped decode calls" $r "$(sed -n 's/.* \([0-9]* decode calls ([0-9]* with both halves overlapped)\).*/\1/p' "$OUT/N.err")"

@@ -263,18 +263,18 @@ else
     fail "chat: a 100 KB line" "$T/out"
 fi
 
-# --- the seeds' checks, on the host stand-in GPU (the same split orchestration as CUDA) --------
-# C1: greedy output identical with no split, split + stream-back (OFF) and split + both halves (ON)
+# --- split output = unsplit output, on the host stand-in GPU (the same split orchestration as CUDA) --------
+# greedy output identical with no split, split + stream-back (OFF) and split + both halves (ON)
 for split in "" "--gpu-heads-frac 0.5 --neo-pipeline off" "--gpu-heads-frac 0.5 --neo-pipeline on" \
              "--gpu-heads-frac 0.25 --neo-pipeline auto" "--gpu-heads-frac 0.75 --neo-pipeline on --kv-type f16" \
              "--gpu-kv-budget 300000 --neo-pipeline on" "--gpu-kv-budget 0 --neo-pipeline off"; do
     # shellcheck disable=SC2086  # split "flag value" on purpose
-    golden "C1 stand-in GPU $split: greedy" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --gpu-standin $split
+    golden "split = unsplit, stand-in GPU $split: greedy" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --gpu-standin $split
 done
-# C4: --neo-pipeline off with no split is byte-identical to no split
-golden "C4 stand-in GPU, no split, --neo-pipeline off: greedy" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" \
+# --neo-pipeline off with no split is byte-identical to no split
+golden "stand-in GPU, no split, --neo-pipeline off: greedy" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" \
     --gpu-standin --neo-pipeline off
-# C3: the split moves KV bytes from the GPU to the host: half of them at frac 0.5
+# the split moves KV bytes from the GPU to the host: half of them at frac 0.5
 kv_bytes() { # prints "GPU HOST" from mini-chat's info line
     sed -n 's/.*: \([0-9]*\) bytes GPU + \([0-9]*\) bytes host.*/\1 \2/p' "$1" | head -n 1
 }
@@ -282,9 +282,9 @@ kv_bytes() { # prints "GPU HOST" from mini-chat's info line
 "$BIN" "$MODEL" -z "$TOK" -t 0 -n 16 -i "$PROMPT" --gpu-standin --gpu-heads-frac 0.5 >/dev/null 2>"$T/c3b" </dev/null || true
 set -- $(kv_bytes "$T/c3a") $(kv_bytes "$T/c3b")
 if [ $# -eq 4 ] && [ "$1" -gt 0 ] && [ "$2" -eq 0 ] && [ "$3" -eq $(($1 / 2)) ] && [ "$4" -eq $(($1 / 2)) ]; then
-    pass "C3 stand-in GPU: KV bytes GPU $1 -> $3, host $2 -> $4 at --gpu-heads-frac 0.5"
+    pass "a split moves KV, stand-in GPU: GPU $1 -> $3, host $2 -> $4 at --gpu-heads-frac 0.5"
 else
-    fail "C3 stand-in GPU: KV bytes '$*'" "$T/c3b"
+    fail "a split moves KV, stand-in GPU: '$*'" "$T/c3b"
 fi
 # the stand-in's stats say what it does, not "0 with both halves overlapped"
 if grep -qF "the stand-in GPU runs its half on the host, one half after the other" "$T/c3b" &&
