@@ -523,7 +523,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
 #define NEO__DEV_MEM_ABI 1
-#define NEO__DEV_ATTN_ABI 2
+#define NEO__DEV_ATTN_ABI 3
 #define NEO__DEV_MODEL_ABI 1
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
@@ -554,18 +554,14 @@ typedef struct neo__attn_args {
     unsigned     gate_seq;
 } neo__attn_args;
 
-/* The device halves of many layers attended in one launch (neo_attn_decode_batch): entry i is a
-   whole neo__attn_args of its own (cache, cell range, q, out, sinks, slopes, scale, softcap,
-   kv_type), every entry with the same n_head, n_head_kv, head_dim and head_dim_v. A varlen
-   launch reads the table on the device and sizes its grid from the totals, splitting the cells
-   of the whole batch so that short and long entries alike fill the device. */
+/* The device halves of many layers attended together (neo_attn_decode_batch): entry i is a whole
+   neo__attn_args of its own (cache, cell range, q, out, sinks, slopes, scale, softcap, kv_type),
+   every entry with the same n_head, n_head_kv, head_dim and head_dim_v. A backend with a varlen
+   kernel launches them at once, splitting the cells of the whole batch so that short and long
+   entries alike fill the device. */
 typedef struct neo__attn_batch {
-    const neo__attn_args *table;      /* [n] device memory */
-    const neo__attn_args *host_table; /* [n] the same entries in host memory, valid during the call */
+    const neo__attn_args *entries; /* [n] host memory, read during the call only */
     int                   n;
-    int                   max_cells;   /* largest c1 - c0 of an entry */
-    int                   max_heads;   /* largest h1 - h0 of an entry */
-    long long             total_cells; /* sum over the entries of (c1 - c0) * (h1 - h0) */
 } neo__attn_batch;
 
 /* Rows of heads [h0, h1) of new tokens written into a cache in its storage type. */
@@ -2337,10 +2333,10 @@ NEO_ATTN__PRIVATE int neo__standin_launch_async(void *state) {
     (void)state;
     return 0;
 }
-/* One entry after the other, read from the table the header copied to the "device". */
+/* One entry after the other. */
 NEO_ATTN__PRIVATE int neo__standin_attend_batch(void *state, const neo__attn_batch *b, int stream) {
     int s = NEO_OK;
-    for (int i = 0; i < b->n && s == NEO_OK; i++) s = neo__host_attend(state, &b->table[i], stream);
+    for (int i = 0; i < b->n && s == NEO_OK; i++) s = neo__host_attend(state, &b->entries[i], stream);
     return s;
 }
 NEO_ATTN__PRIVATE void neo__standin_tables(neo__dev_mem *m, neo__dev_attn *t) {
@@ -2849,7 +2845,7 @@ NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_inf
    Events: START (the queries are ready on MAIN), READY0/1 (a stream-back chunk is on the
    device), USED0/1 (its attention is done, the buffer may be refilled), TABLE (a batch's table
    has been copied to the device: its host copy may be rewritten). */
-enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1, NEO__EV_TABLE };
+enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1 };
 
 /* The split paths' buffers, shared by a runtime's layers (used one at a time), grown on demand,
    and the both-halves handoff's state. */
@@ -3220,8 +3216,6 @@ typedef struct neo__batch {
     int            *mode;               /* [cap] NEO__BATCH_*: how layer i of a GPU batch runs */
     neo__attn_args *dev;                /* [cap] the device halves */
     int             n, cap;             /* host halves in args; room */
-    void           *h_table, *d_table;  /* pinned and device copies of dev for attend_batch */
-    size_t          h_table_bytes, d_table_bytes;
 } neo__batch;
 
 NEO_ATTN__PRIVATE void neo__batch_free_arrays(neo_runtime *rt, neo__batch *B) {
@@ -3236,8 +3230,6 @@ NEO_ATTN__PRIVATE void neo__batch_release(neo_runtime *rt) {
     neo__batch *B = rt->batch;
     if (!B) return;
     neo__batch_free_arrays(rt, B);
-    rt->mem.host_free(rt->dev_state, B->h_table);
-    neo__dev_free(rt, B->d_table);
     neo__free(&rt->alloc, B);
     rt->batch = NULL;
 }
@@ -3411,34 +3403,16 @@ NEO_ATTN__PRIVATE int neo__batch_mode(const neo_layer *L) {
     return p == NEO_PIPELINE_ON ? NEO__BATCH_ON : NEO__BATCH_OFF;
 }
 
-/* The m device halves in B->dev: through the backend's attend_batch, over a table it reads on the
-   device, or one attend each when it has none. */
+/* The m device halves in B->dev: through the backend's attend_batch, or one attend each when it
+   has none. */
 NEO_ATTN__PRIVATE neo_status neo__batch_launch(neo_runtime *rt, neo__batch *B, int m) {
     neo__attn_batch b;
-    size_t          bytes = (size_t)m * sizeof(neo__attn_args);
     int             s = NEO_OK;
     if (!rt->attn.attend_batch) {
         for (int i = 0; i < m && s == NEO_OK; i++) s = rt->attn.attend(rt->dev_state, &B->dev[i], NEO__STREAM_MAIN);
         return (neo_status)s;
     }
-    memset(&b, 0, sizeof b);
-    for (int i = 0; i < m; i++) {
-        const neo__attn_args *a = &B->dev[i];
-        if (a->c1 - a->c0 > b.max_cells) b.max_cells = a->c1 - a->c0;
-        if (a->h1 - a->h0 > b.max_heads) b.max_heads = a->h1 - a->h0;
-        b.total_cells += (long long)(a->c1 - a->c0) * (a->h1 - a->h0);
-    }
-    /* the pinned table is rewritten only once the last batch's copy of it is done */
-    if ((s = rt->mem.event_sync(rt->dev_state, NEO__EV_TABLE)) != NEO_OK ||
-        (s = neo__rt_buffer(rt, &B->h_table, &B->h_table_bytes, bytes, 1)) != NEO_OK ||
-        (s = neo__rt_buffer(rt, &B->d_table, &B->d_table_bytes, bytes, 0)) != NEO_OK)
-        return (neo_status)s;
-    memcpy(B->h_table, B->dev, bytes);
-    if ((s = neo__dev_copy(rt, B->d_table, B->h_table, bytes)) != NEO_OK ||
-        (s = rt->mem.record(rt->dev_state, NEO__EV_TABLE, NEO__STREAM_MAIN)) != NEO_OK)
-        return (neo_status)s;
-    b.table = (const neo__attn_args *)B->d_table;
-    b.host_table = B->dev;
+    b.entries = B->dev;
     b.n = m;
     return (neo_status)rt->attn.attend_batch(rt->dev_state, &b, NEO__STREAM_MAIN);
 }

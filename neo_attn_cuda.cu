@@ -137,6 +137,8 @@
 #define NEO__CU_MAX_CELLS (1 << 30)
 #define NEO__CU_GEN_COLS 256            /* output columns per generic block */
 #define NEO__CU_GEN_TILE 32             /* cells per generic tile */
+#define NEO__CU_BT_SLOTS 4              /* batch tables in flight before the host waits for the oldest's copy */
+#define NEO__CU_BATCH_WAVES 4           /* a batch's blocks: about this many waves of equal ones (neo__cu_batch_chunk) */
 #define NEO__CU_WORK_CAP ((size_t)512 << 20) /* split partials beyond this use fewer splits */
 /* How the tensor-core kernel loads its tiles, per compiled architecture: on sm_90 bulk copies
    (cp.async.bulk completing on an mbarrier's transaction count) into plain rows; below sm_90
@@ -279,6 +281,34 @@ struct neo__cu_attn {
     const float *sinks;
     int          accumulate;
 };
+
+/* A batch launch: many attends of one shape in one grid (neo__cu_attend_batch). Entry e's
+   blocks are [start[e], start[e + 1]) of the one-dimensional grid, and block l of them is block
+   (x, y) of its own launch's grid (X, S), x fastest. */
+struct neo__cu_batch {
+    const neo__cu_attn *p;     /* [n] each entry's parameters */
+    const int          *start; /* [n + 1] */
+    int                 n;
+};
+
+/* The calling block's entry in t (its parameters copied into *p, which all threads share) and its
+   block (x, y) in that entry's grid. Every warp counts the entries that start at or before
+   the block, 32 at a time, so no thread waits for another before the copy. */
+__device__ __forceinline__ void neo__batch_block(const neo__cu_batch &t, neo__cu_attn *p, int *x, int *y) {
+    const int b = (int)blockIdx.x, lane = threadIdx.x & 31;
+    int       e = -1;
+    for (int i0 = 0; i0 <= t.n; i0 += 32) {
+        const int i = i0 + lane;
+        e += __popc(__ballot_sync(0xffffffffu, i <= t.n && __ldg(t.start + i) <= b));
+    }
+    const int      l = b - __ldg(t.start + e), n = __ldg(t.start + e + 1) - __ldg(t.start + e);
+    const unsigned *src = reinterpret_cast<const unsigned *>(t.p + e);
+    for (int i = threadIdx.x; i < (int)(sizeof(neo__cu_attn) / 4); i += blockDim.x) reinterpret_cast<unsigned *>(p)[i] = __ldg(src + i);
+    __syncthreads();
+    const int X = n / p->S;
+    *x = l % X;
+    *y = l / X;
+}
 
 /* One tile's online-softmax step for NQ queries: scores in s_p ([TC][NQ], raw dot products) are
    scaled, soft-capped, ALiBi-biased and masked, the running max s_m and sum s_l are updated,
@@ -1001,9 +1031,9 @@ template <typename T, int D, int BPS> struct neo__mma {
     unsigned     ring_s;
     const uint4 *kg, *vg;
 
-    __device__ __forceinline__ neo__mma(const neo__cu_attn &p_, uint4 *smem_, SH &sh_) : p(p_), smem(smem_), sh(sh_) {
+    __device__ __forceinline__ neo__mma(const neo__cu_attn &p_, int unit_, int split_, uint4 *smem_, SH &sh_) : p(p_), smem(smem_), sh(sh_) {
         tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
-        unit = blockIdx.x, split = blockIdx.y, S = p.S;
+        unit = unit_, split = split_, S = p.S;
         const int kvh = unit / p.QT, qt = unit % p.QT;
         gh = p.h0 + kvh, r0 = qt * NEO__MMA_NQ, nqb = min(NEO__MMA_NQ, p.nq - r0);
         const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
@@ -1470,12 +1500,11 @@ template <typename T, int D, int BPS> struct neo__mma {
    queries itself, otherwise it writes its partial, and the last of the S blocks of the query
    tile to arrive (a counter per tile, reset by that block) merges the S partials in split order
    and finishes: so the result does not depend on which block came last. */
-template <typename T, int D, int BPS>
-__global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma(const neo__cu_attn p) {
+template <typename T, int D, int BPS> __device__ __forceinline__ void neo__mma_run(const neo__cu_attn &p, int unit, int split) {
     typedef neo__mma<T, D, BPS> K;
     extern __shared__ uint4 neo__smem[];
     __shared__ __align__(8) typename K::SH sh;
-    const K k(p, neo__smem, sh);
+    const K k(p, unit, split, neo__smem, sh);
     k.start();
     uint32_t       qf[K::QP][K::KS][2];
     const auto     q = k.lane_queries(k.q_frags(qf));
@@ -1505,6 +1534,20 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
     __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
     if constexpr (!K::EARLY) neo__pdl_trigger(); /* the next kernel waits for this grid's completion before touching memory */
     if (k.combine(acc, m, l)) k.merge();
+}
+template <typename T, int D, int BPS>
+__global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma(const neo__cu_attn p) {
+    neo__mma_run<T, D, BPS>(p, blockIdx.x, blockIdx.y);
+}
+/* A batch (neo__cu_batch): the block's entry found, its parameters copied to shared memory (the
+   kernel's asm barriers would make the compiler reload global ones on every tile), then the
+   block (unit, split) of that entry's own grid as one launch of neo__attn_mma would run it. */
+template <typename T, int D, int BPS>
+__global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma_batch(const neo__cu_batch t) {
+    __shared__ neo__cu_attn p;
+    int                     x, y;
+    neo__batch_block(t, &p, &x, &y);
+    neo__mma_run<T, D, BPS>(p, x, y);
 }
 
 /* =============================================================================================
@@ -1788,6 +1831,18 @@ typedef struct neo__cuda {
     int          occ_mv[4][2];           /* the matvec kernel [epilogue][norm] */
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
+    int          occ_mma_b[2][3][2];     /* its batch form (neo__attn_mma_batch), the same indices */
+    /* a batch launch's table (neo__cu_attend_batch): written into one of NEO__CU_BT_SLOTS slots of
+       pinned memory, each rewritten only once the copy out of it (its event) is done, and copied to
+       a device buffer of the stream, which stream order keeps from being rewritten while read */
+    char        *bt_host;
+    size_t       bt_slot;
+    int          bt_next;
+    cudaEvent_t  bt_done[NEO__CU_BT_SLOTS];
+    void        *bt_dev[NEO__CU_STREAMS];
+    size_t       bt_dev_bytes[NEO__CU_STREAMS];
+    int         *bt_key;  /* [bt_key_n] scratch: each entry's launch group (neo__cu_attend_batch) */
+    size_t       bt_key_n;
     int          launch_blocking;        /* CUDA_LAUNCH_BLOCKING=1: a launch returns when its kernel is done */
     int          pdl;                    /* launch programmatic dependents: the device and the loaded kernels are sm_90+ */
 } neo__cuda;
@@ -1833,7 +1888,12 @@ static void neo__cu_release(void *state) {
     for (int s = 0; s < NEO__CU_STREAMS; s++) {
         if (st->work[s]) (void)cudaFree(st->work[s]);
         if (st->cnt[s]) (void)cudaFree(st->cnt[s]);
+        if (st->bt_dev[s]) (void)cudaFree(st->bt_dev[s]);
     }
+    for (int i = 0; i < NEO__CU_BT_SLOTS; i++)
+        if (st->bt_done[i]) (void)cudaEventDestroy(st->bt_done[i]);
+    if (st->bt_host) (void)cudaFreeHost(st->bt_host);
+    free(st->bt_key);
     for (int e = 0; e < NEO__EVENTS; e++)
         if (st->event[e]) (void)cudaEventDestroy(st->event[e]);
     for (int s = 0; s < NEO__CU_STREAMS; s++)
@@ -2325,20 +2385,26 @@ static int neo__cu_attend_ok(const neo__attn_args *a) {
            a->kv_type <= NEO_TYPE_F32;
 }
 
+/* An attend's queries a KV head (nq) and the end of its visible cells (c1: cells after the last
+   query's position are masked for every query); 0 when nq is past what the kernels index. */
+static int neo__cu_range(const neo__attn_args *a, int *nq, int *c1) {
+    const long long nql = (long long)a->n_tokens * (a->n_head / a->n_head_kv);
+    const long long last = (long long)a->pos0 + a->n_tokens; /* one past the last visible cell */
+    *nq = (int)nql;
+    *c1 = last < a->c1 ? (int)(last > a->c0 ? last : a->c0) : a->c1;
+    return nql <= (1 << 30);
+}
+
 /* validation, the plan (forced in part by f), the launches */
 static int neo__cu_attend_plan(neo__cuda *st, const neo__attn_args *a, int stream, const neo__cu_force *f) {
     int          ok, rc;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok || !neo__cu_attend_ok(a)) return NEO_ERR_INVALID_ARG;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    const int       G = a->n_head / a->n_head_kv, H = a->h1 - a->h0;
-    const long long nql = (long long)a->n_tokens * G;
-    if (nql > (1 << 30)) return NEO_ERR_INVALID_ARG;
-    const int nq = (int)nql;
-    /* cells after the last query's position are masked for every query */
-    const long long last = (long long)a->pos0 + a->n_tokens; /* one past the last visible cell */
-    const int       c1 = last < a->c1 ? (int)(last > a->c0 ? last : a->c0) : a->c1;
-    const int       ncells = c1 - a->c0;
+    const int G = a->n_head / a->n_head_kv, H = a->h1 - a->h0;
+    int       nq, c1;
+    if (!neo__cu_range(a, &nq, &c1)) return NEO_ERR_INVALID_ARG;
+    const int ncells = c1 - a->c0;
 
     neo__cu_plan pl;
     int         *occ;
@@ -2361,6 +2427,209 @@ static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
     return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
 }
 
+/* ---- a batch: the device halves of many layers in one launch --------------------------------- */
+
+template <int D, int BPS> static const void *neo__mma_batch_fn(int type) {
+    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma_batch<__half, D, BPS> : (const void *)neo__attn_mma_batch<__nv_bfloat16, D, BPS>;
+}
+/* The batch form of a tensor-core plan, and its cached resident-blocks count. */
+static const void *neo__plan_batch_fn(neo__cuda *st, int type, const neo__cu_plan *pl, int **occ) {
+    *occ = &st->occ_mma_b[type == NEO_TYPE_F16 ? 0 : 1][pl->dc][pl->shape];
+    if (pl->dc == 0) return neo__mma_batch_fn<64, 1>(type);
+    if (pl->dc == 1) return pl->shape ? neo__mma_batch_fn<128, 2>(type) : neo__mma_batch_fn<128, 1>(type);
+    return pl->shape ? neo__mma_batch_fn<256, 2>(type) : neo__mma_batch_fn<256, 1>(type);
+}
+
+/* The launch group of every entry of b, into st->bt_key: entries that take the tensor-core kernel
+   are grouped by storage type and head_dim (1 + type * 3 + dc), one launch a group; -1 = an
+   attend of its own (the CUDA-core and generic kernels, or an entry that fails validation, which
+   its own attend then reports). */
+static int neo__cu_batch_keys(neo__cuda *st, const neo__attn_batch *b, const neo__cu_force *f) {
+    if ((size_t)b->n > st->bt_key_n) {
+        int *k = (int *)realloc(st->bt_key, (size_t)b->n * sizeof(int));
+        if (!k) return NEO_ERR_NO_MEMORY;
+        st->bt_key = k;
+        st->bt_key_n = (size_t)b->n;
+    }
+    for (int i = 0; i < b->n; i++) {
+        const neo__attn_args *a = &b->entries[i];
+        neo__cu_plan          pl;
+        int                   nq, c1;
+        st->bt_key[i] = -1;
+        if (neo__cu_attend_ok(a) && neo__cu_range(a, &nq, &c1) && neo__plan_kernel(a, nq, c1 - a->c0, st->smem_optin, f, &pl) == NEO_OK &&
+            pl.kernel == NEO__KER_MMA)
+            st->bt_key[i] = 1 + (a->kv_type == NEO_TYPE_F16 ? 0 : 3) + pl.dc;
+    }
+    return NEO_OK;
+}
+
+/* The cells of a batch's split, one chunk for every entry: the batch's KV-head cells (work) over
+   about NEO__CU_BATCH_WAVES waves of the device's resident blocks. With blocks of at most one
+   chunk and the device taking them in any order, the launch ends at most one block after a
+   perfectly balanced one would, whatever the entries' lengths; more waves shorten that tail but
+   add blocks, each with its own start and partial. Whole tiles, at least min_cells (or the cap on
+   splits a test forces), and no entry over NEO__CU_MAX_SPLITS splits. */
+static long long neo__cu_batch_chunk(const neo__cu_plan *pl, long long work, int max_cells, int n_sm, int occ, int max_splits) {
+    const long long waves = (long long)n_sm * occ * NEO__CU_BATCH_WAVES;
+    long long       c = (work + waves - 1) / waves;
+    if (c < pl->min_cells) c = pl->min_cells;
+    if (c < (max_cells + NEO__CU_MAX_SPLITS - 1) / NEO__CU_MAX_SPLITS) c = (max_cells + NEO__CU_MAX_SPLITS - 1) / NEO__CU_MAX_SPLITS;
+    if (max_splits > 0 && c < (max_cells + max_splits - 1) / max_splits) c = (max_cells + max_splits - 1) / max_splits;
+    return (c + pl->gran - 1) / pl->gran * pl->gran;
+}
+
+/* A pinned slot of at least bytes for a batch table, once the copy out of it is done; *ev is
+   recorded after the next copy out of it. */
+static int neo__cu_bt_slot(neo__cuda *st, size_t bytes, char **slot, cudaEvent_t *ev) {
+    if (bytes > st->bt_slot) {
+        const size_t want = (bytes + bytes / 2 + 4095) & ~(size_t)4095;
+        for (int i = 0; i < NEO__CU_BT_SLOTS; i++)
+            if (st->bt_done[i] && cudaEventSynchronize(st->bt_done[i]) != cudaSuccess) return NEO_ERR_DEVICE;
+        if (st->bt_host && cudaFreeHost(st->bt_host) != cudaSuccess) return NEO_ERR_DEVICE;
+        st->bt_host = NULL;
+        st->bt_slot = 0;
+        if (cudaHostAlloc((void **)&st->bt_host, want * NEO__CU_BT_SLOTS, cudaHostAllocPortable) != cudaSuccess) {
+            (void)cudaGetLastError();
+            st->bt_host = NULL;
+            return NEO_ERR_NO_MEMORY;
+        }
+        st->bt_slot = want;
+    }
+    const int i = st->bt_next;
+    if (!st->bt_done[i] && cudaEventCreateWithFlags(&st->bt_done[i], cudaEventDisableTiming) != cudaSuccess) return NEO_ERR_DEVICE;
+    if (cudaEventSynchronize(st->bt_done[i]) != cudaSuccess) return NEO_ERR_DEVICE;
+    st->bt_next = (i + 1) % NEO__CU_BT_SLOTS;
+    *slot = st->bt_host + (size_t)i * st->bt_slot;
+    *ev = st->bt_done[i];
+    return NEO_OK;
+}
+
+/* An entry's splits at chunk c: one when no cell is visible (the block still finishes the queries) */
+static long long neo__cu_splits(int ncells, long long c) { return ncells > 0 ? (ncells + c - 1) / c : 1; }
+
+/* A tensor-core group's sizes: its entries (m), their KV-head cells (work) and most cells (max_cells). */
+typedef struct neo__cu_group {
+    int          key, m, max_cells;
+    long long    work, blocks, units;
+    size_t       work_floats; /* partials of the entries with more than one split */
+    neo__cu_plan pl;
+} neo__cu_group;
+
+/* The group's blocks, units and partials at chunk c; 0 when past what a launch indexes. */
+static int neo__cu_group_size(neo__cu_group *g, const neo__attn_batch *b, const int *key, long long c) {
+    g->blocks = g->units = 0;
+    g->work_floats = 0;
+    for (int i = 0; i < b->n; i++) {
+        const neo__attn_args *a = &b->entries[i];
+        int                   nq, c1;
+        if (key[i] != g->key) continue;
+        neo__cu_range(a, &nq, &c1);
+        const long long units = (long long)(a->h1 - a->h0) * ((nq + g->pl.NQ - 1) / g->pl.NQ), S = neo__cu_splits(c1 - a->c0, c);
+        g->blocks += units * S;
+        g->units += units;
+        if (S > 1) g->work_floats += (size_t)(units * S) * NEO__MMA_NQ * ((size_t)a->head_dim + 2);
+    }
+    return g->blocks <= 0x7fffffffLL && g->work_floats * sizeof(float) <= NEO__CU_WORK_CAP;
+}
+
+/* The group's table: entry j's parameters (chunk c, its own split count, its share of the
+   stream's partials and arrival counters) and its first block. */
+static void neo__cu_batch_fill(neo__cuda *st, const neo__attn_batch *b, const neo__cu_group *g, long long c, int stream, neo__cu_attn *P,
+                               int *start) {
+    size_t work = 0, cnt = 0;
+    int    j = 0;
+    start[0] = 0;
+    for (int i = 0; i < b->n; i++) {
+        const neo__attn_args *a = &b->entries[i];
+        neo__cu_plan          pl = g->pl;
+        int                   nq, c1;
+        if (st->bt_key[i] != g->key) continue;
+        neo__cu_range(a, &nq, &c1);
+        pl.QT = (nq + pl.NQ - 1) / pl.NQ;
+        pl.chunk = (int)c;
+        pl.S = neo__cu_splits(c1 - a->c0, c);
+        const long long units = (long long)(a->h1 - a->h0) * pl.QT;
+        neo__cu_attn_params(&P[j], a, a->n_head / a->n_head_kv, nq, c1, &pl);
+        P[j].cnt = st->cnt[stream] + cnt;
+        if (pl.S > 1) {
+            P[j].work = st->work[stream] + work;
+            P[j].work_ml = P[j].work + (size_t)(units * pl.S) * NEO__MMA_NQ * (size_t)a->head_dim;
+            work += (size_t)(units * pl.S) * NEO__MMA_NQ * ((size_t)a->head_dim + 2);
+        }
+        cnt += (size_t)units;
+        start[j + 1] = start[j] + (int)(units * pl.S);
+        j++;
+    }
+}
+
+/* Group key's entries as one launch of neo__attn_mma_batch: the plan (the block shape of the
+   longest entry), the chunk, each entry's parameters and first block staged, copied, launched. */
+static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key, int stream, cudaStream_t s, const neo__cu_force *f) {
+    neo__cu_group         g;
+    const neo__attn_args *a0 = NULL;
+    int                   rc, *occ, nq, c1;
+    memset(&g, 0, sizeof g);
+    g.key = key;
+    for (int i = 0; i < b->n; i++) {
+        if (st->bt_key[i] != key) continue;
+        const neo__attn_args *a = &b->entries[i];
+        if (!a0) a0 = a;
+        neo__cu_range(a, &nq, &c1);
+        g.m++;
+        g.work += (long long)(a->h1 - a->h0) * (c1 - a->c0);
+        if (c1 - a->c0 > g.max_cells) g.max_cells = c1 - a->c0;
+    }
+    neo__cu_range(a0, &nq, &c1);
+    if ((rc = neo__plan_kernel(a0, nq, g.max_cells, st->smem_optin, f, &g.pl)) != NEO_OK) return rc;
+    const void *fn = neo__plan_batch_fn(st, a0->kv_type, &g.pl, &occ);
+    if ((rc = neo__cu_occupancy(occ, fn, g.pl.threads, g.pl.smem)) != NEO_OK) return rc;
+    long long c = neo__cu_batch_chunk(&g.pl, g.work, g.max_cells, st->n_sm, *occ, f->max_splits);
+    while (!neo__cu_group_size(&g, b, st->bt_key, c))
+        if ((c *= 2) > NEO__CU_MAX_CELLS) return NEO_ERR_INVALID_ARG;
+    if ((rc = neo__cu_work(st, stream, g.work_floats * sizeof(float))) != NEO_OK || (rc = neo__cu_counters(st, stream, (size_t)g.units)) != NEO_OK)
+        return rc;
+    const size_t tab = (size_t)g.m * sizeof(neo__cu_attn), bytes = tab + ((size_t)g.m + 1) * sizeof(int);
+    char        *slot;
+    cudaEvent_t  ev;
+    if ((rc = neo__cu_bt_slot(st, bytes, &slot, &ev)) != NEO_OK ||
+        (rc = neo__cu_grow(st, stream, &st->bt_dev[stream], &st->bt_dev_bytes[stream], bytes, bytes * 2, 1, 0)) != NEO_OK)
+        return rc;
+    neo__cu_batch_fill(st, b, &g, c, stream, (neo__cu_attn *)slot, (int *)(slot + tab));
+    char *dev = (char *)st->bt_dev[stream];
+    if (cudaMemcpyAsync(dev, slot, bytes, cudaMemcpyHostToDevice, s) != cudaSuccess || cudaEventRecord(ev, s) != cudaSuccess)
+        return NEO_ERR_DEVICE;
+    const neo__cu_batch t = {(const neo__cu_attn *)dev, (const int *)(dev + tab), g.m};
+    void               *args[] = {(void *)&t};
+    if (neo__cu_launch(st, fn, dim3((unsigned)g.blocks), dim3((unsigned)g.pl.threads), g.pl.smem, s, args) != NEO_OK) return NEO_ERR_DEVICE;
+    return neo__cu_launched();
+}
+
+/* Every entry of b: each tensor-core group in one launch, the other entries one attend each.
+   Under stream capture every entry is an attend of its own: a captured launch would read its
+   table's slot when the graph is replayed, long after the slot was rewritten. */
+static int neo__cu_attend_batch_plan(neo__cuda *st, const neo__attn_batch *b, int stream, const neo__cu_force *f) {
+    int                     ok, rc;
+    cudaStream_t            s = neo__cu_stream(st, stream, &ok);
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (!ok || !b || b->n < 1 || !b->entries) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess || cudaStreamIsCapturing(s, &cap) != cudaSuccess) return NEO_ERR_DEVICE;
+    if ((rc = neo__cu_batch_keys(st, b, f)) != NEO_OK) return rc;
+    for (int i = 0; i < b->n; i++) {
+        const int key = cap == cudaStreamCaptureStatusNone ? st->bt_key[i] : -1;
+        if (key == 0) continue; /* launched with its group */
+        rc = key < 0 ? neo__cu_attend_plan(st, &b->entries[i], stream, f) : neo__cu_batch_group(st, b, key, stream, s, f);
+        if (rc != NEO_OK) return rc;
+        for (int j = i; j < b->n && key > 0; j++)
+            if (st->bt_key[j] == key) st->bt_key[j] = 0;
+    }
+    return NEO_OK;
+}
+
+static int neo__cu_attend_batch(void *state, const neo__attn_batch *b, int stream) {
+    const neo__cu_force f = {-1, -1, 0};
+    return neo__cu_attend_batch_plan((neo__cuda *)state, b, stream, &f);
+}
+
 /* =============================================================================================
    >>test  entries for tests/test_cuda_ops.c only: not API, declared there by hand
    ============================================================================================= */
@@ -2373,6 +2642,14 @@ extern "C" int neo__cu_test_attend(void *state, const neo__attn_args *a, int str
     const neo__cu_force f = {kernel, shape, max_splits};
     if (!state) return NEO_ERR_INVALID_ARG;
     return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
+}
+
+/* A batch with a forced tensor-core block shape (0 wide, 1 narrow, -1 the planner's) and a cap
+   on the splits of an entry (max_splits > 0). */
+extern "C" int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits) {
+    const neo__cu_force f = {-1, shape, max_splits};
+    if (!state) return NEO_ERR_INVALID_ARG;
+    return neo__cu_attend_batch_plan((neo__cuda *)state, b, stream, &f);
 }
 
 /* The virtual architecture the loaded kernels were compiled from (ptx_version, 80 for the sm_80
@@ -2495,6 +2772,7 @@ extern "C" int neo__cuda_get_attn(int abi_version, neo__dev_attn *t) {
     t->copy_signal = neo__cu_copy_signal;
     t->await_copy = neo__cu_await_copy;
     t->launch_async = neo__cu_launch_async;
+    t->attend_batch = neo__cu_attend_batch;
     return (int)NEO_OK;
 }
 

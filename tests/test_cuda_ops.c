@@ -96,9 +96,10 @@ static int get_ops(void) {
 /* neo_attn_cuda.cu's entries for this test (not API): the loaded kernels' architectures, and an
    attend with a forced plan (kernel 0 tensor-core, 1 CUDA-core float32, 2 generic, or -1; shape
    0 wide, 1 narrow, or -1; max_splits > 0 caps the splits), NEO_ERR_UNSUPPORTED when the forced
-   kernel or shape cannot serve the attend */
+   kernel or shape cannot serve the attend; the same for a batch (the tensor-core kernel's shape) */
 int neo__cu_test_image(int device, int *ptx_version, int *binary_version);
 int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
+int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits);
 
 /* the plan every attention case runs with (see main: each case runs under every plan) */
 typedef struct force {
@@ -932,6 +933,121 @@ static neo__attn_args decode_args(int n_head, int n_head_kv, int d, int ctx, int
     return a;
 }
 
+/* A batch (attend_batch): n decode entries of one shape, each with its own cache (rows past its
+   length poisoned), its own length (from 1 to max_len: one split or many at the batch's chunk),
+   its own device heads [0, h1) (the heads after them poisoned in q and expected untouched in
+   out), sinks on every other entry, softcap on every third, ALiBi on every fifth. Every entry
+   against float64, and two runs bitwise equal. shape: the tensor-core block forced (0 wide,
+   1 narrow) or -1; max_splits > 0 caps the splits. */
+static void test_batch(int type, int d, int n_head, int n_kv, int n, int max_len, int shape, int max_splits) {
+    const int    G = n_head / n_kv, es = (int)tsize(type);
+    const size_t qrow = (size_t)n_head * d;
+    neo__attn_args *e = (neo__attn_args *)xmalloc((size_t)n * sizeof *e);
+    void         **dk = (void **)xmalloc((size_t)n * sizeof(void *)), **dv = (void **)xmalloc((size_t)n * sizeof(void *));
+    float        **kf = (float **)xmalloc((size_t)n * sizeof(float *)), **vf = (float **)xmalloc((size_t)n * sizeof(float *));
+    int           *len = (int *)xmalloc((size_t)n * sizeof(int)), *h1 = (int *)xmalloc((size_t)n * sizeof(int));
+    float         *q = (float *)xmalloc((size_t)n * qrow * 4), *out[2], sinks[256], slopes[256];
+    float         *dq = (float *)dalloc((size_t)n * qrow * 4), *dout = (float *)dalloc((size_t)n * qrow * 4);
+    float         *dsinks = (float *)dalloc(sizeof sinks), *dslopes = (float *)dalloc(sizeof slopes);
+    for (int h = 0; h < n_head && h < 256; h++) sinks[h] = 2.0f * rng_normal(), slopes[h] = alibi_slope(h, n_head, 4.0f);
+    up(dsinks, sinks, sizeof sinks), up(dslopes, slopes, sizeof slopes);
+    for (int i = 0; i < n; i++) {
+        const int    extra = 5;
+        len[i] = i == 0 ? 1 : i == 1 ? max_len : 1 + (int)(rng_u64() % (uint64_t)max_len);
+        h1[i] = 1 + (int)(rng_u64() % (uint64_t)n_kv);
+        const size_t rows = (size_t)len[i] + extra, ne = (size_t)n_kv * rows * d;
+        void        *kraw = xmalloc(ne * es), *vraw = xmalloc(ne * es);
+        kf[i] = (float *)xmalloc(ne * 4), vf[i] = (float *)xmalloc(ne * 4);
+        for (size_t x = 0; x < ne; x++) {
+            const int live = (int)(x / d % rows) < len[i] && (int)(x / d / rows) < h1[i];
+            if (live) kf[i][x] = store_t(kraw, x, type, rng_normal()), vf[i][x] = store_t(vraw, x, type, rng_normal());
+            else poison_t(kraw, x, type), poison_t(vraw, x, type);
+        }
+        dk[i] = dalloc(ne * es), dv[i] = dalloc(ne * es);
+        up(dk[i], kraw, ne * es), up(dv[i], vraw, ne * es);
+        free(kraw), free(vraw);
+        for (size_t x = 0; x < qrow; x++) q[i * qrow + x] = (int)(x / d) < h1[i] * G ? 1.5f * rng_normal() : u2f(POISON);
+        neo__attn_args *a = &e[i];
+        memset(a, 0, sizeof *a);
+        a->k = dk[i], a->v = dv[i], a->kv_cells = (int)rows, a->h1 = h1[i], a->c1 = len[i];
+        a->q = dq + i * qrow, a->n_tokens = 1, a->pos0 = len[i] - 1, a->out = dout + i * qrow;
+        a->sinks = i % 2 ? dsinks : NULL, a->slopes = i % 5 == 4 ? dslopes : NULL, a->softcap = i % 3 == 2 ? 5.0f : 0.0f;
+        a->n_head = n_head, a->n_head_kv = n_kv, a->head_dim = a->head_dim_v = d, a->kv_type = type;
+        a->scale = 1.0f / sqrtf((float)d);
+    }
+    up(dq, q, (size_t)n * qrow * 4);
+    float *pois = (float *)xmalloc((size_t)n * qrow * 4);
+    fill_poison(pois, (size_t)n * qrow);
+    int status = NEO_OK;
+    out[0] = (float *)xmalloc((size_t)n * qrow * 4), out[1] = (float *)xmalloc((size_t)n * qrow * 4);
+    for (int rep = 0; rep < 2; rep++) {
+        const neo__attn_batch b = {e, n};
+        up(dout, pois, (size_t)n * qrow * 4);
+        const int s = neo__cu_test_attend_batch(ST, &b, NEO__STREAM_MAIN, shape, max_splits);
+        if (s == NEO_ERR_UNSUPPORTED && shape >= 0) { /* the forced block shape does not fit this GPU */
+            printf("batch [%s]: the block shape does not fit this GPU's shared memory\n", shape ? "narrow" : "wide");
+            status = s;
+            break;
+        }
+        if (s != NEO_OK) status = s;
+        if (OPS.stream_sync(ST, NEO__STREAM_MAIN) != NEO_OK) status = NEO_ERR_DEVICE;
+        down(out[rep], dout, (size_t)n * qrow * 4);
+    }
+    double *w = NULL;
+    if (status == NEO_ERR_UNSUPPORTED && shape >= 0) goto done;
+    const int det = !memcmp(out[0], out[1], (size_t)n * qrow * 4);
+    double    num = 0, den = 0, acc[256];
+    w = (double *)xmalloc(((size_t)max_len + 1) * 8);
+    int       untouched = 1, finite = 1;
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < n_head; h++) {
+            const float *o = out[0] + i * qrow + (size_t)h * d, *qh = q + i * qrow + (size_t)h * d;
+            const size_t rows = (size_t)len[i] + 5, hb = (size_t)(h / G) * rows * d;
+            if (h >= h1[i] * G) {
+                for (int j = 0; j < d; j++) untouched &= f2u(o[j]) == POISON;
+                continue;
+            }
+            const float *sk = e[i].sinks ? sinks : NULL;
+            double       M = sk ? (double)sk[h] : -INFINITY, l = 0;
+            for (int c = 0; c < len[i]; c++) {
+                double dot = 0;
+                for (int j = 0; j < d; j++) dot += (double)qh[j] * (double)kf[i][hb + (size_t)c * d + j];
+                double v = (double)e[i].scale * dot;
+                if (e[i].softcap > 0) v = (double)e[i].softcap * tanh(v / (double)e[i].softcap);
+                if (e[i].slopes) v -= (double)slopes[h] * (double)(len[i] - 1 - c);
+                w[c] = v;
+                M = v > M ? v : M;
+            }
+            l = sk ? exp((double)sk[h] - M) : 0.0;
+            for (int j = 0; j < d; j++) acc[j] = 0;
+            for (int c = 0; c < len[i]; c++) {
+                const double p = exp(w[c] - M);
+                l += p;
+                for (int j = 0; j < d; j++) acc[j] += p * (double)vf[i][hb + (size_t)c * d + j];
+            }
+            for (int j = 0; j < d; j++) {
+                finite &= isfinite(o[j]);
+                num += (o[j] - acc[j] / l) * (o[j] - acc[j] / l);
+                den += acc[j] / l * (acc[j] / l);
+            }
+        }
+    const double err = sqrt(num / den);
+    const int    ok = status == NEO_OK && det && untouched && finite && err < ATT_TOL;
+    CHECK(status == NEO_OK, "batch: attend_batch returned %d", status);
+    CHECK(det, "batch: two runs differ");
+    CHECK(untouched, "batch: an output outside an entry's heads was written");
+    CHECK(finite && err < ATT_TOL, "batch: relative L2 error %.3g (finite %d)", err, finite);
+    char name[64], shp[96];
+    snprintf(name, sizeof name, "batch %d entries%s", n, shape == 0 ? " [wide]" : shape == 1 ? " [narrow]" : max_splits ? " [S<=2]" : "");
+    snprintf(shp, sizeof shp, "%-4s d%d g%d kv%d lengths 1..%d", tname(type), d, G, n_kv, max_len);
+    add_result(name, shp, err, det, ok);
+    printf("%-28s %-58s err %.2e det %d %s\n", name, shp, err, det, ok ? "ok" : "FAIL");
+done:
+    for (int i = 0; i < n; i++) OPS.dev_free(ST, dk[i]), OPS.dev_free(ST, dv[i]), free(kf[i]), free(vf[i]);
+    OPS.dev_free(ST, dq), OPS.dev_free(ST, dout), OPS.dev_free(ST, dsinks), OPS.dev_free(ST, dslopes);
+    free(e), free(dk), free(dv), free(kf), free(vf), free(len), free(h1), free(q), free(pois), free(w), free(out[0]), free(out[1]);
+}
+
 /* attend on MAIN and COPY at once (each has its own partial buffer and arrival counters): every
    output bitwise equal to the same call run alone */
 static void test_two_streams(int ctx) {
@@ -1474,6 +1590,16 @@ int main(int argc, char **argv) {
                 for (int T = 1; T <= 10; T += 9) run_nonfinite(nf_type[ty], nf_d[ty], T, kind);
     }
     FORCE = plans[0];
+    /* batches: the planner's shape, each shape forced, few splits; past 32 entries (the block's
+       entry search counts 32 a step); head_dim 64 / 256, bf16 */
+    test_batch(NEO_TYPE_F16, 128, 32, 8, quick ? 5 : 40, quick ? 700 : 20000, -1, 0);
+    test_batch(NEO_TYPE_F16, 128, 32, 8, quick ? 5 : 9, quick ? 700 : 5000, 0, 0);
+    test_batch(NEO_TYPE_BF16, 128, 32, 8, quick ? 5 : 9, quick ? 700 : 5000, 1, 0);
+    test_batch(NEO_TYPE_F16, 128, 8, 8, quick ? 3 : 70, quick ? 300 : 3000, -1, 2);
+    if (!quick) {
+        test_batch(NEO_TYPE_BF16, 64, 14, 2, 33, 9000, -1, 0);
+        test_batch(NEO_TYPE_F16, 256, 8, 4, 6, 3000, -1, 0);
+    }
     test_two_streams(quick ? 2048 : 32768);
 
     OPS.release(ST);

@@ -5,10 +5,10 @@
    BUILD AND RUN
    -------------
        make bench-gpu                  builds build/bench (needs nvcc; links build/neo_attn_cuda.o)
-       build/bench [--quick] [--csv FILE] [--sections attn,e2e,cap] [--threads N] [--seconds S]
+       build/bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap] [--threads N] [--seconds S]
                    [--cap-ctx N] [--e2e-ctx N] [--gpu-reserve-gib G]
        --quick      a small subset (contexts 4k and 32k, a 256-token decode loop, a 128k capacity row)
-       --sections   which of attn, e2e, cap to run (the ceilings always run: every bound needs them)
+       --sections   which of attn, batch, e2e, cap to run (the ceilings always run: every bound needs them)
        --threads    CPU attention threads, in the CPU runtime and in the GPU runtime's pool, and the
                     thread count of the DRAM read ceiling (default: online cores)
        --seconds    timing budget of one attention row (default 0.35; --quick 0.12)
@@ -52,6 +52,16 @@
          CPU tasks prefetch their rows while they wait for the queries, which the half timed alone
          cannot: a join below zero is that);
          off rows give the rate the host bytes moved at once the GPU half's time is taken out.
+   bat   Many sequences of one model layer a step (Llama-3-8B shapes, f16): 64 x 4k, 16 x 32k, and
+         64 sequences of lengths drawn uniformly from 512 to 32k (the ctx column is the longest).
+         One step = neo_attn_decode_batch over the n layers (one per sequence), wall clock with a
+         neo_runtime_sync, median over steps. Modes: gpu-batch (every head on the GPU), gpu-loop
+         (the same layers, n single neo_attn_decode calls a step), on-1/8 and off-1/8 (one KV head
+         of each sequence on the host), on-1/8-loop, none-1/4-on (every fourth sequence with all
+         its heads on the host, NEO_GPU_HEADS_NONE, the rest on the GPU). Bounds as for the attn
+         rows, over the batch's bytes. ON rows note each half alone (best of 5: the device halves
+         in one varlen launch through library internals, the host halves as one pool job) and the
+         join, the step's time beyond the slower half.
    e2e   The decode loop: neo_model from a synthetic llama2.c checkpoint built in memory with
          random weights of Qwen2.5-0.5B shapes (dim 896, hidden 4864, 24 layers, 14 heads, 2 kv
          heads, vocab 32000, f32 weights as llama2.c stores them), a session with f16 KV, 4096
@@ -193,7 +203,7 @@ static size_t meminfo_kb(const char *key) {
 /* --- options, rows and output --- */
 
 typedef struct options {
-    int         quick, threads, attn, e2e, cap, cap_ctx, e2e_ctx;
+    int         quick, threads, attn, batch, e2e, cap, cap_ctx, e2e_ctx;
     double      seconds, reserve_gib;
     const char *csv_path;
 } options;
@@ -1102,11 +1112,155 @@ static void run_capacity(void) {
 }
 
 /* ===============================================================================================
+   batch: many sequences of one model layer in one call
+   =============================================================================================== */
+
+/* The host halves of L[0..n) alone on rt's pool, from host q / out (library internals: the
+   public batch call runs both halves); seconds, wall clock. */
+static double time_cpu_half(neo_layer **L, int n, const float *q, float *out) {
+    neo_layer **H = (neo_layer **)xmalloc((size_t)n * sizeof *H);
+    int         m = 0;
+    for (int i = 0; i < n; i++)
+        if (L[i]->gpu_heads < L[i]->n_head_kv) H[m++] = L[i];
+    double w0 = now_s();
+    if (m) check(neo__batch_cpu(H, m, q, out), "host halves");
+    neo__pool_wait(&L[0]->rt->pool);
+    double sec = now_s() - w0;
+    free(H);
+    return sec;
+}
+
+/* The device halves of L[0..n) alone in one attend_batch (what a GPU-only batch launches);
+   seconds, cudaEvents. */
+static double time_gpu_half(neo_layer **L, int n, const float *q, float *out) {
+    neo_runtime    *rt = L[0]->rt;
+    neo__attn_args *e = (neo__attn_args *)xmalloc((size_t)n * sizeof *e);
+    neo__attn_batch b;
+    cudaEvent_t     e0, e1;
+    float           ms;
+    int             m = 0;
+    for (int i = 0; i < n; i++) {
+        if (L[i]->gpu_heads == 0) continue;
+        neo__layer_args(L[i], &e[m], q + (size_t)i * 32 * 128, 1, out + (size_t)i * 32 * 128, 1);
+        e[m].k = L[i]->k_dev, e[m].v = L[i]->v_dev, e[m++].h1 = L[i]->gpu_heads;
+    }
+    b.entries = e, b.n = m;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    CU(cudaEventRecord(e0, stream));
+    if (m) check((neo_status)rt->attn.attend_batch(rt->dev_state, &b, NEO__STREAM_MAIN), "device halves");
+    CU(cudaEventRecord(e1, stream));
+    CU(cudaEventSynchronize(e1));
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    free(e);
+    return ms * 1e-3;
+}
+
+typedef struct bmode {
+    const char  *name;
+    int          loop;       /* single calls one after another instead of one batch call */
+    int          host_heads; /* KV heads of each split sequence on the host */
+    int          none_every; /* > 0: every none_every-th sequence has all its heads on the host */
+    neo_pipeline pipe;
+} bmode;
+
+/* One batch row: n Llama-3-8B layers (one per sequence) of lengths len[], decoded together. */
+static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
+    neo_layer **L = (neo_layer **)xmalloc((size_t)n * sizeof *L);
+    size_t      per = (size_t)n * 32 * 128;
+    float      *q = NULL, *out = NULL, *hq_b = (float *)xmalloc(per * sizeof(float)), *hout_b = (float *)xmalloc(per * sizeof(float));
+    double      gb = 0, hb = 0, t[64];
+    long        maxlen = 0;
+    int         reps = 0, split = 0;
+    fill_uniform(hq_b, per, 1.0f, 21);
+    CU(cudaMalloc((void **)&q, per * sizeof(float)));
+    CU(cudaMalloc((void **)&out, per * sizeof(float)));
+    CU(cudaMemcpy(q, hq_b, per * sizeof(float), cudaMemcpyHostToDevice));
+    for (int i = 0; i < n; i++) {
+        int            none = m->none_every > 0 && i % m->none_every == 0;
+        int            hh = none ? LLAMA.n_kv : m->none_every > 0 ? 0 : m->host_heads;
+        neo_layer_desc d = shape_desc(&LLAMA, len[i], hh == LLAMA.n_kv ? NEO_GPU_HEADS_NONE : LLAMA.n_kv - hh, m->pipe);
+        if (hh == 0) d.gpu_heads = 0;
+        check(neo_layer_create(rt_gpu, &d, &L[i]), "neo_layer_create");
+        fill_layer(L[i], &LLAMA, len[i], 1);
+        gb += (double)kv_layer_bytes(&LLAMA, len[i]) * (LLAMA.n_kv - hh) / LLAMA.n_kv;
+        hb += (double)kv_layer_bytes(&LLAMA, len[i]) * hh / LLAMA.n_kv;
+        split |= hh > 0;
+        if (len[i] > maxlen) maxlen = len[i];
+    }
+    CU(cudaDeviceSynchronize());
+    double t_end = now_s() + opt.seconds * 2;
+    for (int w = -2; reps < 64 && (reps < 5 || (now_s() < t_end && reps < 30)); w++) {
+        double w0 = now_s();
+        if (m->loop)
+            for (int i = 0; i < n; i++) check(neo_attn_decode(L[i], q + (size_t)i * 32 * 128, out + (size_t)i * 32 * 128), "neo_attn_decode");
+        else check(neo_attn_decode_batch(L, n, q, out), "neo_attn_decode_batch");
+        check(neo_runtime_sync(rt_gpu), "neo_runtime_sync");
+        if (w >= 0) t[reps++] = now_s() - w0;
+    }
+    CU(cudaMemcpy(hout_b, out, per * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < per; i++)
+        if (!isfinite(hout_b[i])) die("decode batch", "non-finite output");
+    double sec = median(t, reps);
+    brow   r = row_new("bat", spec, maxlen, m->name);
+    r.layers = n;
+    r.calls = reps;
+    r.us = sec * 1e6;
+    r.kv_bytes = gb + hb;
+    r.gpu_bytes = gb;
+    r.host_bytes = hb;
+    r.gbs = (gb + hb) / sec * 1e-9;
+    double b_gpu = gb / (C.hbm * 1e9), b_dram = hb / (C.dram * 1e9), b_pcie = hb / (C.h2d * 1e9);
+    r.bound_us = 1e6 * (!split ? b_gpu : m->pipe == NEO_PIPELINE_OFF ? b_pcie + b_gpu : (b_gpu > b_dram ? b_gpu : b_dram));
+    int k = snprintf(r.note, sizeof r.note, "one call per step, wall clock with a sync; Llama-3-8B layer, f16");
+    if (m->loop) k = snprintf(r.note, sizeof r.note, "%d single calls per step, wall clock with a sync", n);
+    if (split && m->pipe == NEO_PIPELINE_ON && !m->loop) {
+        double tg = 1e9, tc = 1e9;
+        for (int i = 0; i < 5; i++) {
+            double a = time_gpu_half(L, n, q, out), c;
+            check(neo_runtime_sync(rt_gpu), "sync");
+            c = time_cpu_half(L, n, hq_b, hout_b);
+            tg = a < tg ? a : tg;
+            tc = c < tc ? c : tc;
+        }
+        k += snprintf(r.note + k, sizeof r.note - (size_t)k, "; halves alone (best of 5): GPU %.1fus, CPU %.1fus; join %.1fus", tg * 1e6,
+                      tc * 1e6, r.us - 1e6 * (tg > tc ? tg : tc));
+    }
+    emit(&r);
+    for (int i = 0; i < n; i++) neo_layer_destroy(L[i]);
+    CU(cudaFree(q));
+    CU(cudaFree(out));
+    free(L), free(hq_b), free(hout_b);
+}
+
+static void run_batch(void) {
+    static const struct {
+        const char *name;
+        int         n, lo, hi;
+    } specs[3] = {{"64x4k", 64, 4096, 4096}, {"16x32k", 16, 32768, 32768}, {"64xU512-32k", 64, 512, 32768}};
+    static const bmode modes[6] = {{"gpu-batch", 0, 0, 0, NEO_PIPELINE_ON},  {"gpu-loop", 1, 0, 0, NEO_PIPELINE_ON},
+                                   {"on-1/8", 0, 1, 0, NEO_PIPELINE_ON},     {"off-1/8", 0, 1, 0, NEO_PIPELINE_OFF},
+                                   {"on-1/8-loop", 1, 1, 0, NEO_PIPELINE_ON}, {"none-1/4-on", 0, 0, 4, NEO_PIPELINE_ON}};
+    uint64_t s = 0x5eed;
+    for (int si = 0; si < 3; si++) {
+        int len[64];
+        for (int i = 0; i < specs[si].n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            len[i] = specs[si].lo + (int)((s >> 33) % (uint64_t)(specs[si].hi - specs[si].lo + 1));
+        }
+        for (int mi = 0; mi < 6; mi++)
+            if (!opt.quick || mi < 3) batch_row(specs[si].name, len, specs[si].n, &modes[mi]);
+    }
+}
+
+/* ===============================================================================================
    main
    =============================================================================================== */
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench [--quick] [--csv FILE] [--sections attn,e2e,cap] [--threads N] [--seconds S]\n"
+    fprintf(stderr, "usage: bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap] [--threads N] [--seconds S]\n"
                     "             [--cap-ctx N] [--e2e-ctx N] [--gpu-reserve-gib G]\n"
                     "  neo_attn on the GPU machine: ceilings, attention rows, decode loop, capacity (see the top of\n"
                     "  examples/bench/bench.c for what each row measures).\n");
@@ -1116,7 +1270,7 @@ static void usage(void) {
 int main(int argc, char **argv) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     opt.threads = ncpu > 0 ? (int)ncpu : 1;
-    opt.attn = opt.e2e = opt.cap = 1;
+    opt.attn = opt.batch = opt.e2e = opt.cap = 1;
     opt.seconds = -1;
     opt.reserve_gib = 4;
     for (int i = 1; i < argc; i++) {
@@ -1131,6 +1285,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--sections") && i + 1 < argc) {
             const char *l = argv[++i];
             opt.attn = strstr(l, "attn") != NULL;
+            opt.batch = strstr(l, "batch") != NULL;
             opt.e2e = strstr(l, "e2e") != NULL;
             opt.cap = strstr(l, "cap") != NULL;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -1192,6 +1347,7 @@ int main(int argc, char **argv) {
     batch_init();
     print_header();
     if (opt.attn) run_attn();
+    if (opt.batch) run_batch();
     if (opt.e2e) run_e2e();
     if (opt.cap) run_capacity();
 
