@@ -2851,7 +2851,7 @@ enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USE
    and the both-halves handoff's state. */
 typedef struct neo__split {
     void          *d_stage[2];     /* device: stream-back chunks, [host heads][chunk][head_dim + head_dim_v] */
-    size_t         d_stage_bytes;
+    size_t         d_stage_bytes[2];
     void          *d_state;        /* device: stream-back online-softmax state */
     size_t         d_state_bytes;
     void          *h_q, *h_out;    /* pinned: the CPU half's queries and output */
@@ -2889,9 +2889,9 @@ NEO_ATTN__PRIVATE neo_status neo__split_prepare(neo_layer *L) {
     if (!S && !(S = rt->split = (neo__split *)neo__calloc(&rt->alloc, sizeof *S))) return NEO_ERR_NO_MEMORY;
     cells = NEO_ATTN_STAGE_BYTES / cell_bytes;
     L->stage_cells = cells < NEO__BLOCK ? NEO__BLOCK : cells > (size_t)L->n_ctx ? L->n_ctx : (int)cells;
-    if ((s = neo__rt_buffer(rt, &S->d_stage[0], &S->d_stage_bytes, cell_bytes * L->stage_cells, 0)) != NEO_OK) return s;
-    S->d_stage_bytes = 0; /* grow the second to the same size */
-    return neo__rt_buffer(rt, &S->d_stage[1], &S->d_stage_bytes, cell_bytes * L->stage_cells, 0);
+    /* each buffer keeps its own size: the largest chunk of any split layer of the runtime */
+    if ((s = neo__rt_buffer(rt, &S->d_stage[0], &S->d_stage_bytes[0], cell_bytes * L->stage_cells, 0)) != NEO_OK) return s;
+    return neo__rt_buffer(rt, &S->d_stage[1], &S->d_stage_bytes[1], cell_bytes * L->stage_cells, 0);
 }
 
 /* 1 when some of L's heads are in host memory on a GPU runtime (NEO_GPU_HEADS_NONE included) */
@@ -3459,13 +3459,15 @@ NEO_ATTN__PRIVATE neo_status neo__batch_on(neo__bgpu *G) {
     return (neo_status)s;
 }
 
-/* The device's copy of ON layer i's host half output, once the pool has flagged it. */
-NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G, int i) {
+/* The device's copy of the host half outputs of ON layers [i, j) (the same device heads each),
+   once the pool has flagged them: their rows are evenly spaced, so one copy takes them all. */
+NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G, int i, int j) {
     const neo_layer *L = G->layers[i];
     neo_runtime     *rt = L->rt;
     size_t           row = (size_t)i * G->hand.orow, off = (size_t)L->gpu_heads * L->group * L->head_dim_v * sizeof(float);
     return rt->attn.await_copy(rt->dev_state, (char *)G->out + row + off, G->hand.orow, (const char *)rt->split->h_out + row + off,
-                               G->hand.orow, G->hand.orow - off, 1, rt->split->hand + NEO__FLAG_OUT, G->hand.seq, NEO__STREAM_MAIN);
+                               G->hand.orow, G->hand.orow - off, (size_t)(j - i), rt->split->hand + NEO__FLAG_OUT, G->hand.seq,
+                               NEO__STREAM_MAIN);
 }
 
 /* The batch's device work: the device halves together, the OFF layers' host heads streamed back
@@ -3490,8 +3492,12 @@ NEO_ATTN__PRIVATE neo_status neo__batch_device(const neo__bgpu *G) {
     for (int i = 0; i < G->n && s == NEO_OK; i++)
         if (B->mode[i] == NEO__BATCH_OFF)
             s = neo__attend_streamed(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, neo__batch_out(G->layers[i], G->out, i), &chunk);
-    for (int i = 0; i < G->n && s == NEO_OK; i++)
-        if (B->mode[i] == NEO__BATCH_ON) s = neo__batch_pull(G, i);
+    for (int i = 0, j; i < G->n && s == NEO_OK; i = j) { /* runs of ON layers, one copy each */
+        j = i + 1;
+        if (B->mode[i] != NEO__BATCH_ON) continue;
+        while (j < G->n && B->mode[j] == NEO__BATCH_ON && G->layers[j]->gpu_heads == G->layers[i]->gpu_heads) j++;
+        s = neo__batch_pull(G, i, j);
+    }
     return (neo_status)s;
 }
 

@@ -2134,9 +2134,10 @@ typedef struct neo__cu_plan {
     int    chunk;           /* cells a split */
 } neo__cu_plan;
 
-/* Forcing a plan (tests only): a kernel, a block shape, a cap on the split count; -1, -1, 0 = auto. */
+/* Forcing a plan (tests only): a kernel, a block shape, a cap on the split count, a batch's waves
+   (neo__cu_batch_chunk); -1, -1, 0, 0 = auto. */
 typedef struct neo__cu_force {
-    int kernel, shape, max_splits;
+    int kernel, shape, max_splits, waves;
 } neo__cu_force;
 
 /* The tensor-core kernel's shapes, (W warps, dynamic shared memory) by (dc, narrow). */
@@ -2423,7 +2424,7 @@ static int neo__cu_attend_plan(neo__cuda *st, const neo__attn_args *a, int strea
 }
 
 static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
-    const neo__cu_force f = {-1, -1, 0};
+    const neo__cu_force f = {-1, -1, 0, 0};
     return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
 }
 
@@ -2469,8 +2470,9 @@ static int neo__cu_batch_keys(neo__cuda *st, const neo__attn_batch *b, const neo
    perfectly balanced one would, whatever the entries' lengths; more waves shorten that tail but
    add blocks, each with its own start and partial. Whole tiles, at least min_cells (or the cap on
    splits a test forces), and no entry over NEO__CU_MAX_SPLITS splits. */
-static long long neo__cu_batch_chunk(const neo__cu_plan *pl, long long work, int max_cells, int n_sm, int occ, int max_splits) {
-    const long long waves = (long long)n_sm * occ * NEO__CU_BATCH_WAVES;
+static long long neo__cu_batch_chunk(const neo__cu_plan *pl, long long work, int max_cells, int n_sm, int occ, const neo__cu_force *f) {
+    const int       max_splits = f->max_splits;
+    const long long waves = (long long)n_sm * occ * (f->waves > 0 ? f->waves : NEO__CU_BATCH_WAVES);
     long long       c = (work + waves - 1) / waves;
     if (c < pl->min_cells) c = pl->min_cells;
     if (c < (max_cells + NEO__CU_MAX_SPLITS - 1) / NEO__CU_MAX_SPLITS) c = (max_cells + NEO__CU_MAX_SPLITS - 1) / NEO__CU_MAX_SPLITS;
@@ -2546,8 +2548,10 @@ static void neo__cu_batch_fill(neo__cuda *st, const neo__attn_batch *b, const ne
         if (st->bt_key[i] != g->key) continue;
         neo__cu_range(a, &nq, &c1);
         pl.QT = (nq + pl.NQ - 1) / pl.NQ;
-        pl.chunk = (int)c;
         pl.S = neo__cu_splits(c1 - a->c0, c);
+        /* the entry's cells in S equal splits of whole tiles (at most c each): no short last one */
+        pl.chunk = (int)(((c1 - a->c0 + pl.S - 1) / pl.S + pl.gran - 1) / pl.gran * pl.gran);
+        if (pl.chunk < 1) pl.chunk = (int)c;
         const long long units = (long long)(a->h1 - a->h0) * pl.QT;
         neo__cu_attn_params(&P[j], a, a->n_head / a->n_head_kv, nq, c1, &pl);
         P[j].cnt = st->cnt[stream] + cnt;
@@ -2583,7 +2587,7 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
     if ((rc = neo__plan_kernel(a0, nq, g.max_cells, st->smem_optin, f, &g.pl)) != NEO_OK) return rc;
     const void *fn = neo__plan_batch_fn(st, a0->kv_type, &g.pl, &occ);
     if ((rc = neo__cu_occupancy(occ, fn, g.pl.threads, g.pl.smem)) != NEO_OK) return rc;
-    long long c = neo__cu_batch_chunk(&g.pl, g.work, g.max_cells, st->n_sm, *occ, f->max_splits);
+    long long c = neo__cu_batch_chunk(&g.pl, g.work, g.max_cells, st->n_sm, *occ, f);
     while (!neo__cu_group_size(&g, b, st->bt_key, c))
         if ((c *= 2) > NEO__CU_MAX_CELLS) return NEO_ERR_INVALID_ARG;
     if ((rc = neo__cu_work(st, stream, g.work_floats * sizeof(float))) != NEO_OK || (rc = neo__cu_counters(st, stream, (size_t)g.units)) != NEO_OK)
@@ -2626,7 +2630,7 @@ static int neo__cu_attend_batch_plan(neo__cuda *st, const neo__attn_batch *b, in
 }
 
 static int neo__cu_attend_batch(void *state, const neo__attn_batch *b, int stream) {
-    const neo__cu_force f = {-1, -1, 0};
+    const neo__cu_force f = {-1, -1, 0, 0};
     return neo__cu_attend_batch_plan((neo__cuda *)state, b, stream, &f);
 }
 
@@ -2639,15 +2643,15 @@ static int neo__cu_attend_batch(void *state, const neo__attn_batch *b, int strea
    shape (tensor-core: 0 wide, 1 narrow) or -1, max_splits > 0 caps the split count.
    NEO_ERR_UNSUPPORTED when the forced kernel or shape cannot serve the attend. */
 extern "C" int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits) {
-    const neo__cu_force f = {kernel, shape, max_splits};
+    const neo__cu_force f = {kernel, shape, max_splits, 0};
     if (!state) return NEO_ERR_INVALID_ARG;
     return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
 }
 
-/* A batch with a forced tensor-core block shape (0 wide, 1 narrow, -1 the planner's) and a cap
-   on the splits of an entry (max_splits > 0). */
-extern "C" int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits) {
-    const neo__cu_force f = {-1, shape, max_splits};
+/* A batch with a forced tensor-core block shape (0 wide, 1 narrow, -1 the planner's), a cap on
+   the splits of an entry (max_splits > 0) and the waves its chunk is sized for (waves > 0). */
+extern "C" int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits, int waves) {
+    const neo__cu_force f = {-1, shape, max_splits, waves};
     if (!state) return NEO_ERR_INVALID_ARG;
     return neo__cu_attend_batch_plan((neo__cuda *)state, b, stream, &f);
 }

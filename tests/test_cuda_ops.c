@@ -10,6 +10,8 @@
                                         attention (32 q / 8 kv heads, d 128, f16, and others)
        ./build/test_cuda_ops --time-short   the projections; 32/8 d128 f16 at 4k / 32k / 128k; 14/2 d64 4k; 64/8 32k
        ./build/test_cuda_ops --time-mv      the projections alone
+       ./build/test_cuda_ops --time-batch   the batch launch (attend_batch) for Llama-3-8B shapes,
+                                        each block shape and wave count forced
        ./build/test_cuda_ops --time-ctx 64,4096,131072   32 q / 8 kv heads, d 128, f16 at those contexts
        ./build/test_cuda_ops --time-shape 14,2,64 --time-ctx 64,4096   another shape at those contexts
        Every attention case runs under the planner's choice and then under forced plans (the
@@ -99,7 +101,7 @@ static int get_ops(void) {
    kernel or shape cannot serve the attend; the same for a batch (the tensor-core kernel's shape) */
 int neo__cu_test_image(int device, int *ptx_version, int *binary_version);
 int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
-int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits);
+int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits, int waves);
 
 /* the plan every attention case runs with (see main: each case runs under every plan) */
 typedef struct force {
@@ -983,7 +985,7 @@ static void test_batch(int type, int d, int n_head, int n_kv, int n, int max_len
     for (int rep = 0; rep < 2; rep++) {
         const neo__attn_batch b = {e, n};
         up(dout, pois, (size_t)n * qrow * 4);
-        const int s = neo__cu_test_attend_batch(ST, &b, NEO__STREAM_MAIN, shape, max_splits);
+        const int s = neo__cu_test_attend_batch(ST, &b, NEO__STREAM_MAIN, shape, max_splits, 0);
         if (s == NEO_ERR_UNSUPPORTED && shape >= 0) { /* the forced block shape does not fit this GPU */
             printf("batch [%s]: the block shape does not fit this GPU's shared memory\n", shape ? "narrow" : "wide");
             status = s;
@@ -1480,8 +1482,95 @@ static void run_timing(cudaStream_t stream, int short_list, int mv_only, const c
     }
 }
 
+/* --time-batch: the batch launch alone (attend_batch, cudaEvents, median of 15) for Llama-3-8B
+   shapes (32 q / 8 kv heads, d 128, f16, every head on the device): 64 x 4k, 16 x 32k, and 64
+   lengths drawn from 512 to 32k; under the planner's choice and each block shape and wave count
+   forced, against the HBM copy rate measured in the same run (bytes read + written / time). */
+static double median_d(double *t, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1], t[j - 1] = x;
+        }
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+static void time_batch(cudaStream_t stream) {
+    static const struct {
+        const char *name;
+        int         n, lo, hi;
+    } specs[3] = {{"64 x 4k", 64, 4096, 4096}, {"16 x 32k", 16, 32768, 32768}, {"64 x U(512, 32k)", 64, 512, 32768}};
+    static const int forced[][2] = {{-1, 0}, {0, 1}, {0, 2}, {0, 4}, {0, 8}, {1, 1}, {1, 2}, {1, 4}, {1, 8}};
+    cudaEvent_t      e0, e1;
+    double           t[16];
+    float            ms;
+    void            *a, *b;
+    const size_t     cb = (size_t)1 << 30;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    CU(cudaMalloc(&a, cb));
+    CU(cudaMalloc(&b, cb));
+    CU(cudaMemset(a, 1, cb));
+    for (int r = -1; r < 9; r++) {
+        CU(cudaEventRecord(e0, stream));
+        CU(cudaMemcpyAsync(b, a, cb, cudaMemcpyDeviceToDevice, stream));
+        CU(cudaEventRecord(e1, stream));
+        CU(cudaEventSynchronize(e1));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        if (r >= 0) t[r] = ms * 1e-3;
+    }
+    const double hbm = 2.0 * (double)cb / median_d(t, 9);
+    CU(cudaFree(a));
+    CU(cudaFree(b));
+    printf("hbm copy rate %.1f GB/s\n", hbm * 1e-9);
+    uint64_t s = 0x5eed;
+    for (int si = 0; si < 3; si++) {
+        const int       n = specs[si].n;
+        neo__attn_args *e = (neo__attn_args *)xmalloc((size_t)n * sizeof *e);
+        double          bytes = 0;
+        float          *dq = (float *)dalloc((size_t)n * 32 * 128 * 4), *dout = (float *)dalloc((size_t)n * 32 * 128 * 4);
+        CU(cudaMemset(dq, 0, (size_t)n * 32 * 128 * 4));
+        for (int i = 0; i < n; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const int len = specs[si].lo + (int)((s >> 33) % (uint64_t)(specs[si].hi - specs[si].lo + 1));
+            memset(&e[i], 0, sizeof e[i]);
+            e[i].k = dalloc((size_t)8 * len * 128 * 2), e[i].v = dalloc((size_t)8 * len * 128 * 2);
+            CU(cudaMemset((void *)e[i].k, 0x11, (size_t)8 * len * 128 * 2));
+            CU(cudaMemset((void *)e[i].v, 0x11, (size_t)8 * len * 128 * 2));
+            e[i].kv_cells = len, e[i].h1 = 8, e[i].c1 = len, e[i].q = dq + (size_t)i * 32 * 128, e[i].n_tokens = 1;
+            e[i].pos0 = len - 1, e[i].out = dout + (size_t)i * 32 * 128, e[i].n_head = 32, e[i].n_head_kv = 8;
+            e[i].head_dim = e[i].head_dim_v = 128, e[i].kv_type = NEO_TYPE_F16, e[i].scale = 0.088f;
+            bytes += (double)8 * len * 128 * 2 * 2;
+        }
+        const neo__attn_batch bt = {e, n};
+        for (size_t f = 0; f < sizeof forced / sizeof *forced; f++) {
+            const int shape = forced[f][0], waves = forced[f][1] ? forced[f][1] : 0;
+            for (int r = -2; r < 15; r++) {
+                CU(cudaEventRecord(e0, stream));
+                int st = neo__cu_test_attend_batch(ST, &bt, NEO__STREAM_MAIN, f ? shape : -1, 0, f ? waves : 0);
+                CU(cudaEventRecord(e1, stream));
+                CU(cudaEventSynchronize(e1));
+                CU(cudaEventElapsedTime(&ms, e0, e1));
+                if (st != NEO_OK) {
+                    printf("%s: status %d\n", specs[si].name, st);
+                    break;
+                }
+                if (r >= 0) t[r] = ms * 1e-3;
+            }
+            const double sec = median_d(t, 15);
+            printf("batch %-18s %-8s waves %-3s %9.1f us %8.1f GB/s  %.3f of the copy rate\n", specs[si].name,
+                   !f ? "planner" : shape ? "narrow" : "wide", f ? (waves == 1 ? "1" : waves == 2 ? "2" : waves == 4 ? "4" : "8") : "-",
+                   sec * 1e6, bytes / sec * 1e-9, bytes / sec / hbm);
+        }
+        for (int i = 0; i < n; i++) OPS.dev_free(ST, (void *)e[i].k), OPS.dev_free(ST, (void *)e[i].v);
+        OPS.dev_free(ST, dq), OPS.dev_free(ST, dout);
+        free(e);
+    }
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+}
+
 int main(int argc, char **argv) {
-    int         quick = 0, timing = 0, short_list = 0, mv_only = 0, image_only = 0;
+    int         quick = 0, timing = 0, short_list = 0, mv_only = 0, image_only = 0, batch_timing = 0;
     const char *ctx_list = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
@@ -1489,6 +1578,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--time-short")) timing = short_list = 1;
         else if (!strcmp(argv[i], "--time-mv")) timing = mv_only = 1;
         else if (!strcmp(argv[i], "--image")) image_only = 1;
+        else if (!strcmp(argv[i], "--time-batch")) batch_timing = 1;
         else if (!strcmp(argv[i], "--time-ctx") && i + 1 < argc) timing = 1, ctx_list = argv[++i];
         else if (!strcmp(argv[i], "--time-shape") && i + 1 < argc &&
                  (sscanf(argv[++i], "%d,%d,%d", &tshape[0], &tshape[1], &tshape[2]) != 3 || tshape[0] < 1 || tshape[1] < 1 ||
@@ -1536,8 +1626,9 @@ int main(int argc, char **argv) {
     s = OPS.init(0, stream, &ST, NULL, 0);
     CHECK(s == NEO_OK, "init gave %d", s);
     if (s != NEO_OK) return 1;
-    if (timing) {
-        run_timing(stream, short_list, mv_only, ctx_list);
+    if (timing || batch_timing) {
+        if (batch_timing) time_batch(stream);
+        else run_timing(stream, short_list, mv_only, ctx_list);
         OPS.release(ST);
         cudaStreamDestroy(stream);
         return 0;

@@ -1032,6 +1032,25 @@ static void test_split(void) {
     }
 }
 
+/* Split layers of different stream-back chunk sizes on one runtime: the one with the larger
+   chunk (3 host heads of f32, d 128: 64 cells of 3 KiB) is created first and decodes after the one
+   with the smaller chunk (1 host head of f16, d 64) is created; both staging buffers must keep
+   the larger size (chunks 1 and 3 of the first layer go to the second buffer). */
+static void test_stage_sizes(void) {
+    tcase          a, b;
+    neo_layer_desc da = shape(8, 4, 128, 0, 700, NEO_TYPE_F32), db = shape(4, 2, 64, 0, 100, NEO_TYPE_F16);
+    da.gpu_heads = 1, da.pipeline = NEO_PIPELINE_OFF;
+    db.gpu_heads = 1, db.pipeline = NEO_PIPELINE_OFF;
+    if (tc_open(&a, &da, 2, "stage sizes: the larger chunk")) {
+        if (tc_open(&b, &db, 2, "stage sizes: the smaller chunk")) {
+            tc_append(&a, 600), tc_append(&b, 50);
+            tc_both(&a, 3), tc_both(&b, 2), tc_both(&a, 0);
+        }
+        tc_close(&b);
+    }
+    tc_close(&a);
+}
+
 /* --- many layers in one call, and heads moved between the sides ---------------------------------
    A batch set: BN layers of one shape but different n_ctx, kv_type, gpu_heads, pipeline and
    options on one runtime, driven by neo_attn_append_batch / neo_attn_decode_batch, and their twins
@@ -1335,6 +1354,7 @@ int main(void) {
     timed("determinism", test_determinism);
     timed("gated decode", test_gated);
     timed("split layers", test_split);
+    timed("split layers of different chunk sizes", test_stage_sizes);
     timed("non-finite", test_nonfinite);
     timed("int range", test_int_range);
 #if NEO_TEST_CUDA

@@ -54,8 +54,9 @@
          off rows give the rate the host bytes moved at once the GPU half's time is taken out.
    bat   Many sequences of one model layer a step (Llama-3-8B shapes, f16): 64 x 4k, 16 x 32k, and
          64 sequences of lengths drawn uniformly from 512 to 32k (the ctx column is the longest).
-         One step = neo_attn_decode_batch over the n layers (one per sequence), wall clock with a
-         neo_runtime_sync, median over steps. Modes: gpu-batch (every head on the GPU), gpu-loop
+         One step = neo_attn_decode_batch over the n layers (one per sequence), median over steps:
+         cudaEvents around a step where every head is on the GPU, else wall clock with a
+         neo_runtime_sync. Modes: gpu-batch (every head on the GPU), gpu-loop
          (the same layers, n single neo_attn_decode calls a step), on-1/8 and off-1/8 (one KV head
          of each sequence on the host), on-1/8-loop, none-1/4-on (every fourth sequence with all
          its heads on the host, NEO_GPU_HEADS_NONE, the rest on the GPU). Bounds as for the attn
@@ -1191,15 +1192,28 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
         if (len[i] > maxlen) maxlen = len[i];
     }
     CU(cudaDeviceSynchronize());
-    double t_end = now_s() + opt.seconds * 2;
+    double      t_end = now_s() + opt.seconds * 2;
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    /* GPU-only steps: cudaEvents on the engine stream; split ones: wall clock with a sync */
     for (int w = -2; reps < 64 && (reps < 5 || (now_s() < t_end && reps < 30)); w++) {
         double w0 = now_s();
+        float  ms = 0;
+        if (!split) CU(cudaEventRecord(e0, stream));
         if (m->loop)
             for (int i = 0; i < n; i++) check(neo_attn_decode(L[i], q + (size_t)i * 32 * 128, out + (size_t)i * 32 * 128), "neo_attn_decode");
         else check(neo_attn_decode_batch(L, n, q, out), "neo_attn_decode_batch");
+        if (!split) {
+            CU(cudaEventRecord(e1, stream));
+            CU(cudaEventSynchronize(e1));
+            CU(cudaEventElapsedTime(&ms, e0, e1));
+        }
         check(neo_runtime_sync(rt_gpu), "neo_runtime_sync");
-        if (w >= 0) t[reps++] = now_s() - w0;
+        if (w >= 0) t[reps++] = split ? now_s() - w0 : ms * 1e-3;
     }
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
     CU(cudaMemcpy(hout_b, out, per * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < per; i++)
         if (!isfinite(hout_b[i])) die("decode batch", "non-finite output");
@@ -1214,8 +1228,8 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
     r.gbs = (gb + hb) / sec * 1e-9;
     double b_gpu = gb / (C.hbm * 1e9), b_dram = hb / (C.dram * 1e9), b_pcie = hb / (C.h2d * 1e9);
     r.bound_us = 1e6 * (!split ? b_gpu : m->pipe == NEO_PIPELINE_OFF ? b_pcie + b_gpu : (b_gpu > b_dram ? b_gpu : b_dram));
-    int k = snprintf(r.note, sizeof r.note, "one call per step, wall clock with a sync; Llama-3-8B layer, f16");
-    if (m->loop) k = snprintf(r.note, sizeof r.note, "%d single calls per step, wall clock with a sync", n);
+    int k = snprintf(r.note, sizeof r.note, "%s; %s", m->loop ? "single calls a step" : "one call a step",
+                     split ? "wall clock with a sync" : "cudaEvents");
     if (split && m->pipe == NEO_PIPELINE_ON && !m->loop) {
         double tg = 1e9, tc = 1e9;
         for (int i = 0; i < 5; i++) {
