@@ -138,7 +138,7 @@
 #define NEO__CU_GEN_COLS 256            /* output columns per generic block */
 #define NEO__CU_GEN_TILE 32             /* cells per generic tile */
 #define NEO__CU_BT_SLOTS 4              /* batch tables in flight before the host waits for the oldest's copy */
-#define NEO__CU_BATCH_WAVES 4           /* a batch's blocks: about this many waves of equal ones (neo__cu_batch_chunk) */
+#define NEO__CU_BATCH_WAVES 8           /* a batch's blocks: about this many waves of equal ones (neo__cu_batch_chunk) */
 #define NEO__CU_WORK_CAP ((size_t)512 << 20) /* split partials beyond this use fewer splits */
 /* How the tensor-core kernel loads its tiles, per compiled architecture: on sm_90 bulk copies
    (cp.async.bulk completing on an mbarrier's transaction count) into plain rows; below sm_90
@@ -2566,8 +2566,8 @@ static void neo__cu_batch_fill(neo__cuda *st, const neo__attn_batch *b, const ne
     }
 }
 
-/* Group key's entries as one launch of neo__attn_mma_batch: the plan (the block shape of the
-   longest entry), the chunk, each entry's parameters and first block staged, copied, launched. */
+/* Group key's entries as one launch of neo__attn_mma_batch: the plan, the chunk, each entry's
+   parameters and first block staged, copied, launched. */
 static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key, int stream, cudaStream_t s, const neo__cu_force *f) {
     neo__cu_group         g;
     const neo__attn_args *a0 = NULL;
@@ -2583,8 +2583,10 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
         g.work += (long long)(a->h1 - a->h0) * (c1 - a->c0);
         if (c1 - a->c0 > g.max_cells) g.max_cells = c1 - a->c0;
     }
+    /* the block shape for few cells a KV head (wide where it fits): a batch's blocks stream one
+       chunk each, far less than the narrow shape's threshold, whatever the entries' lengths */
     neo__cu_range(a0, &nq, &c1);
-    if ((rc = neo__plan_kernel(a0, nq, g.max_cells, st->smem_optin, f, &g.pl)) != NEO_OK) return rc;
+    if ((rc = neo__plan_kernel(a0, nq, 0, st->smem_optin, f, &g.pl)) != NEO_OK) return rc;
     const void *fn = neo__plan_batch_fn(st, a0->kv_type, &g.pl, &occ);
     if ((rc = neo__cu_occupancy(occ, fn, g.pl.threads, g.pl.smem)) != NEO_OK) return rc;
     long long c = neo__cu_batch_chunk(&g.pl, g.work, g.max_cells, st->n_sm, *occ, f);
