@@ -448,9 +448,13 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    stand-in, within the tolerance on a GPU). neo_attn_append_batch is all or nothing:
    NEO_ERR_FULL if any layer is full, and then no layer changes. neo_attn_decode_batch attends
    every layer's host heads in one job of the CPU pool (tasks over layer, head and cell chunk)
-   with one join, and their GPU heads together on the stream; split layers under OFF stream their
-   host heads back through the runtime's shared double-buffered chunks. A split AUTO layer that is
-   still measuring runs as its own single call. */
+   with one join, and their GPU heads together on the stream: with CUDA, the f16 / bf16 layers of
+   head_dim 64, 128 or 256 in one varlen tensor-core launch per storage type, whose splits of
+   equal cells span the whole batch so that short and long sequences alike fill the GPU (other
+   layers, and every layer while the stream is being captured, one launch each). Split layers
+   under OFF stream their host heads back through the runtime's shared double-buffered chunks;
+   ON layers' host outputs come up in one copy per run of neighbouring ON layers. A split AUTO
+   layer that is still measuring runs as its own single call. */
 NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v);
 NEO_ATTN_API neo_status neo_attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out);
 
