@@ -138,7 +138,8 @@
 #define NEO__CU_GEN_COLS 256            /* output columns per generic block */
 #define NEO__CU_GEN_TILE 32             /* cells per generic tile */
 #define NEO__CU_BT_SLOTS 4              /* batch tables in flight before the host waits for the oldest's copy */
-#define NEO__CU_BATCH_WAVES 8           /* a batch's blocks: about this many waves of equal ones (neo__cu_batch_chunk) */
+#define NEO__CU_BATCH_WAVES 4           /* a batch's blocks: about this many waves of equal ones (neo__cu_batch_chunk) */
+#define NEO__CU_BATCH_BLOCK_BYTES (2 << 20) /* and the K and V bytes one reads at least */
 #define NEO__CU_WORK_CAP ((size_t)512 << 20) /* split partials beyond this use fewer splits */
 /* How the tensor-core kernel loads its tiles, per compiled architecture: on sm_90 bulk copies
    (cp.async.bulk completing on an mbarrier's transaction count) into plain rows; below sm_90
@@ -1541,13 +1542,17 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
 }
 /* A batch (neo__cu_batch): the block's entry found, its parameters copied to shared memory (the
    kernel's asm barriers would make the compiler reload global ones on every tile), then the
-   block (unit, split) of that entry's own grid as one launch of neo__attn_mma would run it. */
+   block (unit, split) of that entry's own grid as one launch of neo__attn_mma would run it. The
+   parameters go after the rings, in dynamic shared memory: as a static variable they would move
+   the rings' start, and the rings stream markedly slower from some starts than from the one the
+   single-attend kernel has. */
 template <typename T, int D, int BPS>
 __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma_batch(const neo__cu_batch t) {
-    __shared__ neo__cu_attn p;
+    extern __shared__ uint4 neo__smem[];
+    neo__cu_attn           *p = reinterpret_cast<neo__cu_attn *>(neo__smem + neo__mma_cfg<D, BPS>::SMEM / 16);
     int                     x, y;
-    neo__batch_block(t, &p, &x, &y);
-    neo__mma_run<T, D, BPS>(p, x, y);
+    neo__batch_block(t, p, &x, &y);
+    neo__mma_run<T, D, BPS>(*p, x, y);
 }
 
 /* =============================================================================================
@@ -2468,13 +2473,16 @@ static int neo__cu_batch_keys(neo__cuda *st, const neo__attn_batch *b, const neo
    about NEO__CU_BATCH_WAVES waves of the device's resident blocks. With blocks of at most one
    chunk and the device taking them in any order, the launch ends at most one block after a
    perfectly balanced one would, whatever the entries' lengths; more waves shorten that tail but
-   add blocks, each with its own start and partial. Whole tiles, at least min_cells (or the cap on
-   splits a test forces), and no entry over NEO__CU_MAX_SPLITS splits. */
-static long long neo__cu_batch_chunk(const neo__cu_plan *pl, long long work, int max_cells, int n_sm, int occ, const neo__cu_force *f) {
+   add blocks, each with its own start and partial, so a block reads at least
+   NEO__CU_BATCH_BLOCK_BYTES of K and V (unless a test forces the waves). Whole tiles, at least
+   min_cells (or the cap on splits a test forces), and no entry over NEO__CU_MAX_SPLITS splits. */
+static long long neo__cu_batch_chunk(const neo__cu_plan *pl, long long work, int max_cells, int cell_bytes, int n_sm, int occ,
+                                     const neo__cu_force *f) {
     const int       max_splits = f->max_splits;
     const long long waves = (long long)n_sm * occ * (f->waves > 0 ? f->waves : NEO__CU_BATCH_WAVES);
     long long       c = (work + waves - 1) / waves;
     if (c < pl->min_cells) c = pl->min_cells;
+    if (f->waves <= 0 && c < NEO__CU_BATCH_BLOCK_BYTES / cell_bytes) c = NEO__CU_BATCH_BLOCK_BYTES / cell_bytes;
     if (c < (max_cells + NEO__CU_MAX_SPLITS - 1) / NEO__CU_MAX_SPLITS) c = (max_cells + NEO__CU_MAX_SPLITS - 1) / NEO__CU_MAX_SPLITS;
     if (max_splits > 0 && c < (max_cells + max_splits - 1) / max_splits) c = (max_cells + max_splits - 1) / max_splits;
     return (c + pl->gran - 1) / pl->gran * pl->gran;
@@ -2583,13 +2591,16 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
         g.work += (long long)(a->h1 - a->h0) * (c1 - a->c0);
         if (c1 - a->c0 > g.max_cells) g.max_cells = c1 - a->c0;
     }
-    /* the block shape for few cells a KV head (wide where it fits): a batch's blocks stream one
-       chunk each, far less than the narrow shape's threshold, whatever the entries' lengths */
+    /* the block shape for many cells a KV head (narrow for head_dim 128): a batch launches many
+       blocks an SM in turn, and with two resident, one's start and merge run under the other's
+       loads */
     neo__cu_range(a0, &nq, &c1);
-    if ((rc = neo__plan_kernel(a0, nq, 0, st->smem_optin, f, &g.pl)) != NEO_OK) return rc;
+    if ((rc = neo__plan_kernel(a0, nq, NEO__CU_MAX_CELLS, st->smem_optin, f, &g.pl)) != NEO_OK) return rc;
+    g.pl.smem += (sizeof(neo__cu_attn) + 15) / 16 * 16; /* the entry's parameters, after the rings */
     const void *fn = neo__plan_batch_fn(st, a0->kv_type, &g.pl, &occ);
     if ((rc = neo__cu_occupancy(occ, fn, g.pl.threads, g.pl.smem)) != NEO_OK) return rc;
-    long long c = neo__cu_batch_chunk(&g.pl, g.work, g.max_cells, st->n_sm, *occ, f);
+    const int cell_bytes = (a0->head_dim + a0->head_dim_v) * 2; /* f16 / bf16 */
+    long long c = neo__cu_batch_chunk(&g.pl, g.work, g.max_cells, cell_bytes, st->n_sm, *occ, f);
     while (!neo__cu_group_size(&g, b, st->bt_key, c))
         if ((c *= 2) > NEO__CU_MAX_CELLS) return NEO_ERR_INVALID_ARG;
     if ((rc = neo__cu_work(st, stream, g.work_floats * sizeof(float))) != NEO_OK || (rc = neo__cu_counters(st, stream, (size_t)g.units)) != NEO_OK)
@@ -2621,8 +2632,10 @@ static int neo__cu_attend_batch_plan(neo__cuda *st, const neo__attn_batch *b, in
     if (cudaSetDevice(st->device) != cudaSuccess || cudaStreamIsCapturing(s, &cap) != cudaSuccess) return NEO_ERR_DEVICE;
     if ((rc = neo__cu_batch_keys(st, b, f)) != NEO_OK) return rc;
     for (int i = 0; i < b->n; i++) {
-        const int key = cap == cudaStreamCaptureStatusNone ? st->bt_key[i] : -1;
+        int key = cap == cudaStreamCaptureStatusNone ? st->bt_key[i] : -1, m = 0;
         if (key == 0) continue; /* launched with its group */
+        for (int j = i; j < b->n && key > 0; j++) m += st->bt_key[j] == key;
+        if (m == 1) key = -1; /* a group of one: the single attend's own plan fills the device better */
         rc = key < 0 ? neo__cu_attend_plan(st, &b->entries[i], stream, f) : neo__cu_batch_group(st, b, key, stream, s, f);
         if (rc != NEO_OK) return rc;
         for (int j = i; j < b->n && key > 0; j++)

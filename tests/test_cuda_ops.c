@@ -1483,9 +1483,10 @@ static void run_timing(cudaStream_t stream, int short_list, int mv_only, const c
 }
 
 /* --time-batch: the batch launch alone (attend_batch, cudaEvents, median of 15) for Llama-3-8B
-   shapes (32 q / 8 kv heads, d 128, f16, every head on the device): 64 x 4k, 16 x 32k, and 64
-   lengths drawn from 512 to 32k; under the planner's choice and each block shape and wave count
-   forced, against the HBM copy rate measured in the same run (bytes read + written / time). */
+   shapes (32 q / 8 kv heads, d 128, f16, every head on the device): 64 x 4k, 16 x 32k, 64
+   lengths drawn from 512 to 32k, 1 and 16 x 128k; under the planner's choice, each block shape
+   and wave count forced, and as single attends back to back, against the HBM copy rate measured
+   in the same run (bytes read + written / time). */
 static double median_d(double *t, int n) {
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
@@ -1498,7 +1499,8 @@ static void time_batch(cudaStream_t stream) {
     static const struct {
         const char *name;
         int         n, lo, hi;
-    } specs[3] = {{"64 x 4k", 64, 4096, 4096}, {"16 x 32k", 16, 32768, 32768}, {"64 x U(512, 32k)", 64, 512, 32768}};
+    } specs[5] = {{"64 x 4k", 64, 4096, 4096},           {"16 x 32k", 16, 32768, 32768}, {"64 x U(512, 32k)", 64, 512, 32768},
+                  {"1 x 128k", 1, 131072, 131072}, {"16 x 128k", 16, 131072, 131072}};
     static const int forced[][2] = {{-1, 0}, {0, 1}, {0, 2}, {0, 4}, {0, 8}, {1, 1}, {1, 2}, {1, 4}, {1, 8}};
     cudaEvent_t      e0, e1;
     double           t[16];
@@ -1523,7 +1525,7 @@ static void time_batch(cudaStream_t stream) {
     CU(cudaFree(b));
     printf("hbm copy rate %.1f GB/s\n", hbm * 1e-9);
     uint64_t s = 0x5eed;
-    for (int si = 0; si < 3; si++) {
+    for (int si = 0; si < 5; si++) {
         const int       n = specs[si].n;
         neo__attn_args *e = (neo__attn_args *)xmalloc((size_t)n * sizeof *e);
         double          bytes = 0;
@@ -1561,6 +1563,17 @@ static void time_batch(cudaStream_t stream) {
                    !f ? "planner" : shape ? "narrow" : "wide", f ? (waves == 1 ? "1" : waves == 2 ? "2" : waves == 4 ? "4" : "8") : "-",
                    sec * 1e6, bytes / sec * 1e-9, bytes / sec / hbm);
         }
+        for (int r = -2; r < 15; r++) { /* the same entries as single attends, back to back */
+            CU(cudaEventRecord(e0, stream));
+            for (int i = 0; i < n; i++) OPS.attend(ST, &e[i], NEO__STREAM_MAIN);
+            CU(cudaEventRecord(e1, stream));
+            CU(cudaEventSynchronize(e1));
+            CU(cudaEventElapsedTime(&ms, e0, e1));
+            if (r >= 0) t[r] = ms * 1e-3;
+        }
+        const double sec = median_d(t, 15);
+        printf("batch %-18s %-8s waves -   %9.1f us %8.1f GB/s  %.3f of the copy rate\n", specs[si].name, "singles", sec * 1e6,
+               bytes / sec * 1e-9, bytes / sec / hbm);
         for (int i = 0; i < n; i++) OPS.dev_free(ST, (void *)e[i].k), OPS.dev_free(ST, (void *)e[i].v);
         OPS.dev_free(ST, dq), OPS.dev_free(ST, dout);
         free(e);
