@@ -60,9 +60,9 @@
          (the same layers, n single neo_attn_decode calls a step), on-1/8 and off-1/8 (one KV head
          of each sequence on the host), on-1/8-loop, none-1/4-on (every fourth sequence with all
          its heads on the host, NEO_GPU_HEADS_NONE, the rest on the GPU). Bounds as for the attn
-         rows, over the batch's bytes. ON rows note each half alone (best of 5: the device halves
-         in one varlen launch through library internals, the host halves as one pool job) and the
-         join, the step's time beyond the slower half.
+         rows, over the batch's bytes. ON rows note each half alone (medians of 15: the device
+         halves in one varlen launch through library internals, the host halves as one pool job)
+         and the join, the step's time beyond the slower half.
    e2e   The decode loop: neo_model from a synthetic llama2.c checkpoint built in memory with
          random weights of Qwen2.5-0.5B shapes (dim 896, hidden 4864, 24 layers, 14 heads, 2 kv
          heads, vocab 32000, f32 weights as llama2.c stores them), a session with f16 KV, 4096
@@ -1231,15 +1231,14 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
     int k = snprintf(r.note, sizeof r.note, "%s; %s", m->loop ? "single calls a step" : "one call a step",
                      split ? "wall clock with a sync" : "cudaEvents");
     if (split && m->pipe == NEO_PIPELINE_ON && !m->loop) {
-        double tg = 1e9, tc = 1e9;
-        for (int i = 0; i < 5; i++) {
-            double a = time_gpu_half(L, n, q, out), c;
+        double ag[15], ac[15];
+        for (int i = 0; i < 15; i++) {
+            ag[i] = time_gpu_half(L, n, q, out);
             check(neo_runtime_sync(rt_gpu), "sync");
-            c = time_cpu_half(L, n, hq_b, hout_b);
-            tg = a < tg ? a : tg;
-            tc = c < tc ? c : tc;
+            ac[i] = time_cpu_half(L, n, hq_b, hout_b);
         }
-        k += snprintf(r.note + k, sizeof r.note - (size_t)k, "; halves alone (best of 5): GPU %.1fus, CPU %.1fus; join %.1fus", tg * 1e6,
+        double tg = median(ag, 15), tc = median(ac, 15);
+        k += snprintf(r.note + k, sizeof r.note - (size_t)k, "; halves alone (medians of 15): GPU %.1fus, CPU %.1fus; join %.1fus", tg * 1e6,
                       tc * 1e6, r.us - 1e6 * (tg > tc ? tg : tc));
     }
     emit(&r);
