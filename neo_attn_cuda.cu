@@ -88,11 +88,12 @@
                              Programmatic dependent launch: each block asks its weight slice into
                              L2, lets the next kernel launch, and only then waits for the one ahead.
    neo__argmax_kernel        one block of 1024 threads: strided scan, then a (value, index) reduction.
-   neo__handoff_kernel<A>    one block of 1024 threads, four loads in flight each: the both-halves
+   neo__handoff_kernel<A>    one block of 1024 threads, eight loads in flight each: the both-halves
                              handoff (copy_signal / await_copy), rows of floats to or from pinned
                              host memory with a flag in host memory (ld.acquire / st.release at
-                             system scope). A decode step's row of up to 4096 floats is one PCIe
-                             round trip; prefill moves more, but next to its CPU half that is small.
+                             system scope). Rows go side by side (a warp or more a row): a decode
+                             step's row of up to 8192 floats is one PCIe round trip, and a batch's
+                             or a prefill's 32 rows of up to 256 floats are one too.
 
    DETERMINISM
    -----------
@@ -1795,19 +1796,23 @@ __global__ void __launch_bounds__(1024) neo__handoff_kernel(float *__restrict__ 
             while (neo__ld_acquire_sys(flag) != seq) {}
         __syncthreads();
     }
-    for (size_t r = 0; r < rows; r++) {
+    /* Rows side by side: wpr warps a row (all of them for one row), so that a batch's many rows
+       cost a few round trips over PCIe, not one each. */
+    const unsigned nw = blockDim.x / 32, warp = threadIdx.x / 32, wpr = rows >= nw || !rows ? 1 : nw / (unsigned)rows;
+    const unsigned tpr = wpr * 32, t = (warp % wpr) * 32 + (threadIdx.x & 31);
+    for (size_t r = warp / wpr; r < rows; r += nw / wpr) {
         const float *s = src + r * sp;
         float       *d = dst + r * dp;
-        for (size_t c0 = threadIdx.x; c0 < w; c0 += 4 * (size_t)blockDim.x) {
-            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (size_t c0 = t; c0 < w; c0 += 8 * (size_t)tpr) {
+            float v[8];
 #pragma unroll
-            for (int k = 0; k < 4; k++) { /* all four loads issued before any store: one round trip */
-                const size_t c = c0 + (size_t)k * blockDim.x;
-                if (c < w) v[k] = AWAIT ? __ldcv(s + c) : s[c]; /* .cv: the host rewrote it since the last call */
+            for (int k = 0; k < 8; k++) { /* all eight loads issued before any store: one round trip */
+                const size_t c = c0 + (size_t)k * tpr;
+                v[k] = c < w ? (AWAIT ? __ldcv(s + c) : s[c]) : 0.0f; /* .cv: the host rewrote it since the last call */
             }
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const size_t c = c0 + (size_t)k * blockDim.x;
+            for (int k = 0; k < 8; k++) {
+                const size_t c = c0 + (size_t)k * tpr;
                 if (c < w) d[c] = v[k];
             }
         }

@@ -1130,6 +1130,26 @@ static int test_handoff(unsigned char *pin, unsigned char *d1, unsigned char *d2
     for (int r = 0; r < 3; r++) rows &= !memcmp(got + r * 1200, h + r * 1100, 1000 * 4);
     CHECK(rows, "await_copy: the rows written after it was enqueued");
     ok &= rows;
+    /* a batch's rows: 70 of 300 floats (pitches 320 and 310), more rows than the kernel's warps */
+    {
+        float *dev = (float *)xmalloc(70 * 320 * 4), *back = (float *)xmalloc(70 * 320 * 4);
+        int    many = 1;
+        for (int i = 0; i < 70 * 320; i++) dev[i] = (float)rng_normal();
+        up(d1, dev, 70 * 320 * 4);
+        memset(pin, 0x5a, 70 * 310 * 4);
+        ok &= OPS.copy_signal(ST, h, 310 * 4, d1, 320 * 4, 300 * 4, 70, fl, 7u, NEO__STREAM_MAIN) == NEO_OK;
+        ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK;
+        for (int r = 0; r < 70; r++) many &= !memcmp(h + r * 310, dev + r * 320, 300 * 4) && (r == 69 || ((unsigned char *)(h + r * 310 + 300))[0] == 0x5a);
+        ok &= OPS.await_copy(ST, d2, 320 * 4, h, 310 * 4, 300 * 4, 70, fl + 32, 12u, NEO__STREAM_MAIN) == NEO_OK;
+        for (int i = 0; i < 70 * 310; i++) h[i] = (float)(i % 9973);
+        __atomic_store_n(fl + 32, 12u, __ATOMIC_RELEASE);
+        ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK;
+        down(back, d2, 70 * 320 * 4);
+        for (int r = 0; r < 70; r++) many &= !memcmp(back + r * 320, h + r * 310, 300 * 4);
+        CHECK(many && __atomic_load_n(fl, __ATOMIC_ACQUIRE) == 7u, "handoff of 70 rows");
+        ok &= many;
+        free(dev), free(back);
+    }
     /* widths and pitches that are not whole floats */
     CHECK(OPS.copy_signal(ST, h, 1100 * 4, d1, 1200 * 4, 1002, 3, fl, 6u, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG, "copy_signal width 1002");
     CHECK(OPS.await_copy(ST, d2, 1201, h, 1100 * 4, 1000 * 4, 3, fl + 32, 10u, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG, "await_copy pitch 1201");
@@ -1152,7 +1172,7 @@ static int test_handoff(unsigned char *pin, unsigned char *d1, unsigned char *d2
         if (cs) cudaStreamDestroy(cs);
         (void)cudaGetLastError();
     }
-    printf("%-28s %-58s %s\n", "handoff", "copy_signal + await_copy, 3 rows of 1000 floats", ok ? "ok" : "FAIL");
+    printf("%-28s %-58s %s\n", "handoff", "copy_signal + await_copy, 3 rows of 1000 floats, 70 of 300", ok ? "ok" : "FAIL");
     free(src), free(got);
     OPS.host_free(ST, fl);
     return ok;
