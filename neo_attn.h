@@ -2860,6 +2860,8 @@ typedef struct neo__split {
     size_t         d_state_bytes;
     void          *h_q, *h_out;    /* pinned: the CPU half's queries and output */
     size_t         h_q_bytes, h_out_bytes;
+    void          *d_pull;         /* device: a batch's ON outputs, pulled up at once, then copied to their rows */
+    size_t         d_pull_bytes;
     /* pinned, read and written by both sides: [0] = the device has put the queries in h_q,
        [NEO__FLAG_OUT] = the host has put the output in h_out; each holds the number of the
        both-halves call (seq) it was last set for. Apart, so the two writers never share a line. */
@@ -2875,6 +2877,7 @@ NEO_ATTN__PRIVATE void neo__split_release(neo_runtime *rt) {
     neo__dev_free(rt, S->d_stage[0]);
     neo__dev_free(rt, S->d_stage[1]);
     neo__dev_free(rt, S->d_state);
+    neo__dev_free(rt, S->d_pull);
     rt->mem.host_free(rt->dev_state, S->h_q);
     rt->mem.host_free(rt->dev_state, S->h_out);
     rt->mem.host_free(rt->dev_state, S->hand);
@@ -3446,7 +3449,9 @@ NEO_ATTN__PRIVATE neo_status neo__batch_on(neo__bgpu *G) {
         neo__attn_args *a = &B->args[B->n];
         size_t          off = (size_t)L->gpu_heads * L->group * L->head_dim * sizeof(float);
         if (B->mode[i] != NEO__BATCH_ON) continue;
-        neo__batch_host_args(L, a, (const float *)((char *)S->h_q + i * G->hand.qrow), (float *)((char *)S->h_out + i * G->hand.orow));
+        /* outputs in h_out one after the other (row B->n), so that one copy brings them all up */
+        neo__batch_host_args(L, a, (const float *)((char *)S->h_q + i * G->hand.qrow),
+                             (float *)((char *)S->h_out + B->n * G->hand.orow));
         a->gate = S->hand;
         a->gate_seq = G->hand.seq;
         B->n++;
@@ -3463,15 +3468,46 @@ NEO_ATTN__PRIVATE neo_status neo__batch_on(neo__bgpu *G) {
     return (neo_status)s;
 }
 
-/* The device's copy of the host half outputs of ON layers [i, j) (the same device heads each),
-   once the pool has flagged them: their rows are evenly spaced, so one copy takes them all. */
-NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G, int i, int j) {
-    const neo_layer *L = G->layers[i];
-    neo_runtime     *rt = L->rt;
-    size_t           row = (size_t)i * G->hand.orow, off = (size_t)L->gpu_heads * L->group * L->head_dim_v * sizeof(float);
-    return rt->attn.await_copy(rt->dev_state, (char *)G->out + row + off, G->hand.orow, (const char *)rt->split->h_out + row + off,
-                               G->hand.orow, G->hand.orow - off, (size_t)(j - i), rt->split->hand + NEO__FLAG_OUT, G->hand.seq,
-                               NEO__STREAM_MAIN);
+/* Bytes before the host heads' outputs in a row of out: L's device heads'. */
+NEO_ATTN__PRIVATE size_t neo__batch_off(const neo_layer *L) {
+    return (size_t)L->gpu_heads * L->group * L->head_dim_v * sizeof(float);
+}
+
+/* The ON layers' host half outputs (rows 0.. of h_out, in layer order) onto their rows of out,
+   once the pool has flagged them. Runs of neighbouring ON layers with the same device heads: one
+   run is pulled straight into out; several are pulled up at once into d_pull (from the least
+   device heads' offset on) and copied on the device from there, one copy a run, so the PCIe
+   round trips do not grow with the runs. */
+NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G) {
+    neo_runtime      *rt = G->layers[0]->rt;
+    neo__split       *S = rt->split;
+    const neo__batch *B = rt->batch;
+    const size_t      orow = G->hand.orow;
+    size_t            off = orow;
+    int               runs = 0, first = -1, k = 0, s = NEO_OK;
+    for (int i = 0; i < G->n; i++) {
+        if (B->mode[i] != NEO__BATCH_ON) continue;
+        runs += first < 0 || B->mode[i - 1] != NEO__BATCH_ON || G->layers[i - 1]->gpu_heads != G->layers[i]->gpu_heads;
+        if (first < 0) first = i;
+        if (neo__batch_off(G->layers[i]) < off) off = neo__batch_off(G->layers[i]);
+    }
+    if (runs == 1)
+        return rt->attn.await_copy(rt->dev_state, (char *)G->out + first * orow + off, orow, (const char *)S->h_out + off, orow,
+                                   orow - off, (size_t)G->n_on, S->hand + NEO__FLAG_OUT, G->hand.seq, NEO__STREAM_MAIN);
+    if ((s = neo__rt_buffer(rt, &S->d_pull, &S->d_pull_bytes, orow * (size_t)G->n_on, 0)) != NEO_OK ||
+        (s = rt->attn.await_copy(rt->dev_state, (char *)S->d_pull + off, orow, (const char *)S->h_out + off, orow, orow - off,
+                                 (size_t)G->n_on, S->hand + NEO__FLAG_OUT, G->hand.seq, NEO__STREAM_MAIN)) != NEO_OK)
+        return s;
+    for (int i = 0, j; i < G->n && s == NEO_OK; i = j) {
+        size_t o = neo__batch_off(G->layers[i]);
+        j = i + 1;
+        if (B->mode[i] != NEO__BATCH_ON) continue;
+        while (j < G->n && B->mode[j] == NEO__BATCH_ON && G->layers[j]->gpu_heads == G->layers[i]->gpu_heads) j++;
+        s = rt->mem.copy2d(rt->dev_state, (char *)G->out + i * orow + o, orow, (const char *)S->d_pull + k * orow + o, orow, orow - o,
+                           (size_t)(j - i), NEO__STREAM_MAIN);
+        k += j - i;
+    }
+    return s;
 }
 
 /* The batch's device work: the device halves together, the OFF layers' host heads streamed back
@@ -3496,12 +3532,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_device(const neo__bgpu *G) {
     for (int i = 0; i < G->n && s == NEO_OK; i++)
         if (B->mode[i] == NEO__BATCH_OFF)
             s = neo__attend_streamed(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, neo__batch_out(G->layers[i], G->out, i), &chunk);
-    for (int i = 0, j; i < G->n && s == NEO_OK; i = j) { /* runs of ON layers, one copy each */
-        j = i + 1;
-        if (B->mode[i] != NEO__BATCH_ON) continue;
-        while (j < G->n && B->mode[j] == NEO__BATCH_ON && G->layers[j]->gpu_heads == G->layers[i]->gpu_heads) j++;
-        s = neo__batch_pull(G, i, j);
-    }
+    if (s == NEO_OK && G->n_on) s = neo__batch_pull(G);
     return (neo_status)s;
 }
 
