@@ -508,6 +508,7 @@ typedef struct neo_session_desc {
     neo_pipeline pipeline;     /* as neo_layer_desc.pipeline */
     const int   *layer_gpu_heads; /* [n_layers] each layer's own gpu_heads (as neo_plan_gpu_heads writes
                                      them), or NULL = gpu_heads for every layer */
+    float        cpu_share;    /* as neo_layer_desc.cpu_share */
 } neo_session_desc;
 
 /* One sequence's state (KV cache of every layer and activations). model and rt must outlive it. */
@@ -3317,7 +3318,7 @@ NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, floa
     if (s != NEO_OK || !probe) return s;
     L->auto_us[mode][mode < 2 ? L->auto_n >> 1 : L->auto_n - 2 * P] = neo__now_us() - t0;
     if (++L->auto_n == 2 * P && neo__auto_hybrid(L)) return NEO_OK; /* the hybrid's probes next */
-    if (L->auto_n >= 2 * P) neo__auto_decide(L);
+    if (L->auto_n == 2 * P || L->auto_n == 3 * P) neo__auto_decide(L);
     return NEO_OK;
 }
 
@@ -4287,6 +4288,7 @@ NEO_ATTN__PRIVATE neo_status neo__session_create(neo_runtime *rt, const neo_mode
         ld.kv_type = d.kv_type;
         ld.gpu_heads = d.layer_gpu_heads ? d.layer_gpu_heads[l] : d.gpu_heads;
         ld.pipeline = d.pipeline;
+        ld.cpu_share = d.cpu_share;
         if ((st = neo__layer_create(rt, &ld, &s->layers[l])) != NEO_OK) { /* which says why */
             neo__session_destroy(s);
             return st;
