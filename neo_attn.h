@@ -245,7 +245,7 @@
        >>config  >>util  >>status  >>pool (thread pool: launch, help, wait)  >>cpu (SIMD
        kernels)  >>attn (CPU flash-attention: ranges, merge tree)  >>host (the CPU backend)
        >>standin (the GPU stand-in for tests)  >>runtime  >>layer (KV cache, append)  >>split
-       (stream-back OFF, both halves ON, AUTO)  >>batch (many layers in one call, moving heads,
+       (stream-back OFF, both halves ON, HYBRID, AUTO)  >>batch (many layers in one call, moving heads,
        placement)  >>model (llama2.c decode loop and its ops;
        NEO_ATTN_NO_MODEL leaves it out). The GPU kernels are in neo_attn_cuda.cu, with banners of
        their own, behind three tables: neo__dev_mem, neo__dev_attn, neo__dev_model.
@@ -2909,7 +2909,8 @@ NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_inf
 
 /* =============================================================================================
    >>split: one attention call over both halves of a split layer: stream-back (OFF), both halves
-   at once (ON) with their handoff state, and AUTO
+   at once (ON) with their handoff state, the host cells shared by the CPU and the stream-back
+   (HYBRID), and AUTO
    =============================================================================================
    Events: START (the queries are ready on MAIN), READY0/1 (a stream-back chunk is on the
    device), USED0/1 (its attention is done, the buffer may be refilled), TABLE (a batch's table
@@ -3080,14 +3081,17 @@ NEO_ATTN__PRIVATE int neo__both_pull(const neo__both *B) {
 
 /* The hybrid's device work after the queries: the device half, the stream-back of the host cells
    [cut, len) into d_state (it waits for nothing of the CPU's), then the CPU's state pulled up and
-   the two merged into the host heads' output. */
+   the two merged into the host heads' output. COPY is ordered after START only once the queries'
+   copy_signal has gone through: on a capturing stream that refuses, and a COPY stream forked into
+   the capture would leave it unjoined. The host rows depend only on earlier work on MAIN. */
 NEO_ATTN__PRIVATE int neo__hybrid_device(const neo__both *B) {
     neo_layer      *L = B->L;
     neo_runtime    *rt = L->rt;
     neo__merge_args m;
     int             s, chunk = 0;
-    if ((s = neo__gpu_half(rt, &B->g)) != NEO_OK || (s = neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk)) != NEO_OK ||
-        (s = neo__both_pull(B)) != NEO_OK)
+    if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK || (s = neo__gpu_half(rt, &B->g)) != NEO_OK ||
+        (s = neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk)) != NEO_OK || (s = neo__both_pull(B)) != NEO_OK)
         return s;
     memset(&m, 0, sizeof m);
     m.a = B->pull;
@@ -3149,18 +3153,17 @@ NEO_ATTN__PRIVATE neo_status neo__both_reserve(neo_runtime *rt, neo__both *B) {
     return NEO_OK;
 }
 
-/* The hybrid's buffers (the CPU's state in h_out and on the device, the stream-back's state),
-   and COPY ordered after START: the host rows depend only on earlier work on MAIN. */
+/* The hybrid's device buffers: the stream-back's state and the copy of the CPU's (the CPU's own
+   is in h_out), grown before any of the call's work is queued. */
 NEO_ATTN__PRIVATE neo_status neo__hybrid_reserve(neo_runtime *rt, neo__both *B) {
     neo__split *S = rt->split;
     size_t      sb = B->orow * (size_t)B->n_tokens;
     neo_status  s;
     if ((s = neo__rt_buffer(rt, &S->d_state, &S->d_state_bytes, sb, 0)) != NEO_OK ||
-        (s = neo__rt_buffer(rt, &S->d_cstate, &S->d_cstate_bytes, sb, 0)) != NEO_OK ||
-        (s = (neo_status)rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK)
+        (s = neo__rt_buffer(rt, &S->d_cstate, &S->d_cstate_bytes, sb, 0)) != NEO_OK)
         return s;
     B->pull = (float *)S->d_cstate;
-    return (neo_status)rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START);
+    return NEO_OK;
 }
 
 /* ON (cut = 0), or the hybrid (a decode with the CPU taking the host cells [0, cut), 0 < cut < len). */
