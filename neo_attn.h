@@ -187,10 +187,11 @@
                         prefill runs as OFF. Like ON it cannot be captured into a CUDA graph.
      NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; when the host half's
                         valid cells fill a stream-back chunk, the hybrid is timed next with the
-                        CPU share that makes both engines finish together by those timings
-                        (c / t_on = (len - c) / t_off). The fastest runs from then on (the
-                        runtime's logger says which, and the share), and the timing is
-                        repeated when the context doubles.
+                        CPU share that makes both engines finish together by those timings,
+                        ON's standing for the CPU's over all the host cells and OFF's for the
+                        stream-back's: c / len = t_off / (t_on + t_off). The fastest runs from
+                        then on (the runtime's logger says which, and the share), and the
+                        timing is repeated when the context doubles.
    Which is faster depends on the machine and the shape. OFF reads the host half over PCIe,
    after the GPU half, so its cost is the sum of the two. ON attends the host half on the CPU
    while the GPU attends its own, so its cost is the slower of the two plus a fixed handoff a
@@ -3272,8 +3273,9 @@ NEO_ATTN__PRIVATE double neo__median3(const double *x) {
    stream-back chunk (below that each engine's fixed cost a call, the handoff or a copy's latency,
    outweighs what sharing the cells saves). Their CPU share has both engines finish together if
    ON's time stands for the CPU's over every host cell and OFF's for the stream-back's:
-   c / t_on = (len - c) / t_off. It is kept inside [NEO__AUTO_SHARE_MIN, 1 - that], where both
-   sides have cells to share. 1 when the hybrid is to be timed. */
+   c t_on = (len - c) t_off, so c / len = t_off / (t_on + t_off). It is kept inside
+   [NEO__AUTO_SHARE_MIN, 1 - that], where both sides have cells to share. 1 when the hybrid is to
+   be timed. */
 #define NEO__AUTO_SHARE_MIN 0.05
 NEO_ATTN__PRIVATE int neo__auto_hybrid(neo_layer *L) {
     double on = neo__median3(L->auto_us[1]), off = neo__median3(L->auto_us[0]), r = off / (on + off);
