@@ -1043,10 +1043,15 @@ static void test_split(void) {
    merge op is counted, so a decode whose cut leaves both sides cells is known to have run as the
    hybrid and one whose cut leaves a side none as ON or OFF. */
 static long hyb_merges;
-static int (*hyb_host_merge)(void *, const neo__merge_args *, int);
+static struct {
+    neo_runtime *rt;
+    int (*merge)(void *, const neo__merge_args *, int);
+} hyb_rt[3]; /* the stand-in runtimes and the real GPU's, with their own merge ops */
 static int count_merge(void *state, const neo__merge_args *m, int stream) {
     hyb_merges++;
-    return hyb_host_merge(state, m, stream);
+    for (int i = 0; i < 3; i++)
+        if (hyb_rt[i].rt && hyb_rt[i].rt->dev_state == state) return hyb_rt[i].merge(state, m, stream);
+    return NEO_ERR_INVALID_ARG;
 }
 
 static void test_hybrid(void) {
@@ -1055,8 +1060,9 @@ static void test_hybrid(void) {
     static const float shares[] = {0.01f, 0.3f, 0.0f, 0.99f, 0.6f};
     static const int   lens[] = {1, 2, 5, 63, 64, 65, 130, 700, 1500, 3000};
     int k = 0;
-    for (int t = 1; t <= 3; t += 2)
-        if (rts_gpu[t]) hyb_host_merge = rts_gpu[t]->attn.merge, rts_gpu[t]->attn.merge = count_merge;
+    hyb_rt[0].rt = rts_gpu[1], hyb_rt[1].rt = rts_gpu[3], hyb_rt[2].rt = rt_cuda;
+    for (int i = 0; i < 3; i++)
+        if (hyb_rt[i].rt) hyb_rt[i].merge = hyb_rt[i].rt->attn.merge, hyb_rt[i].rt->attn.merge = count_merge;
     for (int si = 0; si < 5; si++)
         for (int ti = 0; ti < 3; ti++, k++) {
             char           name[128];
@@ -1083,8 +1089,8 @@ static void test_hybrid(void) {
             }
             tc_close(&c);
         }
-    for (int t = 1; t <= 3; t += 2)
-        if (rts_gpu[t]) rts_gpu[t]->attn.merge = hyb_host_merge;
+    for (int i = 0; i < 3; i++)
+        if (hyb_rt[i].rt) hyb_rt[i].rt->attn.merge = hyb_rt[i].merge;
 }
 
 /* --- many layers in one call, and heads moved between the sides ---------------------------------
