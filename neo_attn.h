@@ -246,8 +246,8 @@
        >>config  >>util  >>status  >>pool (thread pool: launch, help, wait)  >>cpu (SIMD
        kernels)  >>attn (CPU flash-attention: ranges, merge tree)  >>host (the CPU backend)
        >>standin (the GPU stand-in for tests)  >>runtime  >>layer (KV cache, append)  >>split
-       (stream-back OFF, both halves ON, HYBRID, AUTO)  >>batch (many layers in one call, moving heads,
-       placement)  >>model (llama2.c decode loop and its ops;
+       (stream-back OFF, both halves ON, HYBRID, AUTO)  >>batch (many layers in one call, moving
+       heads, placement)  >>model (llama2.c decode loop and its ops;
        NEO_ATTN_NO_MODEL leaves it out). The GPU kernels are in neo_attn_cuda.cu, with banners of
        their own, behind three tables: neo__dev_mem, neo__dev_attn, neo__dev_model.
 
@@ -534,9 +534,9 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
 /* --- the GPU bridge ------------------------------------------------------------------------
    Private, but declared here because two files share it. The header drives the device through
    three small tables, each with one concern and its own ABI version: memory, copies and streams
-   (neo__dev_mem); attention, append, the both-halves handoff and the hybrid's merge (neo__dev_attn); and the decode
-   loop's optional ops (neo__dev_model: an entry left NULL runs on the host). neo_attn_cuda.cu
-   fills them (neo__cuda_get_mem / _attn / _model, NEO_ATTN_CUDA=1); the header's own host
+   (neo__dev_mem); attention, append, the both-halves handoff and the hybrid's merge
+   (neo__dev_attn); and the decode loop's optional ops (neo__dev_model: an entry left NULL runs on
+   the host). neo_attn_cuda.cu fills them (neo__cuda_get_mem / _attn / _model, NEO_ATTN_CUDA=1); the header's own host
    backend (a CPU runtime) and its GPU stand-in (neo_runtime_desc.gpu_standin = 1, which runs
    the split paths in CI with no GPU) fill them too. Only plain C crosses: pointers, ints, size_t
    and the POD structs below. Every entry that can fail returns a neo_status (as int).
@@ -590,8 +590,8 @@ typedef struct neo__attn_batch {
 
 /* Two online-softmax states of the same queries over disjoint cell ranges (the hybrid's CPU and
    device parts) merged and finished: for query head h of token t, with (m, l, acc) each state's,
-   M = the larger m and Mf = max(M, sinks[h]),
-   out = (acc_a e^(m_a - M) + acc_b e^(m_b - M)) e^(M - Mf) / ((l_a e^(m_a - M) + l_b e^(m_b - M)) e^(M - Mf) + e^(sinks[h] - Mf)),
+   M = the larger m, Mf = max(M, sinks[h]), w_x = e^(m_x - M) and s = e^(M - Mf),
+       out = (acc_a w_a + acc_b w_b) s / ((l_a w_a + l_b w_b) s + e^(sinks[h] - Mf)),
    the sink term only with sinks. An empty state (m = -inf, l = 0) weighs 0; a NaN m makes the
    query's output NaN. */
 typedef struct neo__merge_args {
@@ -3091,8 +3091,9 @@ NEO_ATTN__PRIVATE int neo__hybrid_device(const neo__both *B) {
     neo__merge_args m;
     int             s, chunk = 0;
     if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
-        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK || (s = neo__gpu_half(rt, &B->g)) != NEO_OK ||
-        (s = neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk)) != NEO_OK || (s = neo__both_pull(B)) != NEO_OK)
+        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK ||
+        (s = neo__gpu_half(rt, &B->g)) != NEO_OK || (s = neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk)) != NEO_OK ||
+        (s = neo__both_pull(B)) != NEO_OK)
         return s;
     memset(&m, 0, sizeof m);
     m.a = B->pull;
@@ -3218,7 +3219,8 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     if (s == NEO_OK && !B.early) s = neo__both_device(&B);
     if (s == NEO_OK && B.early && n_tokens == 1) L->n_overlapped++;
     if (s != NEO_OK)
-        neo__log(rt, NEO_LOG_ERROR, "%s of a split layer: %s%s", cut ? "the hybrid" : "both halves", neo_status_string((neo_status)s),
+        neo__log(rt, NEO_LOG_ERROR, "%s of a split layer: %s%s", cut ? "the hybrid" : "both halves",
+                 neo_status_string((neo_status)s),
                  s == NEO_ERR_UNSUPPORTED ? " (the stream is being captured into a CUDA graph)" : "");
     return (neo_status)s;
 }
@@ -3294,10 +3296,10 @@ NEO_ATTN__PRIVATE void neo__auto_decide(neo_layer *L) {
     L->auto_decided = 1;
     L->auto_len = L->len;
     if (hyb < INFINITY) snprintf(also, sizeof also, ", HYBRID %.1f us at a CPU share of %.2f", hyb, L->auto_share);
+    const char *name = L->auto_choice == NEO_PIPELINE_HYBRID ? "HYBRID" : L->auto_choice == NEO_PIPELINE_ON ? "ON" : "OFF";
     neo__log(L->rt, NEO_LOG_INFO, "AUTO: a %d/%d/%d layer with %d of %d KV heads on the host runs %s from %d cells "
              "(ON %.1f us, OFF %.1f us%s)", L->n_head, L->n_head_kv, L->head_dim, L->n_head_kv - L->gpu_heads, L->n_head_kv,
-             L->auto_choice == NEO_PIPELINE_HYBRID ? "HYBRID" : L->auto_choice == NEO_PIPELINE_ON ? "ON" : "OFF", L->len, on, off,
-             also);
+             name, L->len, on, off, also);
 }
 
 /* AUTO: the pipeline of a split layer chosen by timing them on this machine and context: OFF

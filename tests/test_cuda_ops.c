@@ -920,7 +920,8 @@ static void test_argmax(int n, int kind) {
    are compared bitwise; bad arguments are refused. */
 static void test_merge(int n_tokens, int n_head, int h0, int h1, int dv, int sinks, int kind) {
     const size_t sw = (size_t)dv + 2, ns = (size_t)n_tokens * n_head * sw, no = (size_t)n_tokens * n_head * dv;
-    float  *st[2], *out = (float *)xmalloc(no * 4), *out2 = (float *)xmalloc(no * 4), *sk = (float *)xmalloc((size_t)n_head * 4);
+    float  *st[2], *out = (float *)xmalloc(no * 4), *out2 = (float *)xmalloc(no * 4);
+    float  *sk = (float *)xmalloc((size_t)n_head * 4);
     double *ref = (double *)xmalloc(no * 8);
     float  *dst[2], *dout = (float *)dalloc(no * 4), *dsk = (float *)dalloc((size_t)n_head * 4);
     int     bad = 0, nan_ok = 1;
@@ -984,11 +985,11 @@ static void test_merge(int n_tokens, int n_head, int h0, int h1, int dv, int sin
     char shape[96];
     snprintf(shape, sizeof shape, "T %d, heads %d..%d of %d, dv %d%s, %s", n_tokens, h0, h1, n_head, dv, sinks ? ", sinks" : "",
              kind == 1 ? "one empty" : kind == 2 ? "both empty" : kind == 3 ? "NaN m" : "random");
-    CHECK(s == NEO_OK && err < OPS_TOL && !bad && nan_ok && det && refused && refused2,
-          "merge %s: status %d err %.3g, %d poisoned outputs written, NaN row %s, det %d, refused %d %d", shape, s, err, bad,
-          nan_ok ? "ok" : "wrong", det, refused, refused2);
-    add_result("merge", shape, err, det, s == NEO_OK && err < OPS_TOL && !bad && nan_ok && det && refused && refused2);
-    printf("%-28s %-58s err %.2e %s\n", "merge", shape, err, s == NEO_OK && err < OPS_TOL && !bad && nan_ok && det ? "ok" : "FAIL");
+    const int ok = s == NEO_OK && err < OPS_TOL && !bad && nan_ok && det && refused && refused2;
+    CHECK(ok, "merge %s: status %d err %.3g, %d poisoned outputs written, NaN row %s, det %d, refused %d %d", shape, s, err,
+          bad, nan_ok ? "ok" : "wrong", det, refused, refused2);
+    add_result("merge", shape, err, det, ok);
+    printf("%-28s %-58s err %.2e %s\n", "merge", shape, err, ok ? "ok" : "FAIL");
     for (int i = 0; i < 2; i++) OPS.dev_free(ST, dst[i]), free(st[i]);
     OPS.dev_free(ST, dout), OPS.dev_free(ST, dsk);
     free(out), free(out2), free(sk), free(ref);

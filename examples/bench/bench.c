@@ -71,9 +71,9 @@
            H  split 1/2, pipeline HYBRID at the joint ceiling's CPU share
          Bound per token: weights + KV bytes over the HBM rate; for splits the host half over
          pinned H2D (M), over DRAM read per layer alongside the GPU half (N), or over the CPU + DMA
-         joint read alongside it (H), as for the attention rows. The note gives the median step and, of it, the host's time to enqueue
-         the forward pass (launches, and the CPU halves the caller takes part in): when the two
-         are close, the host sets the pace.
+         joint read alongside it (H), as for the attention rows. The note gives the median step
+         and, of it, the host's time to enqueue the forward pass (launches, and the CPU halves the
+         caller takes part in): when the two are close, the host sets the pace.
    cap   Capacity: 32 layers of Llama-3-8B shapes, attention only, at the smallest context >= 1M
          tokens (in 64k steps) whose f16 KV does not fit in the GPU's free memory less a reserve;
          as many KV heads on the GPU as fit, placed by neo_plan_gpu_heads (host heads spread evenly:
@@ -367,8 +367,8 @@ static void joint_ceiling(cudaStream_t st) {
     C.joint_dma = median(td, reps);
     C.joint = C.joint_cpu + C.joint_dma;
     C.share = (float)(C.joint_cpu / C.joint);
-    snprintf(note, sizeof note, "%d CPU threads on %zu MiB pinned at %.1f + H2D of %d x %zu MiB pinned at %.1f, together; median of %d",
-             opt.threads, cb >> 20, C.joint_cpu, k, pb >> 20, C.joint_dma, reps);
+    snprintf(note, sizeof note, "%d CPU threads on %zu MiB pinned at %.1f + H2D of %d x %zu MiB pinned at %.1f, together; "
+             "median of %d", opt.threads, cb >> 20, C.joint_cpu, k, pb >> 20, C.joint_dma, reps);
     ceiling_row("cpu_dma_read", C.joint, "GB/s", note);
     CU(cudaEventDestroy(e0));
     CU(cudaEventDestroy(e1));
@@ -921,7 +921,8 @@ static void run_e2e(void) {
                   {"H", "split 1/2, pipeline HYBRID (CPU share from the joint ceiling)", 1, NEO_PIPELINE_HYBRID}};
     float *logits = (float *)xmalloc((size_t)mi.vocab_size * sizeof(float));
     int   *tok = (int *)xmalloc(NR * (size_t)gen * sizeof(int)); /* [run][gen] */
-    double *st_us = (double *)xmalloc(NR * (size_t)gen * sizeof(double)), *host_us = (double *)xmalloc(NR * (size_t)gen * sizeof(double));
+    double *st_us = (double *)xmalloc(NR * (size_t)gen * sizeof(double));
+    double *host_us = (double *)xmalloc(NR * (size_t)gen * sizeof(double));
     double tps[NR] = {0}, t_prefill[NR], t_gen[NR] = {0};
     int    hd = mi.dim / mi.n_heads, t[NR];
     uint32_t offs[NR];
@@ -1158,8 +1159,9 @@ static void run_capacity(void) {
     r.host_bytes = hb;
     r.gbs = kv / hyb_s * 1e-9;
     r.bound_us = (b_g > b_hj ? b_g : b_hj) * 1e6;
-    snprintf(r.note, sizeof r.note, "%.1f ms/step (bound %.1f: host half at the CPU + DMA joint read); CPU share %.2f; HYBRID / ON = "
-             "%.2f; %lld overlapped calls", hyb_s * 1e3, r.bound_us * 1e-3, (double)C.share, hyb_s / on_s, overlapped(L, NL) - ov);
+    snprintf(r.note, sizeof r.note,
+             "%.1f ms/step (bound %.1f: host half at the CPU + DMA joint read); CPU share %.2f; HYBRID / ON = %.2f; "
+             "%lld overlapped calls", hyb_s * 1e3, r.bound_us * 1e-3, (double)C.share, hyb_s / on_s, overlapped(L, NL) - ov);
     emit(&r);
     for (int i = 0; i < NL; i++) neo_layer_destroy(L[i]);
 
