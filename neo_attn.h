@@ -2957,15 +2957,20 @@ NEO_ATTN__PRIVATE void neo__split_release(neo_runtime *rt) {
 NEO_ATTN__PRIVATE neo_status neo__split_prepare(neo_layer *L) {
     neo_runtime *rt = L->rt;
     neo__split  *S = rt->split;
-    size_t       es = neo__type_size(L->kv_type), cells;
+    size_t       es = neo__type_size(L->kv_type), cells, cap0, cap1;
     size_t       cell_bytes = (size_t)(L->n_head_kv - L->gpu_heads) * (size_t)(L->head_dim + L->head_dim_v) * es;
     neo_status   s;
     if (!S && !(S = rt->split = (neo__split *)neo__calloc(&rt->alloc, sizeof *S))) return NEO_ERR_NO_MEMORY;
     cells = NEO_ATTN_STAGE_BYTES / cell_bytes;
     L->stage_cells = cells < NEO__BLOCK ? NEO__BLOCK : cells > (size_t)L->n_ctx ? L->n_ctx : (int)cells;
-    if ((s = neo__rt_buffer(rt, &S->d_stage[0], &S->d_stage_bytes, cell_bytes * L->stage_cells, 0)) != NEO_OK) return s;
-    S->d_stage_bytes = 0; /* grow the second to the same size */
-    return neo__rt_buffer(rt, &S->d_stage[1], &S->d_stage_bytes, cell_bytes * L->stage_cells, 0);
+    /* both chunks hold d_stage_bytes, and only ever grow: the runtime's other split layers may
+       need more than this one */
+    cap0 = cap1 = S->d_stage_bytes;
+    if ((s = neo__rt_buffer(rt, &S->d_stage[0], &cap0, cell_bytes * L->stage_cells, 0)) != NEO_OK ||
+        (s = neo__rt_buffer(rt, &S->d_stage[1], &cap1, cell_bytes * L->stage_cells, 0)) != NEO_OK)
+        return s;
+    S->d_stage_bytes = cap1;
+    return NEO_OK;
 }
 
 /* 1 when some of L's heads are in host memory on a GPU runtime (NEO_GPU_HEADS_NONE included) */

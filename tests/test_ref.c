@@ -1037,6 +1037,27 @@ static void test_split(void) {
     }
 }
 
+/* The stream-back chunks are the runtime's, shared by its split layers: a layer made after a
+   larger one must leave them large enough for it (both chunks; under ASan an overflow shows). */
+static void test_stage_shared(void) {
+    static const neo_pipeline pl[2] = {NEO_PIPELINE_OFF, NEO_PIPELINE_HYBRID};
+    for (int p = 0; p < 2; p++) {
+        tcase          c;
+        neo_layer     *small[MAXL];
+        neo_layer_desc d = shape(8, 4, 64, 0, 700, NEO_TYPE_F32), ds = shape(8, 4, 16, 0, 64, NEO_TYPE_F16);
+        int            n_small = 0;
+        d.gpu_heads = 1, d.pipeline = pl[p], ds.gpu_heads = 3;
+        if (tc_open(&c, &d, 2, p ? "stage chunks after a smaller layer, HYBRID" : "stage chunks after a smaller layer, OFF")) {
+            for (int i = 0; i < c.n; i++)
+                if (CHECK_STATUS(neo_layer_create(c.l[i]->rt, &ds, &small[n_small]), NEO_OK))
+                    n_small++;
+            tc_append(&c, 600), tc_query(&c, 0), tc_query(&c, 5);
+        }
+        for (int i = 0; i < n_small; i++) neo_layer_destroy(small[i]);
+        tc_close(&c);
+    }
+}
+
 /* The hybrid on the stand-in: every kv_type, GQA groups 1 to 8, head_dim_v apart, NEO_GPU_HEADS_NONE,
    options, CPU shares near 0 and 1, lengths from 1 to 3000 (shorter and longer than a stream-back
    chunk), a prefill (which runs as OFF); against float64 and bitwise across thread counts. The
@@ -1397,6 +1418,7 @@ int main(void) {
     timed("gated decode", test_gated);
     timed("split layers", test_split);
     timed("hybrid", test_hybrid);
+    timed("shared stage chunks", test_stage_shared);
     timed("non-finite", test_nonfinite);
     timed("int range", test_int_range);
 #if NEO_TEST_CUDA
