@@ -157,8 +157,8 @@
    the others as they would be. Cells after a query's position never change its output,
    whatever they hold. Every path (scalar, AVX2, AVX-512, GPU) follows these rules.
 
-   THE GPU, SPLIT LAYERS AND THE TWO PIPELINES
-   -------------------------------------------
+   THE GPU, SPLIT LAYERS AND THE PIPELINES
+   ---------------------------------------
    With neo_runtime_desc.gpu = 1 (a build with NEO_ATTN_CUDA=1 and neo_attn_cuda.cu linked), q, k,
    v and out are device pointers, and every call is ordered on the engine's stream
    (gpu_stream, or the runtime's own): a call returns once its work is queued. The CPU half of a
@@ -166,7 +166,7 @@
    when the call returns (the stream waits for their output; the next call that needs the pool
    waits for them). Each layer keeps KV heads [0, gpu_heads) in device memory and the rest in
    pinned host memory, so a context whose cache does not fit in the GPU still runs. A split
-   layer attends in one of two ways:
+   layer attends in one of these ways:
      NEO_PIPELINE_OFF   stream-back: the host heads' valid cells are copied to the GPU in
                         double-buffered chunks of NEO_ATTN_STAGE_BYTES and attended there.
      NEO_PIPELINE_ON    both halves at once: the pool takes the host heads and waits for their
@@ -177,8 +177,21 @@
                         last two are enqueued after the CPU half instead). The CPU half runs
                         at call time, so such a call cannot go into a CUDA graph: on a
                         capturing stream it returns NEO_ERR_UNSUPPORTED.
-     NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; the faster runs
-                        from then on, and the timing is repeated when the context doubles.
+     NEO_PIPELINE_HYBRID  the host half read by the CPU and by the copy engine at once: of its
+                        cells [0, len), the pool attends [0, c) into an online-softmax state
+                        while [c, len) are streamed back and attended on the GPU as under OFF;
+                        the GPU then pulls the CPU's state up (the same flag as ON, so the
+                        stream-back never waits for the CPU) and merges the two, sinks added
+                        once, into the host heads' output. c = cpu_share * len, rounded; a
+                        decode where that leaves one side no cell runs as ON or OFF, and a
+                        prefill runs as OFF. Like ON it cannot be captured into a CUDA graph.
+     NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; when the host half's
+                        valid cells fill a stream-back chunk, the hybrid is timed next with the
+                        CPU share that makes both engines finish together by those timings,
+                        ON's standing for the CPU's over all the host cells and OFF's for the
+                        stream-back's: c / len = t_off / (t_on + t_off). The fastest runs from
+                        then on (the runtime's logger says which, and the share), and the
+                        timing is repeated when the context doubles.
    Which is faster depends on the machine and the shape. OFF reads the host half over PCIe,
    after the GPU half, so its cost is the sum of the two. ON attends the host half on the CPU
    while the GPU attends its own, so its cost is the slower of the two plus a fixed handoff a
@@ -186,7 +199,9 @@
    is lower (large GQA groups at a small head_dim). So ON wins when the host half is large and
    the CPU reads it faster than PCIe carries it, the two are close when the host half is small
    (the handoff weighs most), and OFF wins when the CPU half is bound by arithmetic. AUTO
-   measures this on the machine at hand; docs/BENCHMARKS.md has measured figures.
+   measures this on the machine at hand; docs/BENCHMARKS.md has measured figures. HYBRID wins
+   where the host's memory serves the CPU and the copy engine together faster than either alone:
+   with the share right, its host half costs the host bytes over that joint read rate.
    neo_runtime_desc.gpu_standin = 1 runs the same orchestration on a host stand-in for the GPU
    (host memory, synchronous), which is how the split paths are tested where there is no GPU.
    Many sequences: neo_attn_append_batch and neo_attn_decode_batch take one token for each of n
@@ -231,8 +246,8 @@
        >>config  >>util  >>status  >>pool (thread pool: launch, help, wait)  >>cpu (SIMD
        kernels)  >>attn (CPU flash-attention: ranges, merge tree)  >>host (the CPU backend)
        >>standin (the GPU stand-in for tests)  >>runtime  >>layer (KV cache, append)  >>split
-       (stream-back OFF, both halves ON, AUTO)  >>batch (many layers in one call, moving heads,
-       placement)  >>model (llama2.c decode loop and its ops;
+       (stream-back OFF, both halves ON, HYBRID, AUTO)  >>batch (many layers in one call, moving
+       heads, placement)  >>model (llama2.c decode loop and its ops;
        NEO_ATTN_NO_MODEL leaves it out). The GPU kernels are in neo_attn_cuda.cu, with banners of
        their own, behind three tables: neo__dev_mem, neo__dev_attn, neo__dev_model.
 
@@ -295,7 +310,7 @@ NEO_ATTN_API const char *neo_status_string(neo_status s);   /* "unknown status" 
 NEO_ATTN_API const char *neo_attn_version(void);            /* NEO_ATTN_VERSION_STRING */
 
 typedef enum neo_type { NEO_TYPE_F16 = 0, NEO_TYPE_BF16, NEO_TYPE_F32 } neo_type;   /* KV storage */
-typedef enum neo_pipeline { NEO_PIPELINE_OFF = 0, NEO_PIPELINE_ON, NEO_PIPELINE_AUTO } neo_pipeline;
+typedef enum neo_pipeline { NEO_PIPELINE_OFF = 0, NEO_PIPELINE_ON, NEO_PIPELINE_AUTO, NEO_PIPELINE_HYBRID } neo_pipeline;
 typedef enum neo_cpu_isa { NEO_CPU_AUTO = 0, NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512 } neo_cpu_isa;
 
 /* --- runtime: thread pool, GPU device and streams --- */
@@ -374,11 +389,14 @@ typedef struct neo_layer_desc {
                                     host memory. On a CPU-only runtime every head is in host memory. */
     neo_pipeline pipeline;       /* how a split layer runs: OFF = host half streamed back to the GPU and
                                     attended there; ON = GPU half and CPU half attended concurrently;
-                                    AUTO = chosen from measured costs */
+                                    HYBRID = the host half's cells shared between the CPU and the
+                                    stream-back, both at once; AUTO = chosen from measured costs */
     float        scale;          /* 0 = 1/sqrt(head_dim) */
     float        softcap;        /* 0 = off */
     float        max_alibi_bias; /* 0 = off */
     const float *sinks;          /* [n_head] sink logits or NULL; copied at create */
+    float        cpu_share;      /* HYBRID: the CPU's share of the host heads' cells, in (0, 1) (the
+                                    stream-back takes the rest); 0 = 0.5. AUTO measures its own. */
 } neo_layer_desc;
 
 /* The --headinfer-gpu-heads-frac rule: frac >= 1 or n_head_kv <= 1 gives 0 (no split);
@@ -453,8 +471,8 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    equal cells span the whole batch so that short and long sequences alike fill the GPU (other
    layers, and every layer while the stream is being captured, one launch each). Split layers
    under OFF stream their host heads back through the runtime's shared double-buffered chunks;
-   ON layers' host outputs come up in one copy per run of neighbouring ON layers. A split AUTO
-   layer that is still measuring runs as its own single call. */
+   ON layers' host outputs come up in one copy. A split AUTO layer that is still measuring, and a
+   split HYBRID layer (or AUTO layer that chose it), runs as its own single call. */
 NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v);
 NEO_ATTN_API neo_status neo_attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out);
 
@@ -494,6 +512,7 @@ typedef struct neo_session_desc {
     neo_pipeline pipeline;     /* as neo_layer_desc.pipeline */
     const int   *layer_gpu_heads; /* [n_layers] each layer's own gpu_heads (as neo_plan_gpu_heads writes
                                      them), or NULL = gpu_heads for every layer */
+    float        cpu_share;    /* as neo_layer_desc.cpu_share */
 } neo_session_desc;
 
 /* One sequence's state (KV cache of every layer and activations). model and rt must outlive it. */
@@ -518,9 +537,9 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
 /* --- the GPU bridge ------------------------------------------------------------------------
    Private, but declared here because two files share it. The header drives the device through
    three small tables, each with one concern and its own ABI version: memory, copies and streams
-   (neo__dev_mem); attention, append and the both-halves handoff (neo__dev_attn); and the decode
-   loop's optional ops (neo__dev_model: an entry left NULL runs on the host). neo_attn_cuda.cu
-   fills them (neo__cuda_get_mem / _attn / _model, NEO_ATTN_CUDA=1); the header's own host
+   (neo__dev_mem); attention, append, the both-halves handoff and the hybrid's merge
+   (neo__dev_attn); and the decode loop's optional ops (neo__dev_model: an entry left NULL runs on
+   the host). neo_attn_cuda.cu fills them (neo__cuda_get_mem / _attn / _model, NEO_ATTN_CUDA=1); the header's own host
    backend (a CPU runtime) and its GPU stand-in (neo_runtime_desc.gpu_standin = 1, which runs
    the split paths in CI with no GPU) fill them too. Only plain C crosses: pointers, ints, size_t
    and the POD structs below. Every entry that can fail returns a neo_status (as int).
@@ -567,6 +586,27 @@ typedef struct neo__attn_batch {
     const neo__attn_args *entries; /* [n] host memory, read during the call only */
     int                   n;
 } neo__attn_batch;
+
+/* Two online-softmax states of the same queries over disjoint cell ranges (the hybrid's CPU and
+   device parts) merged and finished: for query head h of token t, with (m, l, acc) each state's,
+   M = the larger m, Mf = max(M, sinks[h]), w_x = e^(m_x - M) and s = e^(M - Mf),
+       out = (acc_a w_a + acc_b w_b) s / ((l_a w_a + l_b w_b) s + e^(sinks[h] - Mf)),
+   the sink term only with sinks. An empty state (m = -inf, l = 0) weighs 0; a NaN m makes the
+   query's output NaN. */
+typedef struct neo__merge_args {
+    const float *a;          /* [n_tokens][n_head][head_dim_v + 2] as (m, l, acc[head_dim_v]) */
+    const float *b;          /* [n_tokens][n_head][head_dim_v + 2] */
+    float       *out;        /* [n_tokens][n_head][head_dim_v]: rows of heads [h0, h1) written */
+    const float *sinks;      /* [n_head] or NULL */
+    int          h0, h1;     /* query heads merged */
+    int          n_tokens, n_head, head_dim_v;
+} neo__merge_args;
+
+/* What every merge op checks first (both implementations): 1 when m can be run. */
+static inline int neo__merge_ok(const neo__merge_args *m) {
+    return m && m->a && m->b && m->out && m->n_tokens >= 1 && m->n_head >= 1 && m->head_dim_v >= 1 && m->h0 >= 0 &&
+           m->h1 > m->h0 && m->h1 <= m->n_head;
+}
 
 /* Rows of heads [h0, h1) of new tokens written into a cache in its storage type. */
 typedef struct neo__append_args {
@@ -653,6 +693,8 @@ typedef struct neo__dev_attn {
     /* Optional, NULL = the header calls attend once per entry: every entry of b attended, as
        attend would each, in stream order. */
     int  (*attend_batch)(void *state, const neo__attn_batch *b, int stream);
+    /* The hybrid's last step: two states merged and finished into out (neo__merge_args). */
+    int  (*merge)(void *state, const neo__merge_args *m, int stream);
 } neo__dev_attn;
 
 /* The decode loop's ops on the device; all pointers device memory. A NULL entry runs on the
@@ -769,6 +811,7 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 #define NEO__PREFILL_SLICE (1 << 30) /* queries (tokens x heads) of one prefill pass: counts stay ints */
 #endif
 #define NEO__AUTO_PROBES 3 /* timed decode calls of each pipeline before AUTO decides (a median of 3) */
+#define NEO__HYBRID_SHARE 0.5f /* the hybrid's CPU share of the host cells when the descriptor gives none */
 #define NEO__FLAG_OUT 32   /* unsigneds from the handoff's first flag to its second: 128 bytes */
 
 /* =============================================================================================
@@ -2295,6 +2338,20 @@ NEO_ATTN__PRIVATE int neo__host_attend(void *state, const neo__attn_args *a, int
     (void)stream;
     return neo__cpu_attend((neo_runtime *)state, a);
 }
+/* The hybrid's merge: state b continued by state a (neo__merge's prior), finished into out. */
+NEO_ATTN__PRIVATE int neo__host_merge(void *state, const neo__merge_args *m, int stream) {
+    size_t sw;
+    (void)state, (void)stream;
+    if (!neo__merge_ok(m)) return NEO_ERR_INVALID_ARG;
+    sw = (size_t)m->head_dim_v + 2;
+    for (int t = 0; t < m->n_tokens; t++)
+        for (int h = m->h0; h < m->h1; h++) {
+            size_t th = (size_t)t * m->n_head + (size_t)h;
+            neo__merge(m->b[th * sw], m->b[th * sw + 1], m->b + th * sw + 2, m->head_dim_v, m->a + th * sw, NULL,
+                       m->out + th * m->head_dim_v, m->sinks ? m->sinks + h : NULL);
+        }
+    return NEO_OK;
+}
 
 
 NEO_ATTN__PRIVATE void neo__host_tables(neo__dev_mem *m, neo__dev_attn *t) {
@@ -2314,6 +2371,7 @@ NEO_ATTN__PRIVATE void neo__host_tables(neo__dev_mem *m, neo__dev_attn *t) {
     m->stream_sync = neo__host_sync;
     t->append = neo__host_append;
     t->attend = neo__host_attend;
+    t->merge = neo__host_merge;
 }
 
 /* =============================================================================================
@@ -2566,11 +2624,15 @@ struct neo_layer {
     void        *v_host;     /* [n_head_kv - gpu_heads][n_ctx][head_dim_v] */
     size_t       gpu_bytes, host_bytes;
     int          stage_cells; /* stream-back chunk, in cells */
-    /* AUTO: decode calls alternate OFF and ON, timed, until each has NEO__AUTO_PROBES samples;
-       then the faster runs until the context doubles, when the probing starts again */
-    double       auto_us[2][NEO__AUTO_PROBES]; /* [OFF, ON] probe times */
+    float        cpu_share;   /* HYBRID: the CPU's share of the host heads' cells, in (0, 1) */
+    /* AUTO: decode calls alternate OFF and ON, timed, until each has NEO__AUTO_PROBES samples,
+       then (neo__auto_hybrid) as many of the hybrid; then the fastest runs until the context
+       doubles, when the probing starts again */
+    double       auto_us[3][NEO__AUTO_PROBES]; /* [OFF, ON, HYBRID] probe times */
     int          auto_n;                        /* probes taken in this round */
-    int          auto_choice;                   /* NEO_PIPELINE_OFF or _ON once decided */
+    int          auto_decided;                  /* 1 once this round's choice is made */
+    int          auto_choice;                   /* NEO_PIPELINE_OFF, _ON or _HYBRID once decided */
+    float        auto_share;                    /* the hybrid's CPU share from the probes */
     int          auto_len;                      /* length at the decision */
     int          len;
     long long    n_decode, n_overlapped;
@@ -2586,8 +2648,10 @@ NEO_ATTN__PRIVATE neo_status neo__check_layer_desc(const neo_layer_desc *d, cons
         *why = "n_head and n_head_kv must be >= 1 and n_head a multiple of n_head_kv";
     else if (d->head_dim < 1 || d->head_dim_v < 0 || d->n_ctx < 1)
         *why = "head_dim and n_ctx must be >= 1, head_dim_v >= 0";
-    else if ((unsigned)d->kv_type > (unsigned)NEO_TYPE_F32 || (unsigned)d->pipeline > (unsigned)NEO_PIPELINE_AUTO)
+    else if ((unsigned)d->kv_type > (unsigned)NEO_TYPE_F32 || (unsigned)d->pipeline > (unsigned)NEO_PIPELINE_HYBRID)
         *why = "kv_type or pipeline is not one of its enum's values";
+    else if (!(d->cpu_share >= 0.0f && d->cpu_share < 1.0f))
+        *why = "cpu_share must be in [0, 1) (0 = the default)";
     else if (d->gpu_heads < NEO_GPU_HEADS_NONE || d->gpu_heads > d->n_head_kv)
         *why = "gpu_heads must be in [0, n_head_kv] or NEO_GPU_HEADS_NONE";
     else if (neo__bad_float(d->scale) || neo__bad_float(d->softcap) || neo__bad_float(d->max_alibi_bias))
@@ -2628,6 +2692,7 @@ NEO_ATTN__PRIVATE void neo__layer_shape(neo_layer *L, const neo_layer_desc *desc
     L->group = desc->n_head / desc->n_head_kv;
     L->kv_type = desc->kv_type;
     L->pipeline = desc->pipeline;
+    L->cpu_share = desc->cpu_share > 0.0f ? desc->cpu_share : NEO__HYBRID_SHARE;
     L->scale = desc->scale > 0.0f ? desc->scale : 1.0f / sqrtf((float)desc->head_dim);
     L->softcap = desc->softcap;
     L->gpu_heads = neo__device_heads(L->rt, desc->n_head_kv, desc->gpu_heads);
@@ -2844,7 +2909,8 @@ NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_inf
 
 /* =============================================================================================
    >>split: one attention call over both halves of a split layer: stream-back (OFF), both halves
-   at once (ON) with their handoff state, and AUTO
+   at once (ON) with their handoff state, the host cells shared by the CPU and the stream-back
+   (HYBRID), and AUTO
    =============================================================================================
    Events: START (the queries are ready on MAIN), READY0/1 (a stream-back chunk is on the
    device), USED0/1 (its attention is done, the buffer may be refilled), TABLE (a batch's table
@@ -2858,6 +2924,8 @@ typedef struct neo__split {
     size_t         d_stage_bytes[2];
     void          *d_state;        /* device: stream-back online-softmax state */
     size_t         d_state_bytes;
+    void          *d_cstate;       /* device: the hybrid's copy of the CPU's state, [n_head][head_dim_v + 2] */
+    size_t         d_cstate_bytes;
     void          *h_q, *h_out;    /* pinned: the CPU half's queries and output */
     size_t         h_q_bytes, h_out_bytes;
     void          *d_pull;         /* device: a batch's ON outputs, pulled up at once, then copied to their rows */
@@ -2878,6 +2946,7 @@ NEO_ATTN__PRIVATE void neo__split_release(neo_runtime *rt) {
     neo__dev_free(rt, S->d_stage[1]);
     neo__dev_free(rt, S->d_state);
     neo__dev_free(rt, S->d_pull);
+    neo__dev_free(rt, S->d_cstate);
     rt->mem.host_free(rt->dev_state, S->h_q);
     rt->mem.host_free(rt->dev_state, S->h_out);
     rt->mem.host_free(rt->dev_state, S->hand);
@@ -2929,12 +2998,13 @@ NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, co
     a->slopes = dev ? L->slopes_dev : L->slopes;
 }
 
-/* Stream-back: the host heads' valid cells go to the device in double-buffered chunks and are
-   attended there as they arrive, carrying an online-softmax state from chunk to chunk. The
+/* Stream-back: the host heads' valid cells from `first` on go to the device in double-buffered
+   chunks and are attended there as they arrive, carrying an online-softmax state from chunk to
+   chunk, finished into out, or left in the split's d_state when out is NULL (the hybrid). The
    caller has made COPY wait for START. *chunk counts the chunks streamed since then (a batch
    streams several layers through the same two buffers), so chunk i reuses buffer i % 2 only
    once chunk i - 2's attention is done. */
-NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, int n_tokens, float *out, int *chunk) {
+NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int n_tokens, float *out, int first, int *chunk) {
     neo_runtime   *rt = L->rt;
     neo__split    *SP = rt->split;
     neo__dev_mem  *D = &rt->mem;
@@ -2950,7 +3020,7 @@ NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, 
     a.h1 = L->n_head_kv;
     a.kv_cells = CH;
     a.state = (float *)SP->d_state;
-    for (int i = *chunk, c0 = 0, c1; c0 < L->len; i++, c0 = c1) {
+    for (int i = *chunk, c0 = first, c1; c0 < L->len; i++, c0 = c1) {
         int    b = i & 1;
         c1 = L->len - c0 > CH ? c0 + CH : L->len; /* not c0 + CH past the end of the int range */
         char  *kst = (char *)SP->d_stage[b], *vst = kst + (size_t)hh * CH * L->head_dim * es;
@@ -2967,13 +3037,17 @@ NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, 
         a.v = vst;
         a.cell_base = a.c0 = c0;
         a.c1 = c1;
-        a.accumulate = c0 > 0;
+        a.accumulate = c0 > first;
         a.out = c1 == L->len ? out : NULL;
         if ((s = rt->attn.attend(S, &a, NEO__STREAM_MAIN)) != NEO_OK || (s = D->record(S, NEO__EV_USED0 + b, NEO__STREAM_MAIN)) != NEO_OK)
             return (neo_status)s;
         *chunk = i + 1;
     }
     return NEO_OK;
+}
+/* OFF's stream-back: every valid cell, finished into out. */
+NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, int n_tokens, float *out, int *chunk) {
+    return neo__stream_back(L, q, n_tokens, out, 0, chunk);
 }
 
 /* Both halves at once, with no host call between the device and the CPU half. The pool gets
@@ -2990,23 +3064,62 @@ typedef struct neo__both {
     neo__attn_args g;               /* the device half */
     const float   *q;               /* [n_tokens][n_head][head_dim], device */
     float         *out;             /* [n_tokens][n_head][head_dim_v], device */
+    float         *pull;            /* device: where the CPU half's rows go: out (ON), or the hybrid's
+                                       copy of the CPU's state, [n_head][head_dim_v + 2] */
     int            n_tokens;
     int            early;           /* the device's launches return at once: enqueue all before the CPU half */
+    int            cut;             /* hybrid: the CPU attends the host cells [0, cut), the device the rest; 0 = ON */
     unsigned       seq;
-    size_t         qrow, orow;      /* bytes of a token's q and out */
+    size_t         qrow, orow;      /* bytes of a token's q and of what the CPU half hands over (out or state) */
     size_t         qoff, ooff;      /* where in them the CPU half's heads start */
 } neo__both;
 
-/* The device's copy of the CPU half's output, once the host has flagged it. */
+/* The device's copy of the CPU half's rows, once the host has flagged them. */
 NEO_ATTN__PRIVATE int neo__both_pull(const neo__both *B) {
     neo_runtime *rt = B->L->rt;
-    return rt->attn.await_copy(rt->dev_state, (char *)B->out + B->ooff, B->orow, (const char *)rt->split->h_out + B->ooff,
+    return rt->attn.await_copy(rt->dev_state, (char *)B->pull + B->ooff, B->orow, (const char *)rt->split->h_out + B->ooff,
                                B->orow, B->orow - B->ooff, (size_t)B->n_tokens, rt->split->hand + NEO__FLAG_OUT, B->seq,
                                NEO__STREAM_MAIN);
 }
 
+/* The hybrid's device work after the queries: the device half, the stream-back of the host cells
+   [cut, len) into d_state (it waits for nothing of the CPU's), then the CPU's state pulled up and
+   the two merged into the host heads' output. COPY is ordered after START only once the queries'
+   copy_signal has gone through: on a capturing stream that refuses, and a COPY stream forked into
+   the capture would leave it unjoined. The host rows depend only on earlier work on MAIN. */
+NEO_ATTN__PRIVATE int neo__hybrid_device(const neo__both *B) {
+    neo_layer      *L = B->L;
+    neo_runtime    *rt = L->rt;
+    neo__merge_args m;
+    int             s, chunk = 0;
+    if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK ||
+        (s = neo__gpu_half(rt, &B->g)) != NEO_OK || (s = neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk)) != NEO_OK ||
+        (s = neo__both_pull(B)) != NEO_OK)
+        return s;
+    memset(&m, 0, sizeof m);
+    m.a = B->pull;
+    m.b = (const float *)rt->split->d_state;
+    m.out = B->out;
+    m.sinks = L->sinks_dev;
+    m.h0 = L->gpu_heads * L->group;
+    m.h1 = L->n_head;
+    m.n_tokens = 1;
+    m.n_head = L->n_head;
+    m.head_dim_v = L->head_dim_v;
+    return rt->attn.merge(rt->dev_state, &m, NEO__STREAM_MAIN);
+}
+
+/* The device's work after the queries: ON's device half and pull, or the hybrid's. */
+NEO_ATTN__PRIVATE int neo__both_device(const neo__both *B) {
+    int s;
+    if (B->cut) return neo__hybrid_device(B);
+    if ((s = neo__gpu_half(B->L->rt, &B->g)) != NEO_OK) return s;
+    return neo__both_pull(B);
+}
+
 /* The device's part, run by the caller once the pool has the CPU half. A device whose launches
-   return at once gets all three ops now; the stand-in, which runs ops at once (and on this pool),
+   return at once gets all its ops now; the stand-in, which runs ops at once (and on this pool),
    and a device whose launches block (which would wait for a flag not yet set) only the queries. */
 NEO_ATTN__PRIVATE int neo__both_first(neo__both *B) {
     neo_runtime *rt = B->L->rt;
@@ -3014,8 +3127,7 @@ NEO_ATTN__PRIVATE int neo__both_first(neo__both *B) {
     int          s;
     s = rt->attn.copy_signal(rt->dev_state, (char *)S->h_q + B->qoff, B->qrow, (const char *)B->q + B->qoff, B->qrow,
                              B->qrow - B->qoff, (size_t)B->n_tokens, S->hand, B->seq, NEO__STREAM_MAIN);
-    if (s == NEO_OK && B->early) s = neo__gpu_half(rt, &B->g);
-    if (s == NEO_OK && B->early) s = neo__both_pull(B);
+    if (s == NEO_OK && B->early) s = neo__both_device(B);
     /* on failure the CPU half's tasks still wait for their queries: let them run on stale ones
        (their output is never pulled up) */
     if (s != NEO_OK) __atomic_store_n(S->hand, B->seq, __ATOMIC_RELEASE);
@@ -3045,7 +3157,21 @@ NEO_ATTN__PRIVATE neo_status neo__both_reserve(neo_runtime *rt, neo__both *B) {
     return NEO_OK;
 }
 
-NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int n_tokens, float *out) {
+/* The hybrid's device buffers: the stream-back's state and the copy of the CPU's (the CPU's own
+   is in h_out), grown before any of the call's work is queued. */
+NEO_ATTN__PRIVATE neo_status neo__hybrid_reserve(neo_runtime *rt, neo__both *B) {
+    neo__split *S = rt->split;
+    size_t      sb = B->orow * (size_t)B->n_tokens;
+    neo_status  s;
+    if ((s = neo__rt_buffer(rt, &S->d_state, &S->d_state_bytes, sb, 0)) != NEO_OK ||
+        (s = neo__rt_buffer(rt, &S->d_cstate, &S->d_cstate_bytes, sb, 0)) != NEO_OK)
+        return s;
+    B->pull = (float *)S->d_cstate;
+    return NEO_OK;
+}
+
+/* ON (cut = 0), or the hybrid (a decode with the CPU taking the host cells [0, cut), 0 < cut < len). */
+NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int n_tokens, float *out, int cut) {
     neo_runtime   *rt = L->rt;
     neo__split    *S = rt->split;
     neo__both      B;
@@ -3053,27 +3179,33 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     neo__job       j;
     int            s;
     size_t         qh0 = (size_t)L->gpu_heads * L->group; /* first query head of the CPU half */
+    size_t         ow = (size_t)L->head_dim_v + (cut ? 2 : 0); /* floats a head hands over: out, or (m, l, acc) */
     neo__pool_wait(&rt->pool); /* the last call's CPU half may still be on the workers */
     memset(&B, 0, sizeof B);
     B.L = L;
     B.q = q;
-    B.out = out;
+    B.out = B.pull = out;
     B.n_tokens = n_tokens;
+    B.cut = cut;
     B.early = rt->attn.launch_async(rt->dev_state);
     B.qrow = (size_t)L->n_head * L->head_dim * sizeof(float);
-    B.orow = (size_t)L->n_head * L->head_dim_v * sizeof(float);
+    B.orow = (size_t)L->n_head * ow * sizeof(float);
     B.qoff = qh0 * L->head_dim * sizeof(float);
-    B.ooff = qh0 * L->head_dim_v * sizeof(float);
-    if ((s = neo__both_reserve(rt, &B)) != NEO_OK) return (neo_status)s;
+    B.ooff = qh0 * ow * sizeof(float);
+    if ((s = neo__both_reserve(rt, &B)) != NEO_OK || (cut && (s = neo__hybrid_reserve(rt, &B)) != NEO_OK)) return (neo_status)s;
     neo__layer_args(L, &B.g, q, n_tokens, out, 1);
     B.g.k = L->k_dev;
     B.g.v = L->v_dev;
     B.g.h1 = L->gpu_heads;
-    neo__layer_args(L, &c, (const float *)S->h_q, n_tokens, (float *)S->h_out, 0);
+    neo__layer_args(L, &c, (const float *)S->h_q, n_tokens, cut ? NULL : (float *)S->h_out, 0);
     c.k = L->k_host;
     c.v = L->v_host;
     c.kv_h0 = c.h0 = L->gpu_heads;
     c.h1 = L->n_head_kv;
+    if (cut) {
+        c.c1 = cut;
+        c.state = (float *)S->h_out;
+    }
     c.gate = S->hand;
     c.gate_seq = B.seq;
     S->args = c;
@@ -3086,13 +3218,19 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     neo__pool_launch(&rt->pool, &j); /* the workers spin on the query flag ... */
     s = neo__both_first(&B);         /* ... which the device sets */
     neo__pool_help(&rt->pool);
-    if (s == NEO_OK && !B.early) s = neo__gpu_half(rt, &B.g);
-    if (s == NEO_OK && !B.early) s = neo__both_pull(&B);
+    if (s == NEO_OK && !B.early) s = neo__both_device(&B);
     if (s == NEO_OK && B.early && n_tokens == 1) L->n_overlapped++;
     if (s != NEO_OK)
-        neo__log(rt, NEO_LOG_ERROR, "both halves of a split layer: %s%s", neo_status_string((neo_status)s),
+        neo__log(rt, NEO_LOG_ERROR, "%s of a split layer: %s%s", cut ? "the hybrid" : "both halves",
+                 neo_status_string((neo_status)s),
                  s == NEO_ERR_UNSUPPORTED ? " (the stream is being captured into a CUDA graph)" : "");
     return (neo_status)s;
+}
+
+/* The hybrid's cut for a CPU share: round(share * len) cells for the CPU. */
+NEO_ATTN__PRIVATE int neo__hybrid_cut(int len, float share) {
+    double c = floor((double)share * (double)len + 0.5);
+    return c < 0.0 ? 0 : c > (double)len ? len : (int)c;
 }
 
 /* Attention of every head of layer L for the last n_tokens cells (q, out: activation memory). */
@@ -3100,7 +3238,8 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
     neo_runtime   *rt = L->rt;
     neo__attn_args a;
     neo_status     s;
-    int            chunk = 0;
+    neo_pipeline   p = L->pipeline;
+    int            chunk = 0, cut;
     if (!neo__is_split(L)) { /* one side holds every head */
         neo__layer_args(L, &a, q, n_tokens, out, rt->gpu);
         a.k = L->gpu_heads ? L->k_dev : L->k_host;
@@ -3108,10 +3247,15 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
         a.h1 = L->n_head_kv;
         return (neo_status)rt->attn.attend(rt->dev_state, &a, NEO__STREAM_MAIN);
     }
-    /* prefill under AUTO follows the last decision; before any, both halves */
-    if (L->pipeline == NEO_PIPELINE_ON ||
-        (L->pipeline == NEO_PIPELINE_AUTO && (L->auto_n < 2 * NEO__AUTO_PROBES || L->auto_choice == NEO_PIPELINE_ON)))
-        return neo__attend_both(L, q, n_tokens, out);
+    /* prefill under AUTO follows the last decision (OFF for the hybrid); before any, both halves */
+    if (p == NEO_PIPELINE_AUTO) p = !L->auto_decided || L->auto_choice == NEO_PIPELINE_ON ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
+    /* the hybrid is a decode's; where its cut leaves one side no cell, the other side alone */
+    if (p == NEO_PIPELINE_HYBRID) {
+        cut = n_tokens == 1 ? neo__hybrid_cut(L->len, L->cpu_share) : 0;
+        if (cut > 0 && cut < L->len) return neo__attend_both(L, q, 1, out, cut);
+        p = cut > 0 ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
+    }
+    if (p == NEO_PIPELINE_ON) return neo__attend_both(L, q, n_tokens, out, 0);
     /* the host rows depend only on earlier work on MAIN, so their copies start before the GPU half */
     if ((s = (neo_status)rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
         (s = (neo_status)rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
@@ -3129,31 +3273,61 @@ NEO_ATTN__PRIVATE double neo__median3(const double *x) {
     return a > b ? (b > c ? b : a > c ? c : a) : (a > c ? a : b > c ? c : b);
 }
 
-/* AUTO: the pipeline of a split layer chosen by timing both on this machine and context. A
-   probe call waits for the device, so its time is the whole call's; other calls do not. */
+/* AUTO's hybrid probes, after OFF's and ON's: only when the host half's valid cells fill a
+   stream-back chunk (below that each engine's fixed cost a call, the handoff or a copy's latency,
+   outweighs what sharing the cells saves). Their CPU share has both engines finish together if
+   ON's time stands for the CPU's over every host cell and OFF's for the stream-back's:
+   c t_on = (len - c) t_off, so c / len = t_off / (t_on + t_off). It is kept inside
+   [NEO__AUTO_SHARE_MIN, 1 - that], where both sides have cells to share. 1 when the hybrid is to
+   be timed. */
+#define NEO__AUTO_SHARE_MIN 0.05
+NEO_ATTN__PRIVATE int neo__auto_hybrid(neo_layer *L) {
+    double on = neo__median3(L->auto_us[1]), off = neo__median3(L->auto_us[0]), r = off / (on + off);
+    if (L->len < L->stage_cells || !(r >= 0.0 && r <= 1.0)) return 0; /* NaN: no timing to go by */
+    r = r < NEO__AUTO_SHARE_MIN ? NEO__AUTO_SHARE_MIN : r > 1.0 - NEO__AUTO_SHARE_MIN ? 1.0 - NEO__AUTO_SHARE_MIN : r;
+    L->auto_share = (float)r;
+    return 1;
+}
+
+/* The round's choice: the fastest median, the hybrid's only when it was timed. */
+NEO_ATTN__PRIVATE void neo__auto_decide(neo_layer *L) {
+    double on = neo__median3(L->auto_us[1]), off = neo__median3(L->auto_us[0]);
+    double hyb = L->auto_n > 2 * NEO__AUTO_PROBES ? neo__median3(L->auto_us[2]) : INFINITY;
+    char   also[64] = "";
+    L->auto_choice = hyb < on && hyb < off ? NEO_PIPELINE_HYBRID : on < off ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
+    L->auto_decided = 1;
+    L->auto_len = L->len;
+    if (hyb < INFINITY) snprintf(also, sizeof also, ", HYBRID %.1f us at a CPU share of %.2f", hyb, L->auto_share);
+    const char *name = L->auto_choice == NEO_PIPELINE_HYBRID ? "HYBRID" : L->auto_choice == NEO_PIPELINE_ON ? "ON" : "OFF";
+    neo__log(L->rt, NEO_LOG_INFO, "AUTO: a %d/%d/%d layer with %d of %d KV heads on the host runs %s from %d cells "
+             "(ON %.1f us, OFF %.1f us%s)", L->n_head, L->n_head_kv, L->head_dim, L->n_head_kv - L->gpu_heads, L->n_head_kv,
+             name, L->len, on, off, also);
+}
+
+/* AUTO: the pipeline of a split layer chosen by timing them on this machine and context: OFF
+   and ON alternately, then the hybrid (neo__auto_hybrid). A probe call waits for the device, so
+   its time is the whole call's; other calls do not. */
 NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, float *out) {
+    static const neo_pipeline modes[3] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_HYBRID};
     neo_runtime *rt = L->rt;
     neo_status   s;
-    int          probe, mode;
+    int          probe, mode = 0, P = NEO__AUTO_PROBES;
+    float        share = L->cpu_share;
     double       t0;
-    if (L->auto_n == 2 * NEO__AUTO_PROBES && L->len / 2 >= L->auto_len) L->auto_n = 0; /* context doubled: ask again */
-    probe = L->auto_n < 2 * NEO__AUTO_PROBES;
-    mode = probe ? L->auto_n & 1 : L->auto_choice;
-    L->pipeline = mode ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
+    if (L->auto_decided && L->len / 2 >= L->auto_len) L->auto_n = L->auto_decided = 0; /* context doubled: ask again */
+    probe = !L->auto_decided;
+    if (probe) mode = L->auto_n < 2 * P ? L->auto_n & 1 : 2;
+    L->pipeline = probe ? modes[mode] : (neo_pipeline)L->auto_choice;
+    L->cpu_share = L->auto_share;
     t0 = neo__now_us();
     s = neo__layer_attend(L, q, 1, out);
     if (s == NEO_OK && probe) s = neo__dev_sync(rt);
     L->pipeline = NEO_PIPELINE_AUTO;
+    L->cpu_share = share;
     if (s != NEO_OK || !probe) return s;
-    L->auto_us[mode][L->auto_n >> 1] = neo__now_us() - t0;
-    if (++L->auto_n == 2 * NEO__AUTO_PROBES) {
-        double on = neo__median3(L->auto_us[1]), off = neo__median3(L->auto_us[0]);
-        L->auto_choice = on < off ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
-        L->auto_len = L->len;
-        neo__log(rt, NEO_LOG_INFO, "AUTO: a %d/%d/%d layer with %d of %d KV heads on the host runs %s from %d cells "
-                 "(ON %.1f us, OFF %.1f us)", L->n_head, L->n_head_kv, L->head_dim, L->n_head_kv - L->gpu_heads, L->n_head_kv,
-                 on < off ? "ON" : "OFF", L->len, on, off);
-    }
+    L->auto_us[mode][mode < 2 ? L->auto_n >> 1 : L->auto_n - 2 * P] = neo__now_us() - t0;
+    if (++L->auto_n == 2 * P && neo__auto_hybrid(L)) return NEO_OK; /* the hybrid's probes next */
+    if (L->auto_n == 2 * P || L->auto_n == 3 * P) neo__auto_decide(L);
     return NEO_OK;
 }
 
@@ -3399,14 +3573,16 @@ NEO_ATTN__PRIVATE neo_status neo__batch_cpu(neo_layer *const *layers, int n, con
 }
 
 /* How L runs in a GPU batch: on the device alone, as a split under OFF or ON (an AUTO layer's
-   decision), or, while a split AUTO layer is still measuring, as a single call of its own. */
+   decision), or as a single call of its own: a split AUTO layer while it is still measuring, and
+   a hybrid (its CPU half, stream-back and merge are a single call's). */
 NEO_ATTN__PRIVATE int neo__batch_mode(const neo_layer *L) {
     neo_pipeline p = L->pipeline;
     if (!neo__is_split(L)) return NEO__BATCH_DEV;
     if (p == NEO_PIPELINE_AUTO) {
-        if (L->auto_n < 2 * NEO__AUTO_PROBES || L->len >= 2 * L->auto_len) return NEO__BATCH_SINGLE;
+        if (!L->auto_decided || L->len >= 2 * L->auto_len) return NEO__BATCH_SINGLE;
         p = (neo_pipeline)L->auto_choice;
     }
+    if (p == NEO_PIPELINE_HYBRID) return NEO__BATCH_SINGLE;
     return p == NEO_PIPELINE_ON ? NEO__BATCH_ON : NEO__BATCH_OFF;
 }
 
@@ -3616,7 +3792,7 @@ NEO_ATTN__PRIVATE neo_status neo__layer_move(neo_layer *L, int g) {
     rt->mem.host_free(rt->dev_state, s == NEO_OK ? L->k_host : N.k_host);
     rt->mem.host_free(rt->dev_state, s == NEO_OK ? L->v_host : N.v_host);
     if (s != NEO_OK) return s;
-    N.auto_n = 0; /* an AUTO layer measures its new split afresh */
+    N.auto_n = N.auto_decided = 0; /* an AUTO layer measures its new split afresh */
     *L = N;
     return NEO_OK;
 }
@@ -4133,6 +4309,7 @@ NEO_ATTN__PRIVATE neo_status neo__session_create(neo_runtime *rt, const neo_mode
         ld.kv_type = d.kv_type;
         ld.gpu_heads = d.layer_gpu_heads ? d.layer_gpu_heads[l] : d.gpu_heads;
         ld.pipeline = d.pipeline;
+        ld.cpu_share = d.cpu_share;
         if ((st = neo__layer_create(rt, &ld, &s->layers[l])) != NEO_OK) { /* which says why */
             neo__session_destroy(s);
             return st;

@@ -88,6 +88,8 @@
                              Programmatic dependent launch: each block asks its weight slice into
                              L2, lets the next kernel launch, and only then waits for the one ahead.
    neo__argmax_kernel        one block of 1024 threads: strided scan, then a (value, index) reduction.
+   neo__merge2_kernel        one block of 128 threads per (token, query head): the hybrid's merge of
+                             the CPU's and the stream-back's states, finished with the sink.
    neo__handoff_kernel<A>    one block of 1024 threads, eight loads in flight each: the both-halves
                              handoff (copy_signal / await_copy), rows of floats to or from pinned
                              host memory with a flag in host memory (ld.acquire / st.release at
@@ -1824,6 +1826,31 @@ __global__ void __launch_bounds__(1024) neo__handoff_kernel(float *__restrict__ 
     }
 }
 
+/* The hybrid's merge (neo__merge_args): the CPU's state a and the stream-back's state b of one
+   (token, query head) a block, finished into out with the sink, in the host's order of operations
+   (neo__merge in the header): b continued by a. An empty state (m = -inf) weighs 0; a NaN m
+   (a non-finite score) gives a NaN weight, so a NaN output. */
+struct neo__cu_merge2 {
+    const float *a, *b;   /* [n_tokens][n_head][dv + 2] */
+    float       *out;     /* [n_tokens][n_head][dv] */
+    const float *sinks;   /* [n_head] or NULL */
+    int          h0, nh, n_head, dv;
+};
+__global__ void __launch_bounds__(128) neo__merge2_kernel(const neo__cu_merge2 p) {
+    const int    t = blockIdx.x / p.nh, h = p.h0 + blockIdx.x % p.nh;
+    const size_t row = (size_t)t * p.n_head + h, sw = (size_t)p.dv + 2;
+    const float *a = p.a + row * sw, *b = p.b + row * sw;
+    float       *o = p.out + row * p.dv;
+    float        M = a[0];
+    if (b[0] > M) M = b[0];
+    if (M == -INFINITY) M = 0.0f; /* both empty: every weight is 0 */
+    const float wa = expf(a[0] - M), wb = expf(b[0] - M), den = a[1] * wa + b[1] * wb;
+    const bool  sink = p.sinks != NULL;
+    const float sv = sink ? p.sinks[h] : 0.0f, Mf = sink && sv > M ? sv : M, sc = expf(M - Mf);
+    const float tot = den * sc + (sink ? expf(sv - Mf) : 0.0f), inv = tot > 0.0f ? sc / tot : 0.0f;
+    for (int j = threadIdx.x; j < p.dv; j += blockDim.x) o[j] = (a[2 + j] * wa + b[2 + j] * wb) * inv;
+}
+
 /* =============================================================================================
    >>ops  host side: state, status mapping, the launch helper, init, memory, copies, events,
    append (the attention's dispatch follows >>plan; the decode loop's after >>test)
@@ -2057,6 +2084,18 @@ static int neo__cu_copy_signal(void *state, void *dst, size_t dst_pitch, const v
 static int neo__cu_await_copy(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
                               size_t rows, const unsigned *flag, unsigned seq, int stream) {
     return neo__cu_handoff(state, dst, dst_pitch, src, src_pitch, width, rows, (unsigned *)flag, seq, stream, true);
+}
+static int neo__cu_merge_states(void *state, const neo__merge_args *m, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !neo__merge_ok(m)) return NEO_ERR_INVALID_ARG;
+    const long long blocks = (long long)m->n_tokens * (m->h1 - m->h0);
+    if (blocks > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    const neo__cu_merge2 p = {m->a, m->b, m->out, m->sinks, m->h0, m->h1 - m->h0, m->n_head, m->head_dim_v};
+    neo__merge2_kernel<<<(unsigned)blocks, 128, 0, s>>>(p);
+    return neo__cu_launched();
 }
 static int neo__cu_launch_blocking(void *state) { return state && ((neo__cuda *)state)->launch_blocking; }
 static int neo__cu_record(void *state, int event, int stream) {
@@ -2797,6 +2836,7 @@ extern "C" int neo__cuda_get_attn(int abi_version, neo__dev_attn *t) {
     t->await_copy = neo__cu_await_copy;
     t->launch_async = neo__cu_launch_async;
     t->attend_batch = neo__cu_attend_batch;
+    t->merge = neo__cu_merge_states;
     return (int)NEO_OK;
 }
 

@@ -2,11 +2,13 @@
 # gpu_check.sh - the whole GPU check in one call (make gpu-check on a machine with a CUDA GPU):
 #   1. build: neo_attn_cuda.cu (make cuda-build: every architecture), the CUDA test_ref,
 #      test_cuda_ops, mini-chat --gpu; which image the GPU runs (ptxVersion / binaryVersion)
-#   2. the kernels against float64 (test_cuda_ops) and the API suite on the GPU (test_ref with a real
-#      GPU runtime: no split for every shape case, split OFF / ON / AUTO for the split cases)
+#   2. the kernels against float64 (test_cuda_ops, the hybrid's merge op included) and the API suite
+#      on the GPU (test_ref with a real GPU runtime: no split for every shape case, split OFF / ON /
+#      AUTO / HYBRID for the split cases)
 #   3. end-to-end checks with mini-chat on stories260K: greedy output identical with no split,
-#      split OFF and split ON; GPU KV bytes shrink by the split and host bytes appear;
-#      --neo-pipeline off with no split byte-identical to no split; ON reports overlapped calls
+#      split OFF, ON, AUTO and HYBRID; GPU KV bytes shrink by the split and host bytes appear;
+#      --neo-pipeline off with no split byte-identical to no split; ON and HYBRID report overlapped
+#      calls
 #   4. compute-sanitizer memcheck and racecheck on the CUDA tests
 # The model comes from $NEO_MODEL_DIR (default tests/data, the repository's own copy).
 # Prints a short table last; exits non-zero if any check failed.
@@ -60,6 +62,10 @@ fi
 if timeout 300 ./$B/test_cuda_ops >"$OUT/test_cuda_ops.log" 2>&1; then r=PASS; else r=FAIL; fi
 row "kernels vs float64 (test_cuda_ops)" $r "$(tail -n 1 "$OUT/test_cuda_ops.log")"
 # every case also ran under forced plans (wide, narrow, one split, generic): their rows
+n=$(grep -c '^merge .* ok$' "$OUT/test_cuda_ops.log")
+bad=$(grep -c '^merge .* FAIL$' "$OUT/test_cuda_ops.log")
+if [ "$n" -gt 0 ] && [ "$bad" -eq 0 ]; then r=PASS; else r=FAIL; fi
+row "  the hybrid's merge op" $r "$n cases ok, $bad failed"
 for f in wide narrow S=1 generic; do
     n=$(grep -c "\[$f\] .* ok$" "$OUT/test_cuda_ops.log")
     bad=$(grep -c "\[$f\] .* FAIL$" "$OUT/test_cuda_ops.log")
@@ -83,8 +89,10 @@ $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline off >"$OUT/M.txt" 2>"$OUT/M.e
 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on >"$OUT/N.txt" 2>"$OUT/N.err"
 $MC "$P" --gpu --neo-pipeline off >"$OUT/O.txt" 2>"$OUT/O.err"
 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline auto >"$OUT/A.txt" 2>"$OUT/A.err"
-if cmp -s "$OUT/B.txt" "$REF" && cmp -s "$OUT/M.txt" "$REF" && cmp -s "$OUT/N.txt" "$REF" && cmp -s "$OUT/A.txt" "$REF"; then r=PASS; else r=FAIL; fi
-row "split = unsplit: greedy none=OFF=ON=AUTO=run.c" $r "$(wc -c <"$OUT/B.txt") bytes each"
+$MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline hybrid >"$OUT/H.txt" 2>"$OUT/H.err"
+if cmp -s "$OUT/B.txt" "$REF" && cmp -s "$OUT/M.txt" "$REF" && cmp -s "$OUT/N.txt" "$REF" && cmp -s "$OUT/A.txt" "$REF" &&
+   cmp -s "$OUT/H.txt" "$REF"; then r=PASS; else r=FAIL; fi
+row "split = unsplit: greedy none=OFF=ON=AUTO=HYBRID=run.c" $r "$(wc -c <"$OUT/B.txt") bytes each"
 kv() { sed -n 's/.*: \([0-9]*\) bytes GPU + \([0-9]*\) bytes host.*/\1 \2/p' "$1" | head -n 1; }
 set -- $(kv "$OUT/B.err") $(kv "$OUT/N.err")
 if [ $# -eq 4 ] && [ "$3" -eq $(($1 / 2)) ] && [ "$4" -eq $(($1 / 2)) ] && [ "$2" -eq 0 ]; then r=PASS; else r=FAIL; fi
@@ -94,11 +102,15 @@ row "--neo-pipeline off, no split = no split" $r ""
 ov=$(sed -n 's/.*(\([0-9]*\) with both halves overlapped).*/\1/p' "$OUT/N.err" | head -n 1)
 if [ "${ov:-0}" -gt 0 ]; then r=PASS; else r=FAIL; fi
 row "ON: overlapped decode calls" $r "$(sed -n 's/.* \([0-9]* decode calls ([0-9]* with both halves overlapped)\).*/\1/p' "$OUT/N.err")"
+ov=$(sed -n 's/.*(\([0-9]*\) with both halves overlapped).*/\1/p' "$OUT/H.err" | head -n 1)
+if [ "${ov:-0}" -gt 0 ]; then r=PASS; else r=FAIL; fi
+row "HYBRID: overlapped decode calls" $r "$(sed -n 's/.* \([0-9]* decode calls ([0-9]* with both halves overlapped)\).*/\1/p' "$OUT/H.err")"
 # with blocking launches the handoff's waiting kernel goes after the CPU half (else it would wait forever)
 CUDA_LAUNCH_BLOCKING=1 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on >"$OUT/NB.txt" 2>"$OUT/NB.err"
-if cmp -s "$OUT/NB.txt" "$REF"; then r=PASS; else r=FAIL; fi
-row "ON with CUDA_LAUNCH_BLOCKING=1 = run.c" $r "$(wc -c <"$OUT/NB.txt") bytes"
-for x in B M N A; do
+CUDA_LAUNCH_BLOCKING=1 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline hybrid >"$OUT/HB.txt" 2>"$OUT/HB.err"
+if cmp -s "$OUT/NB.txt" "$REF" && cmp -s "$OUT/HB.txt" "$REF"; then r=PASS; else r=FAIL; fi
+row "ON, HYBRID with CUDA_LAUNCH_BLOCKING=1 = run.c" $r "$(wc -c <"$OUT/NB.txt") bytes"
+for x in B M N A H; do
     printf '%s: %s %s\n' "$x" "$(grep 'achieved tok/s' "$OUT/$x.err")" "$(grep -o 'pipeline [a-z]*' "$OUT/$x.err")"
 done >"$OUT/tok_s.txt"
 
@@ -109,8 +121,11 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
         if timeout 400 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 ./$B/test_cuda_ops --quick \
                >"$OUT/san_$tool.log" 2>&1 &&
            timeout 400 compute-sanitizer --tool $tool --error-exitcode 9 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on -n 40 \
-               >"$OUT/san_${tool}_mc.log" 2>&1; then r=PASS; else r=FAIL; fi
-        row "compute-sanitizer $tool" $r "$(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/san_$tool.log" "$OUT/san_${tool}_mc.log" | tr '\n' ' ')"
+               >"$OUT/san_${tool}_mc.log" 2>&1 &&
+           timeout 400 compute-sanitizer --tool $tool --error-exitcode 9 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline hybrid \
+               -n 40 >"$OUT/san_${tool}_mch.log" 2>&1; then r=PASS; else r=FAIL; fi
+        row "compute-sanitizer $tool" $r "$(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/san_$tool.log" "$OUT/san_${tool}_mc.log" \
+            "$OUT/san_${tool}_mch.log" | tr '\n' ' ')"
     done
 else
     row "compute-sanitizer" FAIL "not found"

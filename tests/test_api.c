@@ -323,9 +323,14 @@ static void test_runtime(void) {
         fill(k, 64 * 4 * 16, 0.5f), fill(v, 64 * 4 * 16, -1.0f), fill(q, 8 * 16, 0.25f);
         d.n_head = 8, d.n_head_kv = 4, d.head_dim = 16, d.n_ctx = 64, d.gpu_heads = 2, d.pipeline = NEO_PIPELINE_AUTO;
         log_lines = 0;
+        /* the host cells fill a stream-back chunk (n_ctx cells at most), so the hybrid is timed
+           too: 3 calls each of OFF, ON and the hybrid, then the line with its share */
         if (CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) && CHECK_STATUS(neo_attn_append(l, k, v, 64), NEO_OK))
             for (j = 0; j < 8; j++) CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK);
-        CHECK(log_lines == 1 && log_level == NEO_LOG_INFO && strstr(log_last, "AUTO") && strstr(log_last, "2 of 4"));
+        if (!CHECK(log_lines == 0)) fprintf(stderr, "    %s\n", log_last);
+        CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK);
+        CHECK(log_lines == 1 && log_level == NEO_LOG_INFO && strstr(log_last, "AUTO") && strstr(log_last, "2 of 4") &&
+              strstr(log_last, "HYBRID") && strstr(log_last, "CPU share of 0."));
         neo_layer_destroy(l);
     }
     neo_runtime_destroy(rt);
@@ -427,7 +432,12 @@ static void test_layer_create(neo_runtime *rt) {
     BAD(kv_type, (neo_type)3, NEO_ERR_INVALID_ARG);
     BAD(kv_type, (neo_type)1000, NEO_ERR_INVALID_ARG);
     BAD(pipeline, (neo_pipeline)-1, NEO_ERR_INVALID_ARG);
-    BAD(pipeline, (neo_pipeline)3, NEO_ERR_INVALID_ARG);
+    BAD(pipeline, (neo_pipeline)4, NEO_ERR_INVALID_ARG);
+    BAD(cpu_share, -0.25f, NEO_ERR_INVALID_ARG);
+    BAD(cpu_share, 1.0f, NEO_ERR_INVALID_ARG);
+    BAD(cpu_share, 7.0f, NEO_ERR_INVALID_ARG);
+    BAD(cpu_share, fnan, NEO_ERR_INVALID_ARG);
+    BAD(cpu_share, INFINITY, NEO_ERR_INVALID_ARG);
     BAD(gpu_heads, -2, NEO_ERR_INVALID_ARG);
     BAD(gpu_heads, INT_MIN, NEO_ERR_INVALID_ARG);
     BAD(gpu_heads, 3, NEO_ERR_INVALID_ARG); /* > n_head_kv */
@@ -453,6 +463,9 @@ static void test_layer_create(neo_runtime *rt) {
     BAD(kv_type, NEO_TYPE_F32, NEO_OK);
     BAD(pipeline, NEO_PIPELINE_ON, NEO_OK);
     BAD(pipeline, NEO_PIPELINE_AUTO, NEO_OK);
+    BAD(pipeline, NEO_PIPELINE_HYBRID, NEO_OK);
+    BAD(cpu_share, 1e-6f, NEO_OK);
+    BAD(cpu_share, 0.999f, NEO_OK);
     BAD(gpu_heads, 1, NEO_OK); /* a split asked for on a CPU runtime: every head stays on the host */
     BAD(gpu_heads, 2, NEO_OK);
     BAD(gpu_heads, NEO_GPU_HEADS_NONE, NEO_OK);
@@ -650,7 +663,7 @@ static void test_split_info(void) {
     if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return;
     fill(k, sizeof k / sizeof *k, 0.0f), fill(v, sizeof v / sizeof *v, 1.0f), fill(q, sizeof q / sizeof *q, 2.0f);
     for (g = 0; g < 4; g++) {
-        for (p = 0; p < 3; p++) {
+        for (p = 0; p < 4; p++) { /* OFF, ON, AUTO, HYBRID */
             neo_layer_desc d = base_desc();
             neo_layer_info info;
             neo_layer *l = NULL;
@@ -784,7 +797,10 @@ static void test_model_session(neo_runtime *rt) {
     BADS(n_ctx, INT_MIN, NEO_ERR_INVALID_ARG);
     BADS(kv_type, (neo_type)3, NEO_ERR_INVALID_ARG);
     BADS(kv_type, (neo_type)-1, NEO_ERR_INVALID_ARG);
-    BADS(pipeline, (neo_pipeline)3, NEO_ERR_INVALID_ARG);
+    BADS(pipeline, (neo_pipeline)4, NEO_ERR_INVALID_ARG);
+    BADS(pipeline, NEO_PIPELINE_HYBRID, NEO_OK);
+    BADS(cpu_share, 1.5f, NEO_ERR_INVALID_ARG);
+    BADS(cpu_share, 0.75f, NEO_OK);
     BADS(gpu_heads, -2, NEO_ERR_INVALID_ARG);
     BADS(gpu_heads, NEO_GPU_HEADS_NONE, NEO_OK);
     BADS(gpu_heads, 3, NEO_ERR_INVALID_ARG); /* > n_kv_heads */

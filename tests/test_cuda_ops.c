@@ -72,6 +72,7 @@ static struct {
     int  (*launch_async)(void *);
     int  (*append)(void *, const neo__append_args *, int);
     int  (*attend)(void *, const neo__attn_args *, int);
+    int  (*merge)(void *, const neo__merge_args *, int);
     int  (*matvec)(void *, const neo__matvec_args *, int);
     int  (*argmax)(void *, int *, const float *, int, int);
 } OPS;
@@ -91,7 +92,7 @@ static int get_ops(void) {
     OPS.host_alloc = m.host_alloc, OPS.host_free = m.host_free, OPS.copy = m.copy, OPS.copy2d = m.copy2d;
     OPS.record = m.record, OPS.wait = m.wait, OPS.event_sync = m.event_sync, OPS.stream_sync = m.stream_sync;
     OPS.copy_signal = a.copy_signal, OPS.await_copy = a.await_copy, OPS.launch_async = a.launch_async;
-    OPS.append = a.append, OPS.attend = a.attend, OPS.matvec = d.matvec, OPS.argmax = d.argmax;
+    OPS.append = a.append, OPS.attend = a.attend, OPS.merge = a.merge, OPS.matvec = d.matvec, OPS.argmax = d.argmax;
     return NEO_OK;
 }
 
@@ -915,6 +916,88 @@ static void test_argmax(int n, int kind) {
     free(x);
 }
 
+/* The hybrid's merge of two states (m, l, acc) of n_tokens x n_head queries, heads [h0, h1), into
+   out, against float64: kind 0 random states; 1 the first state empty (m = -inf, l = 0) for every
+   other head; 2 both empty for every third head (out 0, or the sink's share of nothing: 0); 3 a
+   NaN m in one head's state (that row all NaN). Rows outside [h0, h1) keep their poison; two runs
+   are compared bitwise; bad arguments are refused. */
+static void test_merge(int n_tokens, int n_head, int h0, int h1, int dv, int sinks, int kind) {
+    const size_t sw = (size_t)dv + 2, ns = (size_t)n_tokens * n_head * sw, no = (size_t)n_tokens * n_head * dv;
+    float  *st[2], *out = (float *)xmalloc(no * 4), *out2 = (float *)xmalloc(no * 4);
+    float  *sk = (float *)xmalloc((size_t)n_head * 4);
+    double *ref = (double *)xmalloc(no * 8);
+    float  *dst[2], *dout = (float *)dalloc(no * 4), *dsk = (float *)dalloc((size_t)n_head * 4);
+    int     bad = 0, nan_ok = 1;
+    for (int i = 0; i < 2; i++) {
+        st[i] = (float *)xmalloc(ns * 4);
+        dst[i] = (float *)dalloc(ns * 4);
+        for (size_t r = 0; r < ns / sw; r++) {
+            float *x = st[i] + r * sw;
+            int    h = (int)(r % (size_t)n_head);
+            x[0] = 3.0f * rng_normal(), x[1] = 1.0f + 40.0f * (float)rng_uni();
+            for (int j = 0; j < dv; j++) x[2 + j] = x[1] * rng_normal();
+            if ((kind == 1 && i == 0 && h % 2 == 0) || (kind == 2 && h % 3 == 0)) {
+                x[0] = -INFINITY, x[1] = 0.0f;
+                for (int j = 0; j < dv; j++) x[2 + j] = 0.0f;
+            }
+            if (kind == 3 && i == 1 && h == h0) x[0] = NAN;
+        }
+        up(dst[i], st[i], ns * 4);
+    }
+    for (int h = 0; h < n_head; h++) sk[h] = h % 4 == 3 ? 12.0f : 2.0f * rng_normal();
+    up(dsk, sk, (size_t)n_head * 4);
+    for (size_t r = 0; r < (size_t)n_tokens * n_head; r++) {
+        const float *a = st[0] + r * sw, *b = st[1] + r * sw;
+        const int    h = (int)(r % (size_t)n_head);
+        double       M = fmax((double)a[0], (double)b[0]), Mf, wa, wb, den;
+        if (M == -INFINITY) M = 0.0;
+        Mf = sinks && sk[h] > M ? sk[h] : M;
+        wa = a[0] == -INFINITY ? 0.0 : exp((double)a[0] - Mf), wb = b[0] == -INFINITY ? 0.0 : exp((double)b[0] - Mf);
+        den = a[1] * wa + b[1] * wb + (sinks ? exp((double)sk[h] - Mf) : 0.0);
+        for (int j = 0; j < dv; j++) ref[r * dv + j] = den > 0 ? (a[2 + j] * wa + b[2 + j] * wb) / den : 0.0;
+    }
+    neo__merge_args m;
+    memset(&m, 0, sizeof m);
+    m.a = dst[0], m.b = dst[1], m.out = dout, m.sinks = sinks ? dsk : NULL;
+    m.h0 = h0, m.h1 = h1, m.n_tokens = n_tokens, m.n_head = n_head, m.head_dim_v = dv;
+    int s = NEO_OK;
+    for (int run = 0; run < 2; run++) {
+        fill_poison(run ? out2 : out, no);
+        up(dout, run ? out2 : out, no * 4);
+        if (s == NEO_OK) s = OPS.merge(ST, &m, NEO__STREAM_MAIN);
+        if (OPS.stream_sync(ST, NEO__STREAM_MAIN) != NEO_OK) s = NEO_ERR_DEVICE;
+        down(run ? out2 : out, dout, no * 4);
+    }
+    double num = 0, dn = 0;
+    for (size_t r = 0; r < (size_t)n_tokens * n_head; r++) {
+        const int h = (int)(r % (size_t)n_head);
+        for (int j = 0; j < dv; j++) {
+            const float o = out[r * dv + j];
+            if (h < h0 || h >= h1) bad += f2u(o) != POISON;
+            else if (kind == 3 && h == h0) nan_ok &= isnan(o) && f2u(o) != POISON;
+            else num += (o - ref[r * dv + j]) * (o - ref[r * dv + j]), dn += ref[r * dv + j] * ref[r * dv + j];
+        }
+    }
+    const double err = dn > 0 ? sqrt(num / dn) : sqrt(num);
+    const int    det = memcmp(out, out2, no * 4) == 0;
+    neo__merge_args w = m;
+    w.h1 = n_head + 1;
+    const int refused = OPS.merge(ST, &w, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
+    w = m, w.b = NULL;
+    const int refused2 = OPS.merge(ST, &w, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
+    char shape[96];
+    snprintf(shape, sizeof shape, "T %d, heads %d..%d of %d, dv %d%s, %s", n_tokens, h0, h1, n_head, dv, sinks ? ", sinks" : "",
+             kind == 1 ? "one empty" : kind == 2 ? "both empty" : kind == 3 ? "NaN m" : "random");
+    const int ok = s == NEO_OK && err < OPS_TOL && !bad && nan_ok && det && refused && refused2;
+    CHECK(ok, "merge %s: status %d err %.3g, %d poisoned outputs written, NaN row %s, det %d, refused %d %d", shape, s, err,
+          bad, nan_ok ? "ok" : "wrong", det, refused, refused2);
+    add_result("merge", shape, err, det, ok);
+    printf("%-28s %-58s err %.2e %s\n", "merge", shape, err, ok ? "ok" : "FAIL");
+    for (int i = 0; i < 2; i++) OPS.dev_free(ST, dst[i]), free(st[i]);
+    OPS.dev_free(ST, dout), OPS.dev_free(ST, dsk);
+    free(out), free(out2), free(sk), free(ref);
+}
+
 /* One decode step over whole caches of ctx cells ([n_head_kv][ctx][d] K and V of type) for the
    queries dq ([n_head][d], device); the caller sets k, v and out. */
 static neo__attn_args decode_args(int n_head, int n_head_kv, int d, int ctx, int type, const float *dq) {
@@ -1698,7 +1781,7 @@ int main(int argc, char **argv) {
     CHECK(s == NEO_OK, "get_ops gave %d", s);
     const int all = OPS.init && OPS.release && OPS.dev_alloc && OPS.dev_free && OPS.host_alloc && OPS.host_free && OPS.copy &&
                     OPS.copy2d && OPS.copy_signal && OPS.await_copy && OPS.record && OPS.wait && OPS.event_sync &&
-                    OPS.stream_sync && OPS.launch_async && OPS.append && OPS.attend && OPS.matvec && OPS.argmax;
+                    OPS.stream_sync && OPS.launch_async && OPS.append && OPS.attend && OPS.merge && OPS.matvec && OPS.argmax;
     CHECK(all, "an ops entry is NULL");
     add_result("abi", "wrong versions -> UNSUPPORTED, every entry set", -1, -1, s == NEO_OK && all);
     if (s != NEO_OK) return 1;
@@ -1750,6 +1833,10 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof mv / sizeof *mv; i++) test_matvec(mv[i]);
     test_matvec_args();
     test_argmax(32000, 0), test_argmax(512, 1), test_argmax(151936, 2), test_argmax(7, 3), test_argmax(1, 0);
+    /* the hybrid's merge: a decode's host heads (the tail of the heads), all heads, prefill rows,
+       head_dim_v past a block's threads, empty and NaN states */
+    test_merge(1, 32, 28, 32, 128, 0, 0), test_merge(1, 14, 7, 14, 64, 1, 0), test_merge(1, 8, 0, 8, 300, 1, 1);
+    test_merge(3, 16, 4, 16, 24, 1, 2), test_merge(1, 4, 1, 3, 7, 0, 2), test_merge(2, 8, 2, 8, 64, 1, 3);
 
     const acase *cases = quick ? cases_quick : cases_full;
     const size_t n_cases = quick ? sizeof cases_quick / sizeof *cases_quick : sizeof cases_full / sizeof *cases_full;

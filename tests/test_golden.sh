@@ -264,8 +264,10 @@ else
 fi
 
 # --- split output = unsplit output, on the host stand-in GPU (the same split orchestration as CUDA) --------
-# greedy output identical with no split, split + stream-back (OFF) and split + both halves (ON)
+# greedy output identical with no split, split + stream-back (OFF), split + both halves (ON) and
+# split + the host cells shared by the CPU and the stream-back (HYBRID)
 for split in "" "--gpu-heads-frac 0.5 --neo-pipeline off" "--gpu-heads-frac 0.5 --neo-pipeline on" \
+             "--gpu-heads-frac 0.5 --neo-pipeline hybrid" "--gpu-heads-frac 0.25 --neo-pipeline hybrid --kv-type bf16" \
              "--gpu-heads-frac 0.25 --neo-pipeline auto" "--gpu-heads-frac 0.75 --neo-pipeline on --kv-type f16" \
              "--gpu-kv-budget 300000 --neo-pipeline on" "--gpu-kv-budget 0 --neo-pipeline off"; do
     # shellcheck disable=SC2086  # split "flag value" on purpose

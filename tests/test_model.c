@@ -523,11 +523,12 @@ static void test_stories_decode(neo_model *m, const unsigned char *file) {
         gd.n_threads = 2, gd.gpu = 1, gd.gpu_standin = 1;
         check_context("stand-in GPU runtime");
         CHECK_STATUS(neo_runtime_create(&gd, &rg), NEO_OK);
-        for (t = 0; rg && t < 4; t++) {
-            int toks[64 + N_GEN], gh = t == 3 ? 0 : 2;
-            check_context("greedy decode on the stand-in GPU, gpu_heads %d, pipeline %d", gh, t % 3);
+        for (t = 0; rg && t < 6; t++) { /* OFF, ON, AUTO, HYBRID at its default share and at 0.2; no split */
+            int toks[64 + N_GEN], gh = t == 5 ? 0 : 2;
+            neo_pipeline p = t == 5 ? NEO_PIPELINE_OFF : t == 4 ? NEO_PIPELINE_HYBRID : (neo_pipeline)t;
+            check_context("greedy decode on the stand-in GPU, gpu_heads %d, pipeline %d", gh, (int)p);
             memset(&sd, 0, sizeof sd);
-            sd.kv_type = NEO_TYPE_F32, sd.gpu_heads = gh, sd.pipeline = (neo_pipeline)(t % 3);
+            sd.kv_type = NEO_TYPE_F32, sd.gpu_heads = gh, sd.pipeline = p, sd.cpu_share = t == 4 ? 0.2f : 0.0f;
             sh = NULL;
             CHECK_STATUS(neo_session_create(rg, m, &sd, &sh), NEO_OK);
             if (!sh) continue;
@@ -540,7 +541,7 @@ static void test_stories_decode(neo_model *m, const unsigned char *file) {
             CHECK(li.gpu_heads == (gh ? 2 : 4) && li.cpu_heads == 4 - li.gpu_heads);
             CHECK(li.gpu_bytes == (size_t)5 * (size_t)li.gpu_heads * 512 * 2 * 8 * 4);
             CHECK(li.host_bytes == (size_t)5 * (size_t)li.cpu_heads * 512 * 2 * 8 * 4);
-            CHECK(li.n_decode == (long long)(5 * steps) && li.pipeline == (neo_pipeline)(t % 3));
+            CHECK(li.n_decode == (long long)(5 * steps) && li.pipeline == p);
             neo_session_destroy(sh);
         }
         neo_runtime_destroy(rg);

@@ -839,7 +839,8 @@ static void test_nonfinite(void) {
                     int            elem = (k * 7) % (w ? (sh[s].dv ? sh[s].dv : sh[s].hd) : sh[s].hd), P = sh[s].P, N = sh[s].N;
                     d.softcap = sh[s].softcap, d.max_alibi_bias = sh[s].alibi;
                     if (s == 3) set_sinks(sinks, 8), d.sinks = sinks;
-                    if (mode == 2 && sh[s].nkv > 1) d.gpu_heads = 1, d.pipeline = (neo_pipeline)(k % 2);
+                    if (mode == 2 && sh[s].nkv > 1)
+                        d.gpu_heads = 1, d.pipeline = k % 3 == 2 ? NEO_PIPELINE_HYBRID : (neo_pipeline)(k % 2);
                     snprintf(name, sizeof name, "non-finite %s %s in cell %d of %d, %d/%d/%d, kv_type %d%s", vname[vi], w ? "V" : "K", P, N,
                              d.n_head, d.n_head_kv, d.head_dim, d.kv_type, mode ? ", stand-in" : "");
                     if (tc_open(&c, &d, mode, name)) {
@@ -991,18 +992,22 @@ static void timed(const char *name, void (*fn)(void)) {
 }
 
 /* split layers on the stand-in GPU: heads [0, gpu_heads) on the "device", the rest in host
-   memory, attended by stream-back (OFF), both halves at once (ON) or the timed choice (AUTO) */
+   memory, attended by stream-back (OFF), both halves at once (ON), the timed choice (AUTO) or the
+   host cells shared between the CPU and the stream-back (HYBRID, at the default share and near 0
+   and 1) */
 static void test_split(void) {
     static const int gh[] = {0, 1, 3, 4, NEO_GPU_HEADS_NONE};
-    static const char *pn[] = {"OFF", "ON", "AUTO"};
+    static const char *pn[] = {"OFF", "ON", "AUTO", "HYBRID"};
+    static const float share[] = {0.0f, 0.02f, 0.97f, 0.4f, 0.0f};
     int g, p, i, k = 0;
     for (g = 0; g < 5; g++) {
-        for (p = 0; p < 3; p++, k++) {
+        for (p = 0; p < 4; p++, k++) {
             char name[96];
             tcase c;
             float sinks[8];
             neo_layer_desc d = shape(8, 4, 64, k % 2 ? 48 : 0, 800, (neo_type)(k % 3));
             d.gpu_heads = gh[g], d.pipeline = (neo_pipeline)p;
+            if (p == NEO_PIPELINE_HYBRID) d.cpu_share = share[g];
             if (k % 4 == 1) set_sinks(sinks, 8), d.sinks = sinks, d.max_alibi_bias = 1.0f, d.softcap = 3.0f;
             if (k % 4 == 3) set_sinks(sinks, 8), d.sinks = sinks, d.scale = 0.2f;
             snprintf(name, sizeof name, "split: gpu_heads %d of 4, pipeline %s, kv_type %d%s", gh[g], pn[p], k % 3,
@@ -1032,23 +1037,81 @@ static void test_split(void) {
     }
 }
 
-/* Split layers of different stream-back chunk sizes on one runtime: the one with the larger
-   chunk (3 host heads of f32, d 128: 64 cells of 3 KiB) is created first and decodes after the one
-   with the smaller chunk (1 host head of f16, d 64) is created; both staging buffers must keep
-   the larger size (chunks 1 and 3 of the first layer go to the second buffer). */
-static void test_stage_sizes(void) {
-    tcase          a, b;
-    neo_layer_desc da = shape(8, 4, 128, 0, 700, NEO_TYPE_F32), db = shape(4, 2, 64, 0, 100, NEO_TYPE_F16);
-    da.gpu_heads = 1, da.pipeline = NEO_PIPELINE_OFF;
-    db.gpu_heads = 1, db.pipeline = NEO_PIPELINE_OFF;
-    if (tc_open(&a, &da, 2, "stage sizes: the larger chunk")) {
-        if (tc_open(&b, &db, 2, "stage sizes: the smaller chunk")) {
-            tc_append(&a, 600), tc_append(&b, 50);
-            tc_both(&a, 3), tc_both(&b, 2), tc_both(&a, 0);
+/* The stream-back chunks are the runtime's, shared by its split layers: a layer made after a
+   larger one must leave them large enough for it (both chunks; under ASan an overflow shows). */
+static void test_stage_shared(void) {
+    static const neo_pipeline pl[2] = {NEO_PIPELINE_OFF, NEO_PIPELINE_HYBRID};
+    for (int p = 0; p < 2; p++) {
+        tcase          c;
+        neo_layer     *small[MAXL];
+        neo_layer_desc d = shape(8, 4, 64, 0, 700, NEO_TYPE_F32), ds = shape(8, 4, 16, 0, 64, NEO_TYPE_F16);
+        int            n_small = 0;
+        d.gpu_heads = 1, d.pipeline = pl[p], ds.gpu_heads = 3;
+        if (tc_open(&c, &d, 2, p ? "stage chunks after a smaller layer, HYBRID" : "stage chunks after a smaller layer, OFF")) {
+            for (int i = 0; i < c.n; i++)
+                if (CHECK_STATUS(neo_layer_create(c.l[i]->rt, &ds, &small[n_small]), NEO_OK))
+                    n_small++;
+            tc_append(&c, 600), tc_query(&c, 0), tc_query(&c, 5);
         }
-        tc_close(&b);
+        for (int i = 0; i < n_small; i++) neo_layer_destroy(small[i]);
+        tc_close(&c);
     }
-    tc_close(&a);
+}
+
+/* The hybrid on the stand-in: every kv_type, GQA groups 1 to 8, head_dim_v apart, NEO_GPU_HEADS_NONE,
+   options, CPU shares near 0 and 1, lengths from 1 to 3000 (shorter and longer than a stream-back
+   chunk), a prefill (which runs as OFF); against float64 and bitwise across thread counts. The
+   merge op is counted, so a decode whose cut leaves both sides cells is known to have run as the
+   hybrid and one whose cut leaves a side none as ON or OFF. */
+static long hyb_merges;
+static struct {
+    neo_runtime *rt;
+    int (*merge)(void *, const neo__merge_args *, int);
+} hyb_rt[3]; /* the stand-in runtimes and the real GPU's, with their own merge ops */
+static int count_merge(void *state, const neo__merge_args *m, int stream) {
+    hyb_merges++;
+    for (int i = 0; i < 3; i++)
+        if (hyb_rt[i].rt && hyb_rt[i].rt->dev_state == state) return hyb_rt[i].merge(state, m, stream);
+    return NEO_ERR_INVALID_ARG;
+}
+
+static void test_hybrid(void) {
+    static const struct { int nh, nkv, hd, dv, gh; } sh[] = {
+        {8, 4, 64, 0, 1}, {14, 2, 64, 0, NEO_GPU_HEADS_NONE}, {4, 4, 16, 24, 3}, {16, 2, 100, 36, 1}, {32, 4, 128, 0, 2}};
+    static const float shares[] = {0.01f, 0.3f, 0.0f, 0.99f, 0.6f};
+    static const int   lens[] = {1, 2, 5, 63, 64, 65, 130, 700, 1500, 3000};
+    int k = 0;
+    hyb_rt[0].rt = rts_gpu[1], hyb_rt[1].rt = rts_gpu[3], hyb_rt[2].rt = rt_cuda;
+    for (int i = 0; i < 3; i++)
+        if (hyb_rt[i].rt) hyb_rt[i].merge = hyb_rt[i].rt->attn.merge, hyb_rt[i].rt->attn.merge = count_merge;
+    for (int si = 0; si < 5; si++)
+        for (int ti = 0; ti < 3; ti++, k++) {
+            char           name[128];
+            tcase          c;
+            float          sinks[32];
+            neo_layer_desc d = shape(sh[si].nh, sh[si].nkv, sh[si].hd, sh[si].dv, 3000, (neo_type)ti);
+            float          share = shares[k % 5], r = share > 0.0f ? share : NEO__HYBRID_SHARE;
+            long           expect = 0, before = hyb_merges;
+            d.gpu_heads = sh[si].gh, d.pipeline = NEO_PIPELINE_HYBRID, d.cpu_share = share;
+            if (k % 3 == 0) set_sinks(sinks, d.n_head), d.sinks = sinks;
+            if (k % 3 == 1) d.softcap = 4.0f, d.max_alibi_bias = 2.0f;
+            if (k % 3 == 2) set_sinks(sinks, d.n_head), d.sinks = sinks, d.scale = 0.2f;
+            snprintf(name, sizeof name, "hybrid: %d/%d/%d/%d, gpu_heads %d, kv_type %d, cpu_share %g", d.n_head, d.n_head_kv,
+                     d.head_dim, sh[si].dv, sh[si].gh, ti, (double)share);
+            if (tc_open(&c, &d, 2, name)) {
+                for (int i = 0; i < 10; i++) {
+                    int cut = (int)floor((double)r * (double)lens[i] + 0.5);
+                    tc_append(&c, lens[i] - c.len);
+                    tc_query(&c, 0);
+                    expect += cut > 0 && cut < lens[i] ? c.n : 0; /* one merge a layer */
+                    if (i == 5) tc_query(&c, 9);
+                }
+                CHECK(hyb_merges - before == expect);
+            }
+            tc_close(&c);
+        }
+    for (int i = 0; i < 3; i++)
+        if (hyb_rt[i].rt) hyb_rt[i].rt->attn.merge = hyb_rt[i].merge;
 }
 
 /* --- many layers in one call, and heads moved between the sides ---------------------------------
@@ -1057,7 +1120,7 @@ static void test_stage_sizes(void) {
    (same descriptors, same tokens) driven by single calls. Every batch output against float64, and
    bit for bit against the twin's on the CPU paths and the stand-in (AUTO layers excepted there: their
    choice comes from timing). */
-enum { BN = 6 };
+enum { BN = 7 };
 typedef struct bset {
     neo_runtime   *rt;
     int            path;    /* index into max_err / n_calls */
@@ -1103,9 +1166,9 @@ static neo_status b_decode(const bset *s, neo_layer *const *ls, const float *q, 
 }
 
 static int bset_open(bset *s, neo_runtime *rt, int path, int hd, int dv, int n_head, int n_kv) {
-    static const int gh[BN] = {0, 1, NEO_GPU_HEADS_NONE, 3, NEO_GPU_HEADS_NONE, 2};
+    static const int gh[BN] = {0, 1, NEO_GPU_HEADS_NONE, 3, NEO_GPU_HEADS_NONE, 2, 2};
     static const neo_pipeline pp[BN] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_ON, NEO_PIPELINE_OFF, NEO_PIPELINE_OFF,
-                                        NEO_PIPELINE_AUTO};
+                                        NEO_PIPELINE_HYBRID, NEO_PIPELINE_AUTO};
     int i;
     memset(s, 0, sizeof *s);
     s->rt = rt, s->path = path, s->on_gpu = path == 4, s->bitwise = path != 4;
@@ -1320,7 +1383,7 @@ done:
 }
 
 static void test_set_gpu_heads(void) {
-    for (int p = 0; p < 3; p++)
+    for (int p = 0; p < 4; p++) /* OFF, ON, AUTO, HYBRID */
         for (int t = 0; t < 3; t++) {
             if (rts_gpu[1 + 2 * (t % 2)]) move_on(rts_gpu[1 + 2 * (t % 2)], 3, (neo_pipeline)p, (neo_type)t);
             if (rt_cuda) move_on(rt_cuda, 4, (neo_pipeline)p, (neo_type)t);
@@ -1341,7 +1404,7 @@ int main(void) {
     test_lane_sums();
     open_runtimes();
     if ((env = getenv("NEO_TEST_ONLY_SPLIT")) && *env) { /* NEO_TEST_ONLY_SPLIT=N: the split cases, N times */
-        for (i = atoi(env); i > 0; i--) timed("split layers", test_split);
+        for (i = atoi(env); i > 0; i--) timed("split layers", test_split), timed("hybrid", test_hybrid);
         goto report;
     }
     timed("head dims", test_head_dims);
@@ -1354,7 +1417,8 @@ int main(void) {
     timed("determinism", test_determinism);
     timed("gated decode", test_gated);
     timed("split layers", test_split);
-    timed("split layers of different chunk sizes", test_stage_sizes);
+    timed("hybrid", test_hybrid);
+    timed("shared stage chunks", test_stage_shared);
     timed("non-finite", test_nonfinite);
     timed("int range", test_int_range);
 #if NEO_TEST_CUDA

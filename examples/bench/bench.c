@@ -23,7 +23,10 @@
          slice of a 4 GiB buffer, reading 4 KiB ahead as the attention kernels do; median of 7;
          bench_util.h) and with one thread; the host's FMA rate with that thread count (16
          register-only FMA chains a thread in AVX-512 or AVX2 vectors, GFLOP/s, median of 5;
-         bench_util.h); DRAM read again at the end.
+         bench_util.h); the CPU and the copy engine reading host memory at the same time (the
+         readers on a 512 MiB pinned buffer while 8 back-to-back pinned H2D copies run; each side's
+         rate over its window, median of 3; the sum is the hybrid's ceiling, and the CPU's part of
+         it the hybrid rows' CPU share); DRAM read again at the end.
    attn  One layer's decode (neo_attn_decode, q and out in device memory, public API) for Llama-3-8B
          (32 q / 8 kv heads, d 128) and Qwen2.5-0.5B (14 q / 2 kv, d 64) shapes, f16 KV, contexts
          4k, 32k, 128k (and 512k for GPU-only). Modes:
@@ -33,7 +36,8 @@
            cpu        a CPU runtime (--threads threads), host q/out, wall clock
            off-F      split, fraction F of the KV heads on the host, pipeline OFF (stream-back)
            on-F       split, pipeline ON (both halves at once)
-           auto-F     split, pipeline AUTO (the note says which it ran after its probes)
+           hybrid-F   split, pipeline HYBRID at the CPU share of the joint ceiling
+           auto-F     split, pipeline AUTO (the note says which it chose after its probes)
          Split and CPU rows: back-to-back calls, wall clock with a final stream sync. Calls rotate
          over enough layers that the GPU side holds >= 256 MiB and the host side >= 2x the LLC
          (at most 512 layers), so neither the 60 MB L2 nor the CPU's LLC holds the KV. Each row:
@@ -42,7 +46,8 @@
            gpu       KV bytes / HBM copy rate           cpu   KV bytes / DRAM read
            on        max(GPU half / HBM, host half / DRAM read)
            off       host half / pinned H2D + GPU half / HBM (the stream-back waits for the GPU half)
-           auto      the smaller of the two
+           hybrid    max(GPU half / HBM, host half / the CPU + DMA joint read)
+           auto      the smallest of the three
          The ratios keep the issue's bounds; cpu and on rows also note the host heads' FMA bound
          (their 2 (d + dv) flops a query head and cell at the FMA ceiling); a row short of both
          bounds is held back by its kernel's instruction mix or by the orchestration.
@@ -67,25 +72,27 @@
          random weights of Qwen2.5-0.5B shapes (dim 896, hidden 4864, 24 layers, 14 heads, 2 kv
          heads, vocab 32000, f32 weights as llama2.c stores them), a session with f16 KV, 4096
          tokens stepped to fill the cache (the session API has no bulk append), then 128 tokens
-         timed, the four runs' sessions stepping in blocks of 16 in turn so that they share the same
+         timed, the five runs' sessions stepping in blocks of 16 in turn so that they share the same
          minutes of the host (each step's argmax moved on by a fixed offset sequence, the same in
          every run, because random weights repeat one token; the argmaxes are compared with B's):
            B  no split                       M  split 1/2, pipeline OFF (stream-back)
            N  split 1/2, pipeline ON         O  no split, --neo-pipeline off (the project's C4
                                                 reading, as tests/gpu_check.sh: the same as B;
                                                 the seeds' O, split with the pipeline off, is M)
+           H  split 1/2, pipeline HYBRID at the joint ceiling's CPU share
          Bound per token: weights + KV bytes over the HBM rate; for splits the host half over
-         pinned H2D (M), or over DRAM read per layer alongside the GPU half (N), as for the
-         attention rows. The note gives the median step and, of it, the host's time to enqueue
-         the forward pass (launches, and the CPU halves the caller takes part in): when the two
-         are close, the host sets the pace.
+         pinned H2D (M), over DRAM read per layer alongside the GPU half (N), or over the CPU + DMA
+         joint read alongside it (H), as for the attention rows. The note gives the median step
+         and, of it, the host's time to enqueue the forward pass (launches, and the CPU halves the
+         caller takes part in): when the two are close, the host sets the pace.
    cap   Capacity: 32 layers of Llama-3-8B shapes, attention only, at the smallest context >= 1M
          tokens (in 64k steps) whose f16 KV does not fit in the GPU's free memory less a reserve;
          as many KV heads on the GPU as fit, placed by neo_plan_gpu_heads (host heads spread evenly:
          layers differ by at most one), the rest pinned on the host. Filled with neo_attn_append in 16k-token batches of one random batch (the fill
          is timed). One step = neo_attn_decode on each of the 32 layers; pipeline ON, then the same
          layers with the pipeline switched to OFF (the layer's pipeline field, which AUTO switches
-         the same way), then CPU-only for the whole cache on a CPU runtime: one layer measured,
+         the same way), then to HYBRID at the joint ceiling's CPU share (bound: the host half over
+         the joint read), then CPU-only for the whole cache on a CPU runtime: one layer measured,
          times 32 (the whole cache cannot be held in the host's 128 GiB as well).
 
    Compile with -DNEO_BENCH_COMMIT='"abc1234"' (make bench-gpu does) to stamp the commit. */
@@ -212,6 +219,8 @@ static options opt;
 
 typedef struct ceilings {
     double hbm, h2d, d2h, h2d_pageable, dram, dram_1t, dram_end, fma; /* GB/s; fma GFLOP/s (0: unknown) */
+    double joint_cpu, joint_dma, joint; /* GB/s of the CPU and the copy engine reading host memory together, and their sum */
+    float  share;                       /* the CPU's part of the joint rate: the hybrid rows' cpu_share */
 } ceilings;
 static ceilings C;
 
@@ -325,6 +334,61 @@ static double pcie_rate(void *host, void *dev, size_t bytes, int to_device, int 
 
 static bw_state bw; /* the DRAM read ceiling (bench_util.h), kept for the end-of-run sample */
 
+/* The hybrid's ceiling: the CPU threads read a pinned buffer (whole passes, bench_util.h's
+   readers) while the copy engine copies another pinned buffer to the device, k copies back to
+   back; the CPU reads until the last copy is done. Each side's rate over its own window (the CPU's
+   overruns the copies by less than one pass, a few percent of the window), median of reps; the
+   joint rate is their sum, and the CPU's part of it is the share that has both sides finish
+   together. */
+static void joint_ceiling(cudaStream_t st) {
+    const size_t pb = opt.quick ? 512 * MiB : GiB, cb = 512 * MiB;
+    const int    k = 8, reps = opt.quick ? 2 : 3;
+    void        *src, *dev, *cbuf;
+    bw_state     jb;
+    cudaEvent_t  e0, e1;
+    double       tc[8], td[8];
+    char         note[200];
+    CU(cudaHostAlloc(&src, pb, cudaHostAllocPortable));
+    CU(cudaHostAlloc(&cbuf, cb, cudaHostAllocPortable));
+    memset(src, 0x3C, pb);
+    CU(cudaMalloc(&dev, pb));
+    if (bw_init_on(&jb, cbuf, cb, opt.threads)) exit(1);
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    (void)bw_read(&jb, 0);
+    CU(cudaMemcpyAsync(dev, src, pb, cudaMemcpyHostToDevice, st));
+    CU(cudaStreamSynchronize(st));
+    for (int r = 0; r < reps; r++) {
+        double cpu_bytes = 0, t0;
+        float  ms;
+        CU(cudaEventRecord(e0, st));
+        for (int i = 0; i < k; i++) CU(cudaMemcpyAsync(dev, src, pb, cudaMemcpyHostToDevice, st));
+        CU(cudaEventRecord(e1, st));
+        t0 = now_s();
+        do {
+            (void)bw_read(&jb, 0);
+            cpu_bytes += (double)cb;
+        } while (cudaEventQuery(e1) == cudaErrorNotReady);
+        tc[r] = cpu_bytes / (now_s() - t0) * 1e-9;
+        CU(cudaEventSynchronize(e1));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        td[r] = (double)k * (double)pb / (ms * 1e-3) * 1e-9;
+    }
+    C.joint_cpu = median(tc, reps);
+    C.joint_dma = median(td, reps);
+    C.joint = C.joint_cpu + C.joint_dma;
+    C.share = (float)(C.joint_cpu / C.joint);
+    snprintf(note, sizeof note, "%d CPU threads on %zu MiB pinned at %.1f + H2D of %d x %zu MiB pinned at %.1f, together; "
+             "median of %d", opt.threads, cb >> 20, C.joint_cpu, k, pb >> 20, C.joint_dma, reps);
+    ceiling_row("cpu_dma_read", C.joint, "GB/s", note);
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    bw_destroy(&jb);
+    CU(cudaFree(dev));
+    CU(cudaFreeHost(src));
+    CU(cudaFreeHost(cbuf));
+}
+
 static void measure_ceilings(cudaStream_t st) {
     char   note[200];
     size_t hb = opt.quick ? GiB : 2 * GiB, pb = opt.quick ? 512 * MiB : GiB;
@@ -370,6 +434,7 @@ static void measure_ceilings(cudaStream_t st) {
     snprintf(note, sizeof note, "%d threads, 16 FMA chains each in %s registers, median of 5", opt.threads,
              fma_lanes() == 16 ? "AVX-512" : "AVX2");
     if (C.fma > 0) ceiling_row("cpu_fma", C.fma, "GFLOP/s", note);
+    joint_ceiling(st);
 }
 
 /* ===============================================================================================
@@ -524,7 +589,7 @@ typedef struct mode {
     char         name[16];
     int          cpu;        /* CPU runtime */
     int          host_heads; /* KV heads on the host (GPU runtime); 0 = none */
-    neo_pipeline pipe;
+    neo_pipeline pipe;       /* HYBRID: at the joint ceiling's share (C.share) */
 } mode;
 
 static neo_runtime *rt_gpu, *rt_cpu;
@@ -596,6 +661,7 @@ static void attn_row(const shape *s, long ctx, const mode *m) {
     neo_runtime *rt = m->cpu ? rt_cpu : rt_gpu;
     neo_layer  **L = (neo_layer **)xmalloc((size_t)n * sizeof *L);
     neo_layer_desc d = shape_desc(s, ctx, m->cpu ? 0 : g, m->pipe);
+    if (m->pipe == NEO_PIPELINE_HYBRID) d.cpu_share = C.share;
     double t0 = now_s();
     for (int i = 0; i < n; i++) {
         check(neo_layer_create(rt, &d, &L[i]), "neo_layer_create");
@@ -607,8 +673,8 @@ static void attn_row(const shape *s, long ctx, const mode *m) {
     const float *q = m->cpu ? hq : dq;
     float       *out = m->cpu ? hout : dout;
     int          split = !m->cpu && hh > 0, calls = 0;
-    /* AUTO probes 2 x NEO__AUTO_PROBES calls per layer before it decides */
-    int       warm = m->pipe == NEO_PIPELINE_AUTO && split ? n * (2 * NEO__AUTO_PROBES + 1) : (n < 3 ? 3 : n);
+    /* AUTO probes 2 or 3 x NEO__AUTO_PROBES calls per layer before it decides */
+    int       warm = m->pipe == NEO_PIPELINE_AUTO && split ? n * (3 * NEO__AUTO_PROBES + 1) : (n < 3 ? 3 : n);
     for (int i = 0; i < warm; i++) check(neo_attn_decode(L[i % n], q, out), "neo_attn_decode");
     long long ov0 = overlapped(L, n);
     double    sec = time_calls(L, n, q, out, !m->cpu && !split, stream, 0, &calls);
@@ -625,11 +691,15 @@ static void attn_row(const shape *s, long ctx, const mode *m) {
     r.gbs = (double)kv / sec * 1e-9;
     double b_gpu = gb / (C.hbm * 1e9), b_host_dram = hb / (C.dram * 1e9), b_host_pcie = hb / (C.h2d * 1e9);
     double b_on = b_gpu > b_host_dram ? b_gpu : b_host_dram, b_off = b_host_pcie + b_gpu;
+    double b_host_joint = hb / (C.joint * 1e9), b_hyb = b_gpu > b_host_joint ? b_gpu : b_host_joint;
+    double b_best = b_on < b_off ? b_on : b_off;
+    if (b_hyb < b_best) b_best = b_hyb;
     if (m->cpu) r.bound_us = b_host_dram * 1e6;
     else if (!split) r.bound_us = b_gpu * 1e6;
     else if (m->pipe == NEO_PIPELINE_ON) r.bound_us = b_on * 1e6;
     else if (m->pipe == NEO_PIPELINE_OFF) r.bound_us = b_off * 1e6;
-    else r.bound_us = (b_on < b_off ? b_on : b_off) * 1e6;
+    else if (m->pipe == NEO_PIPELINE_HYBRID) r.bound_us = b_hyb * 1e6;
+    else r.bound_us = b_best * 1e6;
     char *nt = r.note;
     size_t cap = sizeof r.note;
     int   k = snprintf(nt, cap, "fill %.2fs", t_fill);
@@ -646,8 +716,15 @@ static void attn_row(const shape *s, long ctx, const mode *m) {
     } else if (split && m->pipe == NEO_PIPELINE_OFF) {
         double t_host = r.us - last_gpu_us * g / s->n_kv;
         if (t_host > 0) k += snprintf(nt + k, cap - (size_t)k, "; host bytes at ~%.1f GB/s", hb / (t_host * 1e-6) * 1e-9);
-    } else if (split) {
-        k += snprintf(nt + k, cap - (size_t)k, "; ran ON in %lld of %d calls, OFF in the rest", ov, calls);
+    } else if (split && m->pipe == NEO_PIPELINE_HYBRID) {
+        k += snprintf(nt + k, cap - (size_t)k, "; CPU share %.2f; overlapped %lld/%d", (double)C.share, ov, calls);
+    } else if (split) { /* AUTO: layer 0's choice (library internals) */
+        const neo_layer *l0 = L[0];
+        k += snprintf(nt + k, cap - (size_t)k, "; chose %s", l0->auto_choice == NEO_PIPELINE_HYBRID ? "HYBRID"
+                      : l0->auto_choice == NEO_PIPELINE_ON ? "ON" : "OFF");
+        if (l0->auto_choice == NEO_PIPELINE_HYBRID)
+            k += snprintf(nt + k, cap - (size_t)k, " at a CPU share of %.2f", (double)l0->auto_share);
+        k += snprintf(nt + k, cap - (size_t)k, "; overlapped %lld/%d", ov, calls);
     }
     if (!m->cpu && !split) last_gpu_us = r.us;
     emit(&r);
@@ -696,9 +773,9 @@ static void run_attn(void) {
             for (int fi = 0; fi < 2; fi++) {
                 int hh = s->n_kv / fr[fi];
                 if (hh < 1) continue;
-                const neo_pipeline pp[3] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_AUTO};
-                const char        *pn[3] = {"off", "on", "auto"};
-                for (int pi = 0; pi < 3; pi++) {
+                const neo_pipeline pp[4] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_HYBRID, NEO_PIPELINE_AUTO};
+                const char        *pn[4] = {"off", "on", "hybrid", "auto"};
+                for (int pi = 0; pi < 4; pi++) {
                     snprintf(m.name, sizeof m.name, "%s-1/%d", pn[pi], fr[fi]);
                     m.host_heads = hh;
                     m.pipe = pp[pi];
@@ -834,6 +911,7 @@ static void e2e_graph_probe(neo_session *s, int token, double *eager_us, double 
 }
 
 static void run_e2e(void) {
+    enum { NR = 5 }; /* runs */
     int    ctx = opt.e2e_ctx ? opt.e2e_ctx : opt.quick ? 256 : 4096, gen = opt.quick ? 32 : 128;
     double t_build;
     neo_model *m = make_model(ctx + gen, &t_build);
@@ -847,26 +925,29 @@ static void run_e2e(void) {
         const char  *name, *what;
         int          gpu_heads;
         neo_pipeline pipe;
-    } runs[4] = {{"B", "no split", 0, NEO_PIPELINE_OFF},
-                 {"M", "split 1/2, pipeline OFF (stream-back)", 1, NEO_PIPELINE_OFF},
-                 {"N", "split 1/2, pipeline ON (both halves)", 1, NEO_PIPELINE_ON},
-                 {"O", "no split, --neo-pipeline off", 0, NEO_PIPELINE_OFF}};
+    } runs[NR] = {{"B", "no split", 0, NEO_PIPELINE_OFF},
+                  {"M", "split 1/2, pipeline OFF (stream-back)", 1, NEO_PIPELINE_OFF},
+                  {"N", "split 1/2, pipeline ON (both halves)", 1, NEO_PIPELINE_ON},
+                  {"O", "no split, --neo-pipeline off", 0, NEO_PIPELINE_OFF},
+                  {"H", "split 1/2, pipeline HYBRID (CPU share from the joint ceiling)", 1, NEO_PIPELINE_HYBRID}};
     float *logits = (float *)xmalloc((size_t)mi.vocab_size * sizeof(float));
-    int   *tok = (int *)xmalloc(4 * (size_t)gen * sizeof(int)); /* [run][gen] */
-    double *st_us = (double *)xmalloc(4 * (size_t)gen * sizeof(double)), *host_us = (double *)xmalloc(4 * (size_t)gen * sizeof(double));
-    double tps[4] = {0}, t_prefill[4], t_gen[4] = {0};
-    int    hd = mi.dim / mi.n_heads, t[4];
-    uint32_t offs[4];
+    int   *tok = (int *)xmalloc(NR * (size_t)gen * sizeof(int)); /* [run][gen] */
+    double *st_us = (double *)xmalloc(NR * (size_t)gen * sizeof(double));
+    double *host_us = (double *)xmalloc(NR * (size_t)gen * sizeof(double));
+    double tps[NR] = {0}, t_prefill[NR], t_gen[NR] = {0};
+    int    hd = mi.dim / mi.n_heads, t[NR];
+    uint32_t offs[NR];
     double W = (double)mi.weight_bytes;
     double kv_tok = (double)mi.n_layers * (ctx + gen / 2.0) * mi.n_kv_heads * 2.0 * hd * 2.0; /* mean over the timed tokens */
-    neo_session *S[4];
-    for (int ri = 0; ri < 4; ri++) {
+    neo_session *S[NR];
+    for (int ri = 0; ri < NR; ri++) {
         neo_session_desc sd;
         memset(&sd, 0, sizeof sd);
         sd.n_ctx = ctx + gen;
         sd.kv_type = NEO_TYPE_F16;
         sd.gpu_heads = runs[ri].gpu_heads;
         sd.pipeline = runs[ri].pipe;
+        sd.cpu_share = runs[ri].pipe == NEO_PIPELINE_HYBRID ? C.share : 0.0f;
         check(neo_session_create(rt_gpu, m, &sd, &S[ri]), "neo_session_create");
         rng = 0x1234567ull; /* the same prompt for every run */
         double t0 = now_s();
@@ -876,8 +957,8 @@ static void run_e2e(void) {
         t[ri] = argmax(logits, mi.vocab_size);
         offs[ri] = 0x9E3779B9u;
     }
-    /* The runs take their steps in blocks of E2E_BLOCK in turn (B x16, M x16, N x16, O x16, B ..),
-       so that all four come from the same minutes of this host: its threads, which N depends on,
+    /* The runs take their steps in blocks of E2E_BLOCK in turn (B x16, M x16, N x16, O x16, H x16, B ..),
+       so that all five come from the same minutes of this host: its threads, which N depends on,
        vary from minute to minute. Each block starts with one untimed step, taken back (the
        session truncated to its length before it), because the pool's workers sleep while the
        other sessions step and N's first step wakes them; a decode loop that keeps stepping one
@@ -885,7 +966,7 @@ static void run_e2e(void) {
        of 1914). Greedy, except that a fixed offset sequence moves the token on (random weights
        tend to repeat one token); tok keeps the argmax of every step, to compare runs. */
     for (int b0 = 0; b0 < gen; b0 += E2E_BLOCK)
-        for (int ri = 0; ri < 4; ri++) {
+        for (int ri = 0; ri < NR; ri++) {
             double h, st;
             int    len = neo_session_length(S[ri]);
             e2e_step(S[ri], t[ri], logits, mi.vocab_size, &h, &st);
@@ -902,7 +983,7 @@ static void run_e2e(void) {
                 t[ri] = argmax(logits, mi.vocab_size);
             }
         }
-    for (int ri = 0; ri < 4; ri++) {
+    for (int ri = 0; ri < NR; ri++) {
         double probe_eager, probe_graph;
         e2e_graph_probe(S[ri], t[ri], &probe_eager, &probe_graph);
         neo_layer_info li;
@@ -917,8 +998,9 @@ static void run_e2e(void) {
         else {
             double off = (W + kvg) / (C.hbm * 1e9) + kvh / (C.h2d * 1e9);
             double g = kvg / (C.hbm * 1e9), h = kvh / (C.dram * 1e9);
-            double on = W / (C.hbm * 1e9) + (g > h ? g : h);
-            bound = runs[ri].pipe == NEO_PIPELINE_OFF ? off : runs[ri].pipe == NEO_PIPELINE_ON ? on : (on < off ? on : off);
+            double on = W / (C.hbm * 1e9) + (g > h ? g : h), hj = kvh / (C.joint * 1e9);
+            double hyb = W / (C.hbm * 1e9) + (g > hj ? g : hj);
+            bound = runs[ri].pipe == NEO_PIPELINE_OFF ? off : runs[ri].pipe == NEO_PIPELINE_ON ? on : hyb;
         }
         char name[20], graph_txt[24];
         snprintf(name, sizeof name, "%s", runs[ri].name);
@@ -940,8 +1022,8 @@ static void run_e2e(void) {
                  probe_graph < 0 ? "n/a (cannot be captured)" : graph_txt);
         emit(&r);
     }
-    printf("# e2e ratios: N/M = %.3f, N/B = %.3f, M/B = %.3f, O/B = %.3f\n", tps[2] / tps[1], tps[2] / tps[0], tps[1] / tps[0],
-           tps[3] / tps[0]);
+    printf("# e2e ratios: N/M = %.3f, N/B = %.3f, M/B = %.3f, O/B = %.3f, H/N = %.3f, H/M = %.3f\n", tps[2] / tps[1],
+           tps[2] / tps[0], tps[1] / tps[0], tps[3] / tps[0], tps[4] / tps[2], tps[4] / tps[1]);
     fflush(stdout);
     free(tok);
     free(st_us);
@@ -1040,7 +1122,7 @@ static void run_capacity(void) {
     double on_s = time_steps(L, NL, dq, dout, reps, ta);
     check_out(1, s->n_head * s->d);
     long long ov = overlapped(L, NL);
-    char mname[20];
+    char mname[24];
     snprintf(mname, sizeof mname, "on-%d/8", hmax);
     brow r = row_new("cap", s->name, ctx, mname);
     r.layers = NL;
@@ -1071,6 +1153,26 @@ static void run_capacity(void) {
     r.bound_us = (b_hp + b_g) * 1e6;
     snprintf(r.note, sizeof r.note, "%.1f ms/step (bound %.1f: host half over pinned H2D + GPU half); OFF / ON = %.2f", off_s * 1e3,
              r.bound_us * 1e-3, off_s / on_s);
+    emit(&r);
+
+    /* and the hybrid, at the joint ceiling's share */
+    for (int i = 0; i < NL; i++) L[i]->pipeline = NEO_PIPELINE_HYBRID, L[i]->cpu_share = C.share;
+    ov = overlapped(L, NL);
+    double hyb_s = time_steps(L, NL, dq, dout, reps, ta), b_hj = hb / (C.joint * 1e9);
+    check_out(1, s->n_head * s->d);
+    snprintf(mname, sizeof mname, "hybrid-%d/8", hmax);
+    r = row_new("cap", s->name, ctx, mname);
+    r.layers = NL;
+    r.calls = reps;
+    r.us = hyb_s * 1e6;
+    r.kv_bytes = kv;
+    r.gpu_bytes = gb;
+    r.host_bytes = hb;
+    r.gbs = kv / hyb_s * 1e-9;
+    r.bound_us = (b_g > b_hj ? b_g : b_hj) * 1e6;
+    snprintf(r.note, sizeof r.note,
+             "%.1f ms/step (bound %.1f: host half at the CPU + DMA joint read); CPU share %.2f; HYBRID / ON = %.2f; "
+             "%lld overlapped calls", hyb_s * 1e3, r.bound_us * 1e-3, (double)C.share, hyb_s / on_s, overlapped(L, NL) - ov);
     emit(&r);
     for (int i = 0; i < NL; i++) neo_layer_destroy(L[i]);
 

@@ -122,6 +122,7 @@ typedef struct bw_state {
     pthread_t         th[256];
     uint64_t          sums[256];
     double            lo, hi; /* range of the multi-thread samples bench_cpu.c takes during its rows */
+    int               borrowed; /* buf is the caller's (bw_init_on): not freed here */
 } bw_state;
 typedef struct bw_arg {
     bw_state *b;
@@ -164,12 +165,15 @@ static NEO_BENCH_UNUSED void *bw_worker(void *p) {
     }
     return NULL;
 }
-/* 0, or -1 with a message on stderr (no memory, no threads) */
-static NEO_BENCH_UNUSED int bw_init(bw_state *b, size_t bytes, int n_threads) {
+/* The readers over buf: [bytes] of the caller's (the joint CPU + DMA ceiling reads pinned
+   memory), or NULL for a buffer of its own. 0, or -1 with a message on stderr (no memory, no
+   threads) */
+static NEO_BENCH_UNUSED int bw_init_on(bw_state *b, void *buf, size_t bytes, int n_threads) {
     memset(b, 0, sizeof *b);
     if (n_threads < 1 || n_threads > 256) n_threads = n_threads < 1 ? 1 : 256;
     b->n_words = bytes / sizeof(uint64_t);
-    b->buf = (uint64_t *)malloc(b->n_words * sizeof(uint64_t));
+    b->borrowed = buf != NULL;
+    b->buf = buf ? (uint64_t *)buf : (uint64_t *)malloc(b->n_words * sizeof(uint64_t));
     if (!b->buf) {
         fprintf(stderr, "bench: no memory for the %zu MiB read buffer\n", bytes >> 20);
         return -1;
@@ -191,6 +195,7 @@ static NEO_BENCH_UNUSED int bw_init(bw_state *b, size_t bytes, int n_threads) {
     }
     return 0;
 }
+static NEO_BENCH_UNUSED int bw_init(bw_state *b, size_t bytes, int n_threads) { return bw_init_on(b, NULL, bytes, n_threads); }
 static NEO_BENCH_UNUSED void bw_destroy(bw_state *b) {
     if (!b->buf) return;
     b->quit = 1;
@@ -199,7 +204,7 @@ static NEO_BENCH_UNUSED void bw_destroy(bw_state *b) {
     pthread_barrier_destroy(&b->start);
     pthread_barrier_destroy(&b->done);
     for (int t = 0; t < b->n_threads; t++) bench_sink += b->sums[t];
-    free(b->buf);
+    if (!b->borrowed) free(b->buf);
     b->buf = NULL;
 }
 /* GB/s of one read of the whole buffer: by every thread, each its own slice, or (one = 1) by

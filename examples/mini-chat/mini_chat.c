@@ -596,7 +596,7 @@ static const char *kv_type_name(neo_type t) {
 }
 
 static const char *pipeline_name(neo_pipeline p) {
-    return p == NEO_PIPELINE_ON ? "on" : p == NEO_PIPELINE_AUTO ? "auto" : "off";
+    return p == NEO_PIPELINE_ON ? "on" : p == NEO_PIPELINE_AUTO ? "auto" : p == NEO_PIPELINE_HYBRID ? "hybrid" : "off";
 }
 
 static void free_transformer(Transformer *t) {
@@ -959,7 +959,7 @@ static void usage(FILE *out) {
             "  --gpu-kv-budget <bytes>    GPU memory for the KV cache instead: as many heads as fit, the rest\n"
             "                             spread evenly over the layers' host memory (NEO_GPU_KV_BUDGET); needs\n"
             "                             --gpu or --gpu-standin\n"
-            "  --neo-pipeline off|on|auto how a split layer runs, default auto (NEO_PIPELINE)\n"
+            "  --neo-pipeline off|on|hybrid|auto  how a split layer runs, default auto (NEO_PIPELINE)\n"
             "  --threads <int>            CPU threads, default 0 = online cores (NEO_THREADS)\n"
             "  --gpu                      attention on a CUDA GPU (needs a NEO_ATTN_CUDA build)\n"
             "  --gpu-standin              the GPU path on neo_attn's host stand-in: the split and pipelines\n"
@@ -1020,6 +1020,7 @@ static int parse_pipeline(const char *s, neo_pipeline *out) {
     if (strcmp(s, "off") == 0) *out = NEO_PIPELINE_OFF;
     else if (strcmp(s, "on") == 0) *out = NEO_PIPELINE_ON;
     else if (strcmp(s, "auto") == 0) *out = NEO_PIPELINE_AUTO;
+    else if (strcmp(s, "hybrid") == 0) *out = NEO_PIPELINE_HYBRID;
     else return -1;
     return 0;
 }
