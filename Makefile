@@ -44,7 +44,7 @@ help:
 	@echo "make test-tsan        the thread pool under TSan"
 	@echo "make test-compile     the header as C11 and C++17, static, from two translation units, and"
 	@echo "                      without the decode loop (test-no-model)"
-	@echo "make test-bits        outputs bitwise equal to the previous release's (tests/data/bits_*.txt)"
+	@echo "make test-bits        outputs bitwise equal to those of commit d3e7625 (tests/data/bits_*.txt)"
 	@echo "make test-snippets    the README's and manual's programs as C (ASan + UBSan) and C++"
 	@echo "make test-golden      mini-chat against llama2.c run.c's output, and its error paths"
 	@echo "make test-fuzz        libFuzzer on the model loader and the tokenizer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
