@@ -170,7 +170,8 @@ $(B)/compile_no_model: tests/test_compile_impl.c $(HDR) | $(B)
 # kernels, so they are left out. The model loader's runs a session step through them, and is
 # built at -O0: clang's optimising pipeline over the sanitized SIMD kernels costs many times the
 # CPU of a whole fuzzing run, and at -O0 it still runs about half as many executions a second.
-FUZZ_FLAGS = $(CSTD) -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+# Line tables only (-g1), as the test programs: a crash's backtrace keeps its file and line.
+FUZZ_FLAGS = $(CSTD) -g1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 $(B)/fuzz_model: tests/fuzz_model.c $(HDR) | $(B)
 	$(CLANG) $(FUZZ_FLAGS) -O0 $< -o $@ $(LDLIBS)
 $(B)/fuzz_tokenizer: tests/fuzz_tokenizer.c tests/bpe_reference.h examples/mini-chat/mini_chat.c $(HDR) | $(B)
