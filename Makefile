@@ -79,9 +79,9 @@ install: $(B)/mini-chat
 # screen and in build/results, which the last line adds up). Its jobs (TEST_JOBS) run two at a
 # time (TEST_J), each a make of its own that builds what its tests need and runs them, so that
 # tests run while other programs build. They start in TEST_JOBS's order, the costliest first
-# (test_ref under ASan, build and run, is a third of all the CPU time of a run) and the briefest
-# last, so that both cores stay busy to the end; the two fuzzers come last of all and run beside
-# each other, each with a core of its own, as the other tests finish. A build of a program with
+# (test_ref under ASan, build and run, is a quarter of all the CPU time of a run) and the briefest
+# last, so that both cores stay busy to the end; the two fuzzers, built earlier, come last of all
+# and run beside each other, each with a core of its own, as the other tests finish. A build of a program with
 # the implementation's SIMD kernels costs about as much CPU time as running most of the tests.
 #
 # The implementation is compiled once per configuration (tests/test_compile_impl.c: the header with
@@ -189,11 +189,13 @@ TEST_BINS    = $(B)/san/test_ref $(B)/probe-cpu $(B)/test_ref $(B)/test_api $(B)
 # another program also links are in one job, so that no two jobs build the same file at once.
 TEST_J    = 2
 TEST_JOBS = run-san-test_ref run-tsan-test_pool run-test_ref run-test_ref_plain impl-tests san-impl-tests \
-            run-san-test_api run-san-test_tokenizer run-san-test_model run-probe-cpu run-test_api run-test_model \
-            run-test_api_plain run-test_tokenizer run-compile_static run-compile_no_model \
-            run-fuzz_model run-fuzz_tokenizer
-JOB_impl-tests     = run-test_bits run-test_golden run-compile_c
-JOB_san-impl-tests = run-test_snippets run-compile_cc
+            run-san-test_api run-san-test_tokenizer run-san-test_model run-probe-cpu build-fuzz_tokenizer \
+            build-fuzz_model run-test_api run-test_model run-test_api_plain run-test_tokenizer run-compile_static \
+            run-compile_no_model run-fuzz_model run-fuzz_tokenizer
+JOB_impl-tests           = run-test_bits run-test_golden run-compile_c
+JOB_san-impl-tests       = run-test_snippets run-compile_cc
+JOB_build-fuzz_model     = $(B)/fuzz_model
+JOB_build-fuzz_tokenizer = $(B)/fuzz_tokenizer
 
 test:
 	@rm -f $(B)/results
