@@ -98,13 +98,14 @@ QUICK     = NEO_TEST_QUICK=1
 # backtraces, and full debug info of the SIMD kernels is a large part of their compile time.
 # Each build's optimisation level is the one with the least CPU time for building and running
 # it together: -O3 for test_ref (its float64 reference and the scalar kernels vectorised take
-# more off the run than the build adds), -O1 for test_api and test_model (which run in a fraction
-# of a second; optimised code all the same, and the warnings that need the optimiser's data flow),
-# -O2 for the rest, which is what test_bits, mini-chat's golden test and the compile tests check.
-# The ASan + UBSan builds whose tests run briefly (the shared object, test_model, test_api) are not
-# optimised: -O0 instruments every access all the same.
+# more off the run than the build adds), none for the programs that run in a second or two
+# (test_api and test_model, plain and under ASan + UBSan, which instruments every access all the
+# same; the shared object of the sanitizer builds), -O2 for the rest. The implementation's code
+# under the optimiser, and its warnings that need the optimiser's data flow, are what test_ref
+# (-O3), build/impl.o (-O2: test_bits, mini-chat's golden test, compile_c), probe-cpu (-O3) and
+# compile_cc (C++, -O1) check.
 TOPT      = -O2 -g1
-TOPT_O1   = -O1 -g1
+TOPT_O0   = -O0 -g1
 TOPT_O3   = -O3 -g1
 SAN_O1    = -O1 -g1 $(SAN)
 SAN_O0    = -O0 -g1 $(SAN)
@@ -121,7 +122,7 @@ $(B)/test_bits: tests/test_bits.c $(TEST_H) $(HDR) $(B)/impl.o
 $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. $< -o $@ $(LDLIBS)
 $(B)/test_api $(B)/test_model: $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) $(TOPT_O1) -I. $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(TOPT_O0) -I. $< -o $@ $(LDLIBS)
 $(B)/test_ref: tests/test_ref.c $(TEST_H) $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) $(TOPT_O3) -I. $< -o $@ $(LDLIBS)
 
