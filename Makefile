@@ -191,7 +191,7 @@ TEST_BINS    = $(B)/san/test_ref $(B)/probe-cpu $(B)/test_ref $(B)/test_api $(B)
 TEST_J    = 2
 TEST_JOBS = run-san-test_ref run-tsan-test_pool run-test_ref run-test_ref_plain impl-tests san-impl-tests \
             run-san-test_api run-san-test_tokenizer run-san-test_model run-probe-cpu build-fuzz_tokenizer \
-            build-fuzz_model run-test_api run-test_model run-test_api_plain run-test_tokenizer run-compile_static \
+            build-fuzz_model run-test_api_plain run-test_tokenizer run-test_api run-test_model run-compile_static \
             run-compile_no_model run-fuzz_model run-fuzz_tokenizer
 JOB_impl-tests           = run-test_bits run-test_golden run-compile_c
 JOB_san-impl-tests       = run-test_snippets run-compile_cc
