@@ -81,8 +81,9 @@ install: $(B)/mini-chat
 # tests run while other programs build. They start in TEST_JOBS's order, the costliest first
 # (test_ref under ASan, build and run, is a quarter of all the CPU time of a run) and the briefest
 # last, so that both cores stay busy to the end; the two fuzzers, built earlier, come last of all
-# and run beside each other, each with a core of its own, as the other tests finish. A build of a program with
-# the implementation's SIMD kernels costs about as much CPU time as running most of the tests.
+# and run beside each other, each with a core of its own, as the other tests finish. A build of a
+# program with the implementation's SIMD kernels costs about as much CPU time as running most of
+# the tests; docs/BENCHMARKS.md has the cost of each build and run.
 #
 # The implementation is compiled once per configuration (tests/test_compile_impl.c: the header with
 # NEO_ATTN_IMPLEMENTATION, as C11) into an object that programs using only the public API link:
@@ -188,7 +189,7 @@ TEST_BINS    = $(B)/san/test_ref $(B)/probe-cpu $(B)/test_ref $(B)/test_api $(B)
 # Each run-NAME target runs one test (run-san-NAME under ASan + UBSan), built first if need be.
 # A job named job-X runs the tests JOB_X names, or run-X alone; the programs that link an object
 # another program also links are in one job, so that no two jobs build the same file at once.
-TEST_J    = 2
+TEST_J   ?= 2
 TEST_JOBS = run-san-test_ref run-tsan-test_pool run-test_ref run-test_ref_plain impl-tests san-impl-tests \
             run-san-test_api run-san-test_tokenizer run-san-test_model run-probe-cpu build-fuzz_tokenizer \
             build-fuzz_model run-test_api_plain run-test_tokenizer run-test_api run-test_model run-compile_static \
