@@ -33,17 +33,18 @@ all: $(B)/mini-chat $(B)/bench-cpu $(B)/probe-cpu
 help:
 	@echo "make                  build/mini-chat, build/bench-cpu, build/probe-cpu"
 	@echo "make demo             mini-chat tells a story with stories260K (tests/data)"
-	@echo "make test             every CPU test (what CI runs): builds first (make -j2), then runs"
-	@echo "                      each test, one count line each, and a last line 'N passed, M failed';"
-	@echo "                      the tests' output is in build/log/. The sanitizer runs set"
-	@echo "                      NEO_TEST_QUICK=1: every case kind and path, fewer repetitions"
+	@echo "make test             every CPU test (what CI runs), two jobs at a time (TEST_J=2): one"
+	@echo "                      count line a test and a last line 'N passed, M failed'; the tests'"
+	@echo "                      output is in build/log/. The sanitizer runs set NEO_TEST_QUICK=1:"
+	@echo "                      every case kind and path, fewer repetitions"
+	@echo "make test-build       every test program, built only (make -j2 test-build)"
 	@echo "make test-unit        test_api, test_ref, test_model, test_tokenizer"
 	@echo "make test-variants    test_ref and test_api built without threads and without SIMD"
 	@echo "make test-san         the unit tests under ASan + UBSan"
 	@echo "make test-tsan        the thread pool under TSan"
 	@echo "make test-compile     the header as C11 and C++17, static, from two translation units, and"
 	@echo "                      without the decode loop (test-no-model)"
-	@echo "make test-bits        outputs bitwise equal to the previous release's (tests/data/bits_*.txt)"
+	@echo "make test-bits        outputs bitwise equal to those of commit d3e7625 (tests/data/bits_*.txt)"
 	@echo "make test-snippets    the README's and manual's programs as C (ASan + UBSan) and C++"
 	@echo "make test-golden      mini-chat against llama2.c run.c's output, and its error paths"
 	@echo "make test-fuzz        libFuzzer on the model loader and the tokenizer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
@@ -74,11 +75,15 @@ install: $(B)/mini-chat
 	install -m 755 $(B)/mini-chat $(DESTDIR)$(PREFIX)/bin/mini-chat
 
 # --- tests ---------------------------------------------------------------------------------------
-# make test builds every test program first, two at a time, then runs them through
-# tests/run_test.sh (output in build/log/, one count line on the screen and in build/results, which
-# the last line adds up): the tests that use threads one at a time, and beside them, one at a time,
-# the single-threaded ones (the builds without threads, the tokenizer under ASan, the small
-# programs); then the two fuzzers at once, each on a core of its own.
+# make test runs every test through tests/run_test.sh (output in build/log/, one count line on the
+# screen and in build/results, which the last line adds up). Its jobs (TEST_JOBS) run two at a
+# time (TEST_J), each a make of its own that builds what its tests need and runs them, so that
+# tests run while other programs build. They start in TEST_JOBS's order, the costliest first
+# (test_ref under ASan, build and run, is a quarter of all the CPU time of a run) and the briefest
+# last, so that both cores stay busy to the end; the two fuzzers, built earlier, come last of all
+# and run beside each other, each with a core of its own, as the other tests finish. A build of a
+# program with the implementation's SIMD kernels costs about as much CPU time as running most of
+# the tests; docs/BENCHMARKS.md has the cost of each build and run.
 #
 # The implementation is compiled once per configuration (tests/test_compile_impl.c: the header with
 # NEO_ATTN_IMPLEMENTATION, as C11) into an object that programs using only the public API link:
@@ -92,9 +97,17 @@ LINK_IMPL = -DNEO_ATTN_IMPLEMENTATION_INCLUDED
 QUICK     = NEO_TEST_QUICK=1
 # Test programs carry line tables only (-g1): enough for the sanitizers' and a debugger's
 # backtraces, and full debug info of the SIMD kernels is a large part of their compile time.
-# The ASan + UBSan builds whose tests run briefly (the shared object, test_model, test_api) are not
-# optimised: -O0 instruments every access all the same.
+# Each build's optimisation level is the one with the least CPU time for building and running
+# it together: -O3 for test_ref (its float64 reference and the scalar kernels vectorised take
+# more off the run than the build adds), none for the programs that run in a second or two
+# (test_api and test_model, plain and under ASan + UBSan, which instruments every access all the
+# same; the shared object of the sanitizer builds), -O2 for the rest. The implementation's code
+# under the optimiser, and its warnings that need the optimiser's data flow, are what test_ref
+# (-O3), build/impl.o (-O2: test_bits, mini-chat's golden test, compile_c), probe-cpu (-O3) and
+# compile_cc (C++, -O1) check.
 TOPT      = -O2 -g1
+TOPT_O0   = -O0 -g1
+TOPT_O3   = -O3 -g1
 SAN_O1    = -O1 -g1 $(SAN)
 SAN_O0    = -O0 -g1 $(SAN)
 
@@ -109,6 +122,10 @@ $(B)/test_bits: tests/test_bits.c $(TEST_H) $(HDR) $(B)/impl.o
 
 $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. $< -o $@ $(LDLIBS)
+$(B)/test_api $(B)/test_model: $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) $(TOPT_O0) -I. $< -o $@ $(LDLIBS)
+$(B)/test_ref: tests/test_ref.c $(TEST_H) $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) $(TOPT_O3) -I. $< -o $@ $(LDLIBS)
 
 $(B)/san/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) $(SAN_O1) -I. $< -o $@ $(LDLIBS)
@@ -126,8 +143,11 @@ $(B)/tsan/test_pool: tests/test_pool.c $(TEST_H) $(HDR) | $(B)
 	$(CC) $(CSTD) $(CWARN) -O1 -g1 -fsanitize=thread -I. $< -o $@ $(LDLIBS)
 
 # the header built without threads and without SIMD: the serial pool and the scalar kernels alone
+PLAIN     = -DNEO_ATTN_NO_THREADS=1 -DNEO_ATTN_NO_SIMD=1
 $(B)/test_%_plain: tests/test_%.c $(TEST_H) $(HDR) | $(B)
-	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. -DNEO_ATTN_NO_THREADS=1 -DNEO_ATTN_NO_SIMD=1 $< -o $@ $(LDLIBS)
+	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. $(PLAIN) $< -o $@ $(LDLIBS)
+$(B)/test_ref_plain: tests/test_ref.c $(TEST_H) $(HDR) | $(B)
+	$(CC) $(CSTD) $(CWARN) $(TOPT_O3) -I. $(PLAIN) $< -o $@ $(LDLIBS)
 
 # The header as C11 and C++17, with and without the implementation, linked from two
 # translation units, once more with NEO_ATTN_STATIC, and once without the decode loop
@@ -152,7 +172,8 @@ $(B)/compile_no_model: tests/test_compile_impl.c $(HDR) | $(B)
 # kernels, so they are left out. The model loader's runs a session step through them, and is
 # built at -O0: clang's optimising pipeline over the sanitized SIMD kernels costs many times the
 # CPU of a whole fuzzing run, and at -O0 it still runs about half as many executions a second.
-FUZZ_FLAGS = $(CSTD) -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+# Line tables only (-g1), as the test programs: a crash's backtrace keeps its file and line.
+FUZZ_FLAGS = $(CSTD) -g1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 $(B)/fuzz_model: tests/fuzz_model.c $(HDR) | $(B)
 	$(CLANG) $(FUZZ_FLAGS) -O0 $< -o $@ $(LDLIBS)
 $(B)/fuzz_tokenizer: tests/fuzz_tokenizer.c tests/bpe_reference.h examples/mini-chat/mini_chat.c $(HDR) | $(B)
@@ -160,29 +181,34 @@ $(B)/fuzz_tokenizer: tests/fuzz_tokenizer.c tests/bpe_reference.h examples/mini-
 
 FUZZ_BINS    = $(B)/fuzz_model $(B)/fuzz_tokenizer
 COMPILE_BINS = $(B)/compile_c $(B)/compile_cc $(B)/compile_static $(B)/compile_no_model $(B)/probe-cpu
-# the longest builds first, so that two jobs keep both cores busy to the end
 TEST_BINS    = $(B)/san/test_ref $(B)/probe-cpu $(B)/test_ref $(B)/test_api $(B)/test_model $(B)/impl.o \
                $(B)/san/test_api $(B)/san/test_model $(B)/san/impl.o $(B)/tsan/test_pool $(FUZZ_BINS) \
                $(B)/compile_cc $(B)/san/test_tokenizer $(B)/test_tokenizer $(B)/test_bits $(B)/mini-chat \
                $(B)/snippets/built $(B)/test_ref_plain $(B)/test_api_plain $(COMPILE_BINS)
 
+# Each run-NAME target runs one test (run-san-NAME under ASan + UBSan), built first if need be.
+# A job named job-X runs the tests JOB_X names, or run-X alone; the programs that link an object
+# another program also links are in one job, so that no two jobs build the same file at once.
+TEST_J   ?= 2
+TEST_JOBS = run-san-test_ref run-tsan-test_pool run-test_ref run-test_ref_plain impl-tests san-impl-tests \
+            run-san-test_api run-san-test_tokenizer run-san-test_model run-probe-cpu build-fuzz_tokenizer \
+            build-fuzz_model run-test_api_plain run-test_tokenizer run-test_api run-test_model run-compile_static \
+            run-compile_no_model run-fuzz_model run-fuzz_tokenizer
+JOB_impl-tests           = run-test_bits run-test_golden run-compile_c
+JOB_san-impl-tests       = run-test_snippets run-compile_cc
+JOB_build-fuzz_model     = $(B)/fuzz_model
+JOB_build-fuzz_tokenizer = $(B)/fuzz_tokenizer
+
 test:
 	@rm -f $(B)/results
-	@$(MAKE) --no-print-directory -j2 test-build
-	@$(MAKE) --no-print-directory -j1 -k test-run; $(RUN) --summary $$?
+	@$(MAKE) --no-print-directory -j$(TEST_J) -k test-run; $(RUN) --summary $$?
 
+# builds every test program (make -j2 test-build), for those who want the builds first
 test-build: $(TEST_BINS)
 
-# Each run-NAME target runs one test (run-san-NAME under ASan + UBSan); test-run runs them all.
-THREADED  = run-san-test_ref run-tsan-test_pool run-test_ref run-test_api run-test_model run-test_bits \
-            run-compile_cc run-probe-cpu run-test_golden run-san-test_api run-san-test_model
-SERIAL    = run-test_ref_plain run-san-test_tokenizer run-test_tokenizer run-test_api_plain run-compile_c \
-            run-compile_static run-compile_no_model run-test_snippets
-
-test-run:
-	@f=0; $(MAKE) --no-print-directory -j1 -k $(SERIAL) & p=$$!; \
-	$(MAKE) --no-print-directory -j1 -k $(THREADED) || f=1; wait $$p || f=1; \
-	$(MAKE) --no-print-directory -k test-fuzz || f=1; exit $$f
+test-run: $(addprefix job-,$(TEST_JOBS))
+job-%: | $(B)
+	@$(MAKE) --no-print-directory $(or $(JOB_$*),$*)
 
 run-test_%: $(B)/test_%
 	@$(RUN) test_$* ./$(B)/test_$*
@@ -198,7 +224,7 @@ run-probe-cpu: $(B)/probe-cpu
 	@$(RUN) probe-cpu ./$(B)/probe-cpu --ctx 600 --layers 2 --calls 5 --threads 2 --gap-us 0
 run-test_golden: $(B)/mini-chat
 	@$(RUN) test_golden sh tests/test_golden.sh $(B)/mini-chat
-# the documentation's programs are cut out and built with the other test programs, run here
+# the documentation's programs are cut out and built first, then run here
 run-test_snippets: $(B)/snippets/built
 	@$(RUN) test_snippets sh tests/test_snippets.sh $(B) run
 

@@ -3,7 +3,7 @@
    machine has cores (at most 48; workers that miss jobs), give bitwise the output of a 1-thread runtime for
    many decode and prefill calls on long, many-head layers (chunk splitting and merging); runtimes
    created and destroyed over and over; independent runtimes driven from several threads at once;
-   a stories260K session with 4 threads; and all of that's bitwise checks once more through an
+   a stories260K session with 4 threads (NEO_MODEL_DIR, default tests/data); and all of that's bitwise checks once more through an
    engine's own parallel-for (neo_runtime_desc.parallel_for) instead of the runtime's pool. The
    seed is printed; NEO_TEST_SEED=N repeats a run. */
 #define NEO_ATTN_IMPLEMENTATION
@@ -275,7 +275,7 @@ static void test_session(neo_runtime *rt1, neo_runtime *rt4) {
     neo_session *s1 = NULL, *s4 = NULL;
     static float l1[512], l4[512];
     int i, tok = 1;
-    snprintf(path, sizeof path, "%s/stories260K.bin", env && *env ? env : "../shared/models");
+    snprintf(path, sizeof path, "%s/stories260K.bin", env && *env ? env : "tests/data");
     check_context("stories260K session at %s", path);
     if (!CHECK_STATUS(neo_model_load(path, &m), NEO_OK)) {
         fprintf(stderr, "test_pool: FAIL: cannot load %s; set NEO_MODEL_DIR to the folder holding stories260K.bin\n",
