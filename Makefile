@@ -55,17 +55,18 @@ help:
 	@echo "make bench-gpu        build/bench, the GPU benchmark"
 	@echo "make clean            remove build/"
 
-$(B):
-	mkdir -p $(B) $(B)/san $(B)/tsan
+# the build folders, made once (a stamp, so that a build/ made by hand gets its subfolders too)
+$(B)/.dirs:
+	mkdir -p $(B) $(B)/san $(B)/tsan && touch $@
 
 # mini-chat links the implementation's object that the tests share (see "tests" below)
 $(B)/mini-chat: examples/mini-chat/mini_chat.c $(HDR) $(B)/impl.o
 	$(CC) $(CSTD) $(CWARN) $(OPT) $(LINK_IMPL) -I. $< $(B)/impl.o -o $@ $(LDLIBS)
 
-$(B)/bench-cpu: examples/bench/bench_cpu.c examples/bench/bench_util.h $(HDR) | $(B)
+$(B)/bench-cpu: examples/bench/bench_cpu.c examples/bench/bench_util.h $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) -O3 -g -I. $< -o $@ $(LDLIBS)
 
-$(B)/probe-cpu: examples/bench/probe_cpu.c examples/bench/bench_util.h $(HDR) | $(B)
+$(B)/probe-cpu: examples/bench/probe_cpu.c examples/bench/bench_util.h $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) -O3 -g1 -I. $< -o $@ $(LDLIBS)
 
 install: $(B)/mini-chat
@@ -111,61 +112,61 @@ TOPT_O3   = -O3 -g1
 SAN_O1    = -O1 -g1 $(SAN)
 SAN_O0    = -O0 -g1 $(SAN)
 
-$(B)/impl.o: tests/test_compile_impl.c $(HDR) | $(B)
+$(B)/impl.o: tests/test_compile_impl.c $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. -c $< -o $@
-$(B)/san/impl.o: tests/test_compile_impl.c $(HDR) | $(B)
+$(B)/san/impl.o: tests/test_compile_impl.c $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(SAN_O0) -I. -c $< -o $@
 
 # linked with the implementation's object: the public API only
 $(B)/test_bits: tests/test_bits.c $(TEST_H) $(HDR) $(B)/impl.o
 	$(CC) $(CSTD) $(CWARN) $(TOPT) $(LINK_IMPL) -I. $< $(B)/impl.o -o $@ $(LDLIBS)
 
-$(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
+$(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. $< -o $@ $(LDLIBS)
-$(B)/test_api $(B)/test_model: $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
+$(B)/test_api $(B)/test_model: $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(TOPT_O0) -I. $< -o $@ $(LDLIBS)
-$(B)/test_ref: tests/test_ref.c $(TEST_H) $(HDR) | $(B)
+$(B)/test_ref: tests/test_ref.c $(TEST_H) $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(TOPT_O3) -I. $< -o $@ $(LDLIBS)
 
-$(B)/san/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
+$(B)/san/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(SAN_O1) -I. $< -o $@ $(LDLIBS)
-$(B)/san/test_model $(B)/san/test_api: $(B)/san/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)
+$(B)/san/test_model $(B)/san/test_api: $(B)/san/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(SAN_O0) -I. $< -o $@ $(LDLIBS)
 
 # the tokenizer test needs none of the header's SIMD kernels (which take most of a build's time)
-$(B)/test_tokenizer: tests/test_tokenizer.c examples/mini-chat/mini_chat.c tests/check.h $(HDR) | $(B)
+$(B)/test_tokenizer: tests/test_tokenizer.c examples/mini-chat/mini_chat.c tests/check.h $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(TOPT) -DNEO_ATTN_NO_SIMD=1 -I. $< -o $@ $(LDLIBS)
 
-$(B)/san/test_tokenizer: tests/test_tokenizer.c examples/mini-chat/mini_chat.c tests/check.h $(HDR) | $(B)
+$(B)/san/test_tokenizer: tests/test_tokenizer.c examples/mini-chat/mini_chat.c tests/check.h $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(SAN_O1) -DNEO_ATTN_NO_SIMD=1 -I. $< -o $@ $(LDLIBS)
 
-$(B)/tsan/test_pool: tests/test_pool.c $(TEST_H) $(HDR) | $(B)
+$(B)/tsan/test_pool: tests/test_pool.c $(TEST_H) $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) -O1 -g1 -fsanitize=thread -I. $< -o $@ $(LDLIBS)
 
 # the header built without threads and without SIMD: the serial pool and the scalar kernels alone
 PLAIN     = -DNEO_ATTN_NO_THREADS=1 -DNEO_ATTN_NO_SIMD=1
-$(B)/test_%_plain: tests/test_%.c $(TEST_H) $(HDR) | $(B)
+$(B)/test_%_plain: tests/test_%.c $(TEST_H) $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. $(PLAIN) $< -o $@ $(LDLIBS)
-$(B)/test_ref_plain: tests/test_ref.c $(TEST_H) $(HDR) | $(B)
+$(B)/test_ref_plain: tests/test_ref.c $(TEST_H) $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(TOPT_O3) -I. $(PLAIN) $< -o $@ $(LDLIBS)
 
 # The header as C11 and C++17, with and without the implementation, linked from two
 # translation units, once more with NEO_ATTN_STATIC, and once without the decode loop
 # (NEO_ATTN_NO_MODEL). The C program links the implementation's object that the tests share;
 # the C++ implementation's object is also what the documentation's programs link as C++.
-$(B)/compile_a.o: tests/test_compile.c $(HDR) | $(B)
+$(B)/compile_a.o: tests/test_compile.c $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) -c $< -I. -o $@
 $(B)/compile_c: $(B)/compile_a.o $(B)/impl.o
 	$(CC) $^ -o $@ $(LDLIBS)
-$(B)/compile_cc_a.o: tests/test_compile.cc $(HDR) | $(B)
+$(B)/compile_cc_a.o: tests/test_compile.cc $(HDR) | $(B)/.dirs
 	$(CXX) -std=c++17 $(WARN) -O1 -c $< -I. -o $@
-$(B)/compile_cc_b.o: tests/test_compile.cc $(HDR) | $(B)
+$(B)/compile_cc_b.o: tests/test_compile.cc $(HDR) | $(B)/.dirs
 	$(CXX) -std=c++17 $(WARN) -O1 -DNEO_TEST_IMPL -c $< -I. -o $@
 $(B)/compile_cc: $(B)/compile_cc_a.o $(B)/compile_cc_b.o
 	$(CXX) $^ -o $@ $(LDLIBS)
-$(B)/compile_static: tests/test_compile_impl.c $(HDR) | $(B)
+$(B)/compile_static: tests/test_compile_impl.c $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) -DNEO_ATTN_STATIC $< -DNEO_TEST_MAIN -I. -o $@ $(LDLIBS)
-$(B)/compile_no_model: tests/test_compile_impl.c $(HDR) | $(B)
+$(B)/compile_no_model: tests/test_compile_impl.c $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) -DNEO_ATTN_NO_MODEL -DNEO_ATTN_STATIC -DNEO_TEST_MAIN -I. $< -o $@ $(LDLIBS)
 
 # libFuzzer targets, with ASan and UBSan. The tokenizer's needs none of the header's SIMD
@@ -174,9 +175,9 @@ $(B)/compile_no_model: tests/test_compile_impl.c $(HDR) | $(B)
 # CPU of a whole fuzzing run, and at -O0 it still runs about half as many executions a second.
 # Line tables only (-g1), as the test programs: a crash's backtrace keeps its file and line.
 FUZZ_FLAGS = $(CSTD) -g1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-$(B)/fuzz_model: tests/fuzz_model.c $(HDR) | $(B)
+$(B)/fuzz_model: tests/fuzz_model.c $(HDR) | $(B)/.dirs
 	$(CLANG) $(FUZZ_FLAGS) -O0 $< -o $@ $(LDLIBS)
-$(B)/fuzz_tokenizer: tests/fuzz_tokenizer.c tests/bpe_reference.h examples/mini-chat/mini_chat.c $(HDR) | $(B)
+$(B)/fuzz_tokenizer: tests/fuzz_tokenizer.c tests/bpe_reference.h examples/mini-chat/mini_chat.c $(HDR) | $(B)/.dirs
 	$(CLANG) $(FUZZ_FLAGS) -O1 -DNEO_ATTN_NO_SIMD=1 $< -o $@ $(LDLIBS)
 
 FUZZ_BINS    = $(B)/fuzz_model $(B)/fuzz_tokenizer
@@ -207,7 +208,7 @@ test:
 test-build: $(TEST_BINS)
 
 test-run: $(addprefix job-,$(TEST_JOBS))
-job-%: | $(B)
+job-%: | $(B)/.dirs
 	@$(MAKE) --no-print-directory $(or $(JOB_$*),$*)
 
 run-test_%: $(B)/test_%
@@ -281,7 +282,7 @@ NVCCFLAGS ?= -O3 --threads 0 $(CUDA_GENCODE)
 CUDA_LIBS  = -L$(CUDA_HOME)/lib64 -lcudart -lstdc++
 CUDA_CC    = $(CC) $(CSTD) $(CWARN) -O2 -g -I. -isystem $(CUDA_HOME)/include
 
-$(B)/neo_attn_cuda.o: neo_attn_cuda.cu $(HDR) | $(B)
+$(B)/neo_attn_cuda.o: neo_attn_cuda.cu $(HDR) | $(B)/.dirs
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -c $< -o $@
 
 $(B)/test_cuda_ops: tests/test_cuda_ops.c $(HDR) $(B)/neo_attn_cuda.o
@@ -338,7 +339,7 @@ bench-gpu: $(B)/bench
 # test-bits-ref: writes this machine's lines of that file from a build against the header at
 # d3e7625 (how the AVX-512 lines are made, on a machine that has AVX-512); then run test-bits.
 BITS_REF ?= d3e7625
-test-bits-ref: | $(B)
+test-bits-ref: | $(B)/.dirs
 	mkdir -p $(B)/bits_ref && git show $(BITS_REF):neo_attn.h > $(B)/bits_ref/neo_attn.h
 	$(CC) $(CSTD) $(CWARN) $(OPT) -I$(B)/bits_ref tests/test_bits.c -o $(B)/bits_ref/test_bits $(LDLIBS)
 	./$(B)/bits_ref/test_bits --write
