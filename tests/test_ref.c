@@ -1060,9 +1060,10 @@ static void test_stage_shared(void) {
 
 /* The hybrid on the stand-in: every kv_type, GQA groups 1 to 8, head_dim_v apart, NEO_GPU_HEADS_NONE,
    options, CPU shares near 0 and 1, lengths from 1 to 3000 (shorter and longer than a stream-back
-   chunk), a prefill (which runs as OFF); against float64 and bitwise across thread counts. The
-   merge op is counted, so a decode whose cut leaves both sides cells is known to have run as the
-   hybrid and one whose cut leaves a side none as ON or OFF. */
+   chunk; up to 700 in the quick mode of the sanitizer runs), a prefill (which runs as OFF);
+   against float64 and bitwise across thread counts. The merge op is counted, so a decode whose
+   cut leaves both sides cells is known to have run as the hybrid and one whose cut leaves a side
+   none as ON or OFF. */
 static long hyb_merges;
 static struct {
     neo_runtime *rt;
@@ -1099,7 +1100,7 @@ static void test_hybrid(void) {
             snprintf(name, sizeof name, "hybrid: %d/%d/%d/%d, gpu_heads %d, kv_type %d, cpu_share %g", d.n_head, d.n_head_kv,
                      d.head_dim, sh[si].dv, sh[si].gh, ti, (double)share);
             if (tc_open(&c, &d, 2, name)) {
-                for (int i = 0; i < 10; i++) {
+                for (int i = 0; i < (quick ? 8 : 10); i++) { /* quick (the sanitizer runs): up to 700 cells */
                     int cut = (int)floor((double)r * (double)lens[i] + 0.5);
                     tc_append(&c, lens[i] - c.len);
                     tc_query(&c, 0);

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """ab.py - two builds of build/bench on one machine, run in turn (A B A B ..), every row's time
-side by side. The host-side rows (cpu, on, off, e2e) move by 10-30% from one lent machine to the
-next, more than most changes do, so a change is judged by an A/B on one machine, never by two
-runs on two machines.
+side by side. The host-side rows (cpu, on, off, e2e) move by 10-30% from one machine of the same
+kind to the next, more than most changes do, so a change is judged by an A/B on one machine,
+never by two runs on two machines.
 
     python3 examples/bench/ab.py BENCH_A BENCH_B [--rounds 3] [--out DIR] -- [bench args]
     e.g. python3 examples/bench/ab.py build/bench-old build/bench -- --sections attn --seconds 0.3

@@ -1,5 +1,5 @@
 /* bench.c - neo_attn on a GPU machine: ceilings, attention rows, the decode loop, capacity
-   (a benchmark, not a test; issue 4). Every figure is printed with the bound it is held to,
+   (a benchmark, not a test). Every figure is printed with the bound it is held to,
    and the bounds come from ceilings measured in the same run.
 
    BUILD AND RUN
@@ -48,7 +48,7 @@
            off       host half / pinned H2D + GPU half / HBM (the stream-back waits for the GPU half)
            hybrid    max(GPU half / HBM, host half / the CPU + DMA joint read)
            auto      the smallest of the three
-         The ratios keep the issue's bounds; cpu and on rows also note the host heads' FMA bound
+         The ratios are against these bounds; cpu and on rows also note the host heads' FMA bound
          (their 2 (d + dv) flops a query head and cell at the FMA ceiling); a row short of both
          bounds is held back by its kernel's instruction mix or by the orchestration.
          Notes: on rows time each half alone on the same layers (the device heads' attention on
@@ -76,9 +76,9 @@
          minutes of the host (each step's argmax moved on by a fixed offset sequence, the same in
          every run, because random weights repeat one token; the argmaxes are compared with B's):
            B  no split                       M  split 1/2, pipeline OFF (stream-back)
-           N  split 1/2, pipeline ON         O  no split, --neo-pipeline off (the project's C4
-                                                reading, as tests/gpu_check.sh: the same as B;
-                                                the seeds' O, split with the pipeline off, is M)
+           N  split 1/2, pipeline ON         O  no split, mini-chat's --neo-pipeline off (as
+                                                tests/gpu_check.sh checks it: the same as B; a
+                                                split with the pipeline off is M)
            H  split 1/2, pipeline HYBRID at the joint ceiling's CPU share
          Bound per token: weights + KV bytes over the HBM rate; for splits the host half over
          pinned H2D (M), over DRAM read per layer alongside the GPU half (N), or over the CPU + DMA
