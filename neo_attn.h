@@ -1411,11 +1411,51 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx
 #pragma GCC unroll 4
     for (int i = 0; i < NQT; i++) s[i * NEO__BLOCK] = neo__dot_tail(o[i], q + (size_t)i * d, kr, t, dm, d);
 }
+/* The same for two cells at once, each with the same sums in the same order as one cell alone
+   (so the same bits): twice the independent FMA chains, and each q chunk loaded once for both. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile2_avx2(float *s, const float *q, const char *kr0,
+                                                                                     const char *kr1, neo_type t, int NQT, int d, int dm) {
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int j = 0; j < dm; j += 8) {
+        __m256 k0 = neo__ld8(kr0, (size_t)j, t), k1 = neo__ld8(kr1, (size_t)j, t);
+#pragma GCC unroll 4
+        for (int i = 0; i < NQT; i++) {
+            __m256 qv = _mm256_loadu_ps(q + (size_t)i * d + j);
+            a[i] = _mm256_fmadd_ps(qv, k0, a[i]);
+            c[i] = _mm256_fmadd_ps(qv, k1, c[i]);
+        }
+    }
+    __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(c[0], c[1]), _mm256_hadd_ps(c[2], c[3]));
+    float  o0[4], o1[4];
+    _mm_storeu_ps(o0, _mm_add_ps(_mm256_castps256_ps128(h0), _mm256_extractf128_ps(h0, 1)));
+    _mm_storeu_ps(o1, _mm_add_ps(_mm256_castps256_ps128(h1), _mm256_extractf128_ps(h1, 1)));
+#pragma GCC unroll 4
+    for (int i = 0; i < NQT; i++) {
+        s[i * NEO__BLOCK] = neo__dot_tail(o0[i], q + (size_t)i * d, kr0, t, dm, d);
+        s[i * NEO__BLOCK + 1] = neo__dot_tail(o1[i], q + (size_t)i * d, kr1, t, dm, d);
+    }
+}
 NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(float *s, const float *q, const void *k, neo_type t,
                                                                                  int nq, int nk, int d) {
     size_t es = neo__type_size(t);
-    int    dm = d & ~7;
-    for (int b = 0; b < nk; b++) {
+    int    dm = d & ~7, b = 0;
+    for (; b + 2 <= nk; b += 2) {
+        const char *kr = (const char *)k + (size_t)b * d * es;
+        neo__prefetch_row(kr, 2 * (size_t)d * es);
+        for (int r = 0; r < nq; r += 4) {
+            float       *sr = s + r * NEO__BLOCK + b;
+            const float *q0 = q + (size_t)r * d;
+            switch (nq - r) {
+            case 1: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 1, d, dm); break;
+            case 2: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 2, d, dm); break;
+            case 3: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 3, d, dm); break;
+            default: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 4, d, dm); break;
+            }
+        }
+    }
+    for (; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
         neo__prefetch_row(kr, (size_t)d * es);
         for (int r = 0; r < nq; r += 4) {
@@ -1485,7 +1525,27 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__exp_sum_avx2(float *x, int n, float m) {
 NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_tile_avx2(float *o, const float *p, const void *v, neo_type t,
                                                                                 int NQT, int nk, int dv, int dm) {
     size_t es = neo__type_size(t);
-    for (int j = 0; j < dm; j += 8) {
+    int    j = 0;
+    /* two chunks at once (twice the independent FMA chains; each chunk's sum in the same order) */
+    for (; j + 16 <= dm; j += 16) {
+        __m256 a[4], c[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < NQT; i++) a[i] = _mm256_loadu_ps(o + (size_t)i * dv + j), c[i] = _mm256_loadu_ps(o + (size_t)i * dv + j + 8);
+        for (int b = 0; b < nk; b++) {
+            const char *vr = (const char *)v + (size_t)b * dv * es;
+            if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
+            __m256 v0 = neo__ld8(vr, (size_t)j, t), v1 = neo__ld8(vr, (size_t)j + 8, t);
+#pragma GCC unroll 4
+            for (int i = 0; i < NQT; i++) {
+                __m256 pb = _mm256_set1_ps(p[i * NEO__BLOCK + b]);
+                a[i] = _mm256_fmadd_ps(pb, v0, a[i]);
+                c[i] = _mm256_fmadd_ps(pb, v1, c[i]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < NQT; i++) _mm256_storeu_ps(o + (size_t)i * dv + j, a[i]), _mm256_storeu_ps(o + (size_t)i * dv + j + 8, c[i]);
+    }
+    for (; j < dm; j += 8) {
         __m256 a[4];
 #pragma GCC unroll 4
         for (int i = 0; i < NQT; i++) a[i] = _mm256_loadu_ps(o + (size_t)i * dv + j);
