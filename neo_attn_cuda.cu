@@ -2558,8 +2558,6 @@ static int neo__cu_bt_slot(neo__cuda *st, size_t bytes, char **slot, cudaEvent_t
     return NEO_OK;
 }
 
-/* An entry's splits at chunk c: one when no cell is visible (the block still finishes the queries) */
-static long long neo__cu_splits(int ncells, long long c) { return ncells > 0 ? (ncells + c - 1) / c : 1; }
 
 /* A tensor-core group's sizes: its entries (m), their KV-head cells (work) and most cells (max_cells). */
 typedef struct neo__cu_group {
@@ -2569,6 +2567,20 @@ typedef struct neo__cu_group {
     neo__cu_plan pl;
 } neo__cu_group;
 
+/* Entry a's plan in a group planned as gp at chunk c: its query tiles, its splits (one when no
+   cell is visible: the block still finishes the queries) and its chunk, the cells in S equal
+   splits of whole tiles (at most c each: no short last one); *units its blocks a split. */
+static neo__cu_plan neo__cu_entry_plan(const neo__cu_plan *gp, const neo__attn_args *a, long long c, int *nq, int *c1, long long *units) {
+    neo__cu_plan pl = *gp;
+    neo__cu_range(a, nq, c1);
+    const int n = *c1 - a->c0;
+    pl.QT = (*nq + pl.NQ - 1) / pl.NQ;
+    pl.S = n > 0 ? (n + c - 1) / c : 1;
+    pl.chunk = n > 0 ? (int)(((n + pl.S - 1) / pl.S + pl.gran - 1) / pl.gran * pl.gran) : (int)c;
+    *units = (long long)(a->h1 - a->h0) * pl.QT;
+    return pl;
+}
+
 /* The group's blocks, units and partials at chunk c; 0 when past what a launch indexes. */
 static int neo__cu_group_size(neo__cu_group *g, const neo__attn_batch *b, const int *key, long long c) {
     g->blocks = g->units = 0;
@@ -2576,9 +2588,9 @@ static int neo__cu_group_size(neo__cu_group *g, const neo__attn_batch *b, const 
     for (int i = 0; i < b->n; i++) {
         const neo__attn_args *a = &b->entries[i];
         int                   nq, c1;
+        long long             units;
         if (key[i] != g->key) continue;
-        neo__cu_range(a, &nq, &c1);
-        const long long units = (long long)(a->h1 - a->h0) * ((nq + g->pl.NQ - 1) / g->pl.NQ), S = neo__cu_splits(c1 - a->c0, c);
+        const long long S = neo__cu_entry_plan(&g->pl, a, c, &nq, &c1, &units).S;
         g->blocks += units * S;
         g->units += units;
         if (S > 1) g->work_floats += (size_t)(units * S) * NEO__MMA_NQ * ((size_t)a->head_dim + 2);
@@ -2586,8 +2598,8 @@ static int neo__cu_group_size(neo__cu_group *g, const neo__attn_batch *b, const 
     return g->blocks <= 0x7fffffffLL && g->work_floats * sizeof(float) <= NEO__CU_WORK_CAP;
 }
 
-/* The group's table: entry j's parameters (chunk c, its own split count, its share of the
-   stream's partials and arrival counters) and its first block. */
+/* The group's table: entry j's parameters (its plan at chunk c, its share of the stream's
+   partials and arrival counters) and its first block. */
 static void neo__cu_batch_fill(neo__cuda *st, const neo__attn_batch *b, const neo__cu_group *g, long long c, int stream, neo__cu_attn *P,
                                int *start) {
     size_t work = 0, cnt = 0;
@@ -2595,16 +2607,10 @@ static void neo__cu_batch_fill(neo__cuda *st, const neo__attn_batch *b, const ne
     start[0] = 0;
     for (int i = 0; i < b->n; i++) {
         const neo__attn_args *a = &b->entries[i];
-        neo__cu_plan          pl = g->pl;
         int                   nq, c1;
+        long long             units;
         if (st->bt_key[i] != g->key) continue;
-        neo__cu_range(a, &nq, &c1);
-        pl.QT = (nq + pl.NQ - 1) / pl.NQ;
-        pl.S = neo__cu_splits(c1 - a->c0, c);
-        /* the entry's cells in S equal splits of whole tiles (at most c each): no short last one */
-        pl.chunk = (int)(((c1 - a->c0 + pl.S - 1) / pl.S + pl.gran - 1) / pl.gran * pl.gran);
-        if (pl.chunk < 1) pl.chunk = (int)c;
-        const long long units = (long long)(a->h1 - a->h0) * pl.QT;
+        const neo__cu_plan pl = neo__cu_entry_plan(&g->pl, a, c, &nq, &c1, &units);
         neo__cu_attn_params(&P[j], a, a->n_head / a->n_head_kv, nq, c1, &pl);
         P[j].cnt = st->cnt[stream] + cnt;
         if (pl.S > 1) {

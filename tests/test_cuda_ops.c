@@ -1645,13 +1645,10 @@ static void run_timing(cudaStream_t stream, int short_list, int mv_only, const c
    lengths drawn from 512 to 32k, 1 and 16 x 128k; under the planner's choice, each block shape
    and wave count forced, and as single attends back to back, against the HBM copy rate measured
    in the same run (bytes read + written / time). */
-static double median_d(double *t, int n) {
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
-            double x = t[j];
-            t[j] = t[j - 1], t[j - 1] = x;
-        }
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+/* the median of n seconds (t is sorted) */
+static double median_s(float *t, int n) {
+    qsort(t, (size_t)n, sizeof(float), cmp_float);
+    return n % 2 ? t[n / 2] : 0.5 * ((double)t[n / 2 - 1] + t[n / 2]);
 }
 static void time_batch(cudaStream_t stream) {
     static const struct {
@@ -1661,7 +1658,7 @@ static void time_batch(cudaStream_t stream) {
                   {"1 x 128k", 1, 131072, 131072}, {"16 x 128k", 16, 131072, 131072}};
     static const int forced[][2] = {{-1, 0}, {0, 1}, {0, 2}, {0, 4}, {0, 8}, {1, 1}, {1, 2}, {1, 4}, {1, 8}};
     cudaEvent_t      e0, e1;
-    double           t[16];
+    float            t[16];
     float            ms;
     void            *a, *b;
     const size_t     cb = (size_t)1 << 30;
@@ -1678,7 +1675,7 @@ static void time_batch(cudaStream_t stream) {
         CU(cudaEventElapsedTime(&ms, e0, e1));
         if (r >= 0) t[r] = ms * 1e-3;
     }
-    const double hbm = 2.0 * (double)cb / median_d(t, 9);
+    const double hbm = 2.0 * (double)cb / median_s(t, 9);
     CU(cudaFree(a));
     CU(cudaFree(b));
     printf("hbm copy rate %.1f GB/s\n", hbm * 1e-9);
@@ -1716,7 +1713,7 @@ static void time_batch(cudaStream_t stream) {
                 }
                 if (r >= 0) t[r] = ms * 1e-3;
             }
-            const double sec = median_d(t, 15);
+            const double sec = median_s(t, 15);
             printf("batch %-18s %-8s waves %-3s %9.1f us %8.1f GB/s  %.3f of the copy rate\n", specs[si].name,
                    !f ? "planner" : shape ? "narrow" : "wide", f ? (waves == 1 ? "1" : waves == 2 ? "2" : waves == 4 ? "4" : "8") : "-",
                    sec * 1e6, bytes / sec * 1e-9, bytes / sec / hbm);
@@ -1729,7 +1726,7 @@ static void time_batch(cudaStream_t stream) {
             CU(cudaEventElapsedTime(&ms, e0, e1));
             if (r >= 0) t[r] = ms * 1e-3;
         }
-        const double sec = median_d(t, 15);
+        const double sec = median_s(t, 15);
         printf("batch %-18s %-8s waves -   %9.1f us %8.1f GB/s  %.3f of the copy rate\n", specs[si].name, "singles", sec * 1e6,
                bytes / sec * 1e-9, bytes / sec / hbm);
         for (int i = 0; i < n; i++) OPS.dev_free(ST, (void *)e[i].k), OPS.dev_free(ST, (void *)e[i].v);

@@ -246,6 +246,21 @@ static brow row_new(const char *section, const char *shape, long ctx, const char
     return r;
 }
 
+/* A row of `layers` layers timed at sec seconds a call or step, moving gb bytes of KV on the GPU
+   and hb on the host; the bound and note are the caller's. */
+static brow timed_row(const char *section, const char *shape, long ctx, const char *mode, int layers, int calls, double sec, double gb,
+                      double hb) {
+    brow r = row_new(section, shape, ctx, mode);
+    r.layers = layers;
+    r.calls = calls;
+    r.us = sec * 1e6;
+    r.kv_bytes = gb + hb;
+    r.gpu_bytes = gb;
+    r.host_bytes = hb;
+    r.gbs = (gb + hb) / sec * 1e-9;
+    return r;
+}
+
 static void print_header(void) {
     printf("%-4s %-12s %8s %-10s %6s %6s %11s %9s %11s %6s  %s\n", "sect", "shape", "ctx", "mode", "layers", "calls",
            "us", "GB/s", "bound_us", "ratio", "note");
@@ -1124,14 +1139,7 @@ static void run_capacity(void) {
     long long ov = overlapped(L, NL);
     char mname[24];
     snprintf(mname, sizeof mname, "on-%d/8", hmax);
-    brow r = row_new("cap", s->name, ctx, mname);
-    r.layers = NL;
-    r.calls = reps;
-    r.us = on_s * 1e6;
-    r.kv_bytes = kv;
-    r.gpu_bytes = gb;
-    r.host_bytes = hb;
-    r.gbs = kv / on_s * 1e-9;
+    brow r = timed_row("cap", s->name, ctx, mname, NL, reps, on_s, gb, hb);
     r.bound_us = (b_g > b_hd ? b_g : b_hd) * 1e6;
     snprintf(r.note, sizeof r.note, "%.1f ms/step (bound %.1f: host half at DRAM read); %lld overlapped calls; fill %.1fs", on_s * 1e3,
              r.bound_us * 1e-3, ov, t_fill);
@@ -1142,14 +1150,7 @@ static void run_capacity(void) {
     double off_s = time_steps(L, NL, dq, dout, reps, ta);
     check_out(1, s->n_head * s->d);
     snprintf(mname, sizeof mname, "off-%d/8", hmax);
-    r = row_new("cap", s->name, ctx, mname);
-    r.layers = NL;
-    r.calls = reps;
-    r.us = off_s * 1e6;
-    r.kv_bytes = kv;
-    r.gpu_bytes = gb;
-    r.host_bytes = hb;
-    r.gbs = kv / off_s * 1e-9;
+    r = timed_row("cap", s->name, ctx, mname, NL, reps, off_s, gb, hb);
     r.bound_us = (b_hp + b_g) * 1e6;
     snprintf(r.note, sizeof r.note, "%.1f ms/step (bound %.1f: host half over pinned H2D + GPU half); OFF / ON = %.2f", off_s * 1e3,
              r.bound_us * 1e-3, off_s / on_s);
@@ -1161,14 +1162,7 @@ static void run_capacity(void) {
     double hyb_s = time_steps(L, NL, dq, dout, reps, ta), b_hj = hb / (C.joint * 1e9);
     check_out(1, s->n_head * s->d);
     snprintf(mname, sizeof mname, "hybrid-%d/8", hmax);
-    r = row_new("cap", s->name, ctx, mname);
-    r.layers = NL;
-    r.calls = reps;
-    r.us = hyb_s * 1e6;
-    r.kv_bytes = kv;
-    r.gpu_bytes = gb;
-    r.host_bytes = hb;
-    r.gbs = kv / hyb_s * 1e-9;
+    r = timed_row("cap", s->name, ctx, mname, NL, reps, hyb_s, gb, hb);
     r.bound_us = (b_g > b_hj ? b_g : b_hj) * 1e6;
     snprintf(r.note, sizeof r.note,
              "%.1f ms/step (bound %.1f: host half at the CPU + DMA joint read); CPU share %.2f; HYBRID / ON = %.2f; "
@@ -1320,14 +1314,7 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
     for (size_t i = 0; i < per; i++)
         if (!isfinite(hout_b[i])) die("decode batch", "non-finite output");
     double sec = median(t, reps);
-    brow   r = row_new("bat", spec, maxlen, m->name);
-    r.layers = n;
-    r.calls = reps;
-    r.us = sec * 1e6;
-    r.kv_bytes = gb + hb;
-    r.gpu_bytes = gb;
-    r.host_bytes = hb;
-    r.gbs = (gb + hb) / sec * 1e-9;
+    brow   r = timed_row("bat", spec, maxlen, m->name, n, reps, sec, gb, hb);
     double b_gpu = gb / (C.hbm * 1e9), b_dram = hb / (C.dram * 1e9), b_pcie = hb / (C.h2d * 1e9);
     r.bound_us = 1e6 * (!split ? b_gpu : m->pipe == NEO_PIPELINE_OFF ? b_pcie + b_gpu : (b_gpu > b_dram ? b_gpu : b_dram));
     int k = snprintf(r.note, sizeof r.note, "%s; %s", m->loop ? "single calls a step" : "one call a step",
