@@ -545,8 +545,8 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    and the POD structs below. Every entry that can fail returns a neo_status (as int).
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
-#define NEO__DEV_MEM_ABI 1
-#define NEO__DEV_ATTN_ABI 3
+#define NEO__DEV_MEM_ABI 2
+#define NEO__DEV_ATTN_ABI 4
 #define NEO__DEV_MODEL_ABI 1
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
@@ -575,6 +575,11 @@ typedef struct neo__attn_args {
     float        scale, softcap;
     const unsigned *gate;    /* CPU only, or NULL: tasks read q only once *gate == gate_seq (the device wrote it) */
     unsigned     gate_seq;
+    /* Device int or NULL. Set: the length is read when the op runs (a call captured into a CUDA
+       graph attends what the layer holds at each replay): c1 becomes min(c1, *len) and pos0
+       *len - n_tokens, and the c1 given is the bound the launch is sized for (the layer's n_ctx).
+       A backend that cannot do that refuses with NEO_ERR_UNSUPPORTED. */
+    const int   *len;
 } neo__attn_args;
 
 /* The device halves of many layers attended together (neo_attn_decode_batch): entry i is a whole
@@ -615,11 +620,16 @@ typedef struct neo__append_args {
     void        *k2, *v2;    /* or NULL: heads [h2, h1) go here instead, head h at (h - h2) (a split layer's host half) */
     int          h2;
     int          kv_cells, kv_h0, h0, h1;
-    int          row0;       /* row of the first new token */
+    int          row0;       /* row of the first new token, or -1: len[0], read when the op runs */
     const float *src_k;      /* [n_tokens][n_head_kv][head_dim] */
     const float *src_v;      /* [n_tokens][n_head_kv][head_dim_v] */
     int          n_tokens, n_head_kv, head_dim, head_dim_v;
     int          kv_type;
+    /* Device [2] or NULL: the layer's length and full flag, which the device keeps so that a
+       captured append replays at the right row. row0 >= 0: len[0] = row0 + n_tokens once the rows
+       are written. row0 = -1: the rows go at len[0] and len[0] advances by n_tokens, or, when
+       len[0] + n_tokens > kv_cells, nothing is written and len[1] = 1. */
+    int         *len;
 } neo__append_args;
 
 /* One projection of the decode loop with what run.c does around it folded in, so that a layer is
@@ -669,6 +679,8 @@ typedef struct neo__dev_mem {
     int  (*wait)(void *state, int stream, int event);         /* stream waits for event */
     int  (*event_sync)(void *state, int event);               /* the host waits for event */
     int  (*stream_sync)(void *state, int stream);
+    /* 1 when stream is being captured into a CUDA graph (its ops are recorded, not run), else 0 */
+    int  (*capturing)(void *state, int stream);
 } neo__dev_mem;
 
 /* Attention, append and the both-halves handoff. */
@@ -695,6 +707,8 @@ typedef struct neo__dev_attn {
     int  (*attend_batch)(void *state, const neo__attn_batch *b, int stream);
     /* The hybrid's last step: two states merged and finished into out (neo__merge_args). */
     int  (*merge)(void *state, const neo__merge_args *m, int stream);
+    /* len[0] = value, len[1] = 0 in stream order (len: device [2], see neo__append_args.len) */
+    int  (*set_length)(void *state, int *len, int value, int stream);
 } neo__dev_attn;
 
 /* The decode loop's ops on the device; all pointers device memory. A NULL entry runs on the
