@@ -175,8 +175,8 @@
                         that polls a flag the pool sets and pulls the CPU half's output up.
                         No CUDA call sits between the halves (with CUDA_LAUNCH_BLOCKING=1 the
                         last two are enqueued after the CPU half instead). The CPU half runs
-                        at call time, so such a call cannot go into a CUDA graph: on a
-                        capturing stream it returns NEO_ERR_UNSUPPORTED.
+                        at call time, so such a call cannot go into a CUDA graph (see CUDA
+                        GRAPHS).
      NEO_PIPELINE_HYBRID  the host half read by the CPU and by the copy engine at once: of its
                         cells [0, len), the pool attends [0, c) into an online-softmax state
                         while [c, len) are streamed back and attended on the GPU as under OFF;
@@ -211,6 +211,26 @@
    neo_layer_set_gpu_heads moves heads between the sides with their contents (a scheduler
    rebalancing, an idle sequence giving its GPU share back); neo_plan_gpu_heads places heads from
    a GPU byte budget; neo_runtime_sync waits for everything queued.
+
+   CUDA GRAPHS
+   -----------
+   An engine that captures its decode step (cudaStreamBeginCapture on the stream it gave the
+   runtime, gpu_stream) may capture neo_attn_append, neo_attn_decode and their batch forms. The
+   device keeps each layer's length, so a replay appends at the row the layer has reached and
+   attends what it holds then: a captured append + decode replayed k times does what k eager
+   calls would (within the tolerance: the plan is sized for n_ctx, not for one length). Capture
+   a step once and replay it for every token. Captured calls change nothing on the host:
+   neo_layer_length (and the next eager call) counts replayed appends once neo_runtime_sync has
+   returned, so call it between replays and eager calls on the same layers. A replayed append
+   that would pass n_ctx writes nothing and its decode attends what is there; the next
+   neo_runtime_sync returns NEO_ERR_FULL (and logs which layer). Under capture each layer of a
+   batch append finds out for itself (not all or nothing). Layers with no split, and split
+   layers under OFF (or AUTO once it has chosen OFF), can be captured; a captured split layer's
+   host heads are attended in place, the GPU reading their pinned memory over the bus (a
+   stream-back's chunk count depends on the length, which a graph cannot know). ON, HYBRID and
+   AUTO still measuring need the CPU at call time and refuse, as do calls that wait for the
+   device or allocate (layer and session create, destroy and step, truncate, prefill, moving
+   heads, neo_runtime_sync): NEO_ERR_UNSUPPORTED with a log line, the capture left valid.
 
    THREADS AND DETERMINISM
    -----------------------
@@ -477,7 +497,9 @@ NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, c
 NEO_ATTN_API neo_status neo_attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out);
 
 /* Returns when everything the runtime has queued (on its streams and on its CPU pool) is done,
-   with the first error the device reports for that work, if any. */
+   with the first error the device reports for that work, if any. Then the lengths of layers
+   with captured appends are read back from the device (see CUDA GRAPHS): NEO_ERR_FULL when a
+   replayed append found its layer full since the last sync. On a capturing stream: refused. */
 NEO_ATTN_API neo_status neo_runtime_sync(neo_runtime *rt);
 
 /* --- decode loop: llama2.c checkpoints (compiled out with NEO_ATTN_NO_MODEL) --- */
@@ -1937,6 +1959,9 @@ struct neo_runtime {
     int          busy;           /* atomic: 1 while a public call uses the runtime (neo__enter) */
     struct neo__batch *batch;    /* the batch calls' per-layer state, made with the first batch */
     unsigned long long batch_mark; /* numbers the batch calls, to find a layer given twice */
+    int          capturing;      /* 1 while the call in progress is being captured into a CUDA graph */
+    struct neo_layer *graphed;   /* layers with a captured append (neo_layer.gnext): sync reads their lengths */
+    struct neo__sgraph *sg_rec;  /* the stand-in's graph being recorded, or NULL (>>standin) */
 };
 
 typedef void (*neo__log_fn)(void *user, neo_log_level level, const char *msg);
@@ -2450,11 +2475,122 @@ NEO_ATTN__PRIVATE void neo__host_tables(neo__dev_mem *m, neo__dev_attn *t) {
 
 /* =============================================================================================
    >>standin: the test backend (neo_runtime_desc.gpu_standin): a GPU played on the host, so that
-   the split paths run in CI with no GPU. Its memory is the host backend's; its attention and
-   append too; it adds the handoff. Every op is done before it returns.
+   the split paths and the device-side lengths run in CI with no GPU. Its memory is the host
+   backend's; its attention and append too; it adds the handoff, the lengths and a graph
+   recorder. Every op is done before it returns.
    ============================================================================================= */
+/* A recorded graph: while neo_runtime.sg_rec is set, the ops a CUDA graph would hold (append,
+   attend, set_length, copy) are recorded instead of run, and neo__standin_replay runs them again
+   in order, as a CUDA graph replays its kernels; an op that would end a CUDA capture (a wait for
+   the device, a handoff) marks the recording broken. Tests drive it with the three functions
+   below; nothing else records. */
+enum { NEO__SG_APPEND, NEO__SG_ATTEND, NEO__SG_SET_LENGTH, NEO__SG_COPY };
+typedef struct neo__sg_op {
+    int              kind;
+    neo__append_args ap;
+    neo__attn_args   at;
+    int             *len;            /* SET_LENGTH */
+    int              value;
+    void            *dst;            /* COPY */
+    const void      *src;
+    size_t           bytes;
+} neo__sg_op;
+typedef struct neo__sgraph {
+    neo__sg_op *ops; /* [n] of [cap] */
+    int         n, cap, broken;
+} neo__sgraph;
+
+NEO_ATTN__PRIVATE int neo__sg_add(neo_runtime *rt, const neo__sg_op *op) {
+    neo__sgraph *g = rt->sg_rec;
+    if (g->n == g->cap) {
+        int         cap = g->cap ? 2 * g->cap : 16;
+        neo__sg_op *ops = (neo__sg_op *)neo__alloc(&rt->alloc, sizeof *ops * (size_t)cap);
+        if (!ops) return g->broken = 1, NEO_ERR_NO_MEMORY;
+        if (g->n) memcpy(ops, g->ops, sizeof *ops * (size_t)g->n);
+        neo__free(&rt->alloc, g->ops);
+        g->ops = ops, g->cap = cap;
+    }
+    g->ops[g->n++] = *op;
+    return NEO_OK;
+}
+/* What a CUDA capture cannot hold: the recording is broken and the op refused. */
+NEO_ATTN__PRIVATE int neo__sg_refuse(neo_runtime *rt) {
+    if (!rt || !rt->sg_rec) return NEO_OK;
+    rt->sg_rec->broken = 1;
+    return NEO_ERR_UNSUPPORTED;
+}
+
+NEO_ATTN__PRIVATE int neo__standin_append(void *state, const neo__append_args *a, int stream) {
+    neo_runtime     *rt = (neo_runtime *)state;
+    neo__append_args b = *a;
+    neo__sg_op       op;
+    if (rt->sg_rec) {
+        memset(&op, 0, sizeof op);
+        op.kind = NEO__SG_APPEND, op.ap = *a;
+        return neo__sg_add(rt, &op);
+    }
+    if (a->row0 < 0 && !a->len) return NEO_ERR_INVALID_ARG;
+    if (a->row0 < 0) {
+        b.row0 = a->len[0];
+        if (a->n_tokens > a->kv_cells - b.row0) return a->len[1] = 1, NEO_OK;
+    }
+    neo__host_append(state, &b, stream);
+    if (a->len) a->len[0] = b.row0 + a->n_tokens;
+    return NEO_OK;
+}
+NEO_ATTN__PRIVATE int neo__standin_attend(void *state, const neo__attn_args *a, int stream) {
+    neo_runtime   *rt = (neo_runtime *)state;
+    neo__attn_args b = *a;
+    neo__sg_op     op;
+    if (rt->sg_rec) {
+        memset(&op, 0, sizeof op);
+        op.kind = NEO__SG_ATTEND, op.at = *a;
+        return neo__sg_add(rt, &op);
+    }
+    if (a->len) {
+        b.c1 = a->c1 < *a->len ? a->c1 : *a->len;
+        b.pos0 = *a->len - a->n_tokens;
+        if (b.c1 <= b.c0 || b.pos0 < 0) return NEO_ERR_INVALID_ARG;
+    }
+    return neo__host_attend(state, &b, stream);
+}
+NEO_ATTN__PRIVATE int neo__standin_set_length(void *state, int *len, int value, int stream) {
+    neo_runtime *rt = (neo_runtime *)state;
+    neo__sg_op   op;
+    (void)stream;
+    if (!len || value < 0) return NEO_ERR_INVALID_ARG;
+    if (rt->sg_rec) {
+        memset(&op, 0, sizeof op);
+        op.kind = NEO__SG_SET_LENGTH, op.len = len, op.value = value;
+        return neo__sg_add(rt, &op);
+    }
+    len[0] = value, len[1] = 0;
+    return NEO_OK;
+}
+NEO_ATTN__PRIVATE int neo__standin_copy(void *state, void *dst, const void *src, size_t bytes, int stream) {
+    neo_runtime *rt = (neo_runtime *)state;
+    neo__sg_op   op;
+    if (rt->sg_rec) {
+        memset(&op, 0, sizeof op);
+        op.kind = NEO__SG_COPY, op.dst = dst, op.src = src, op.bytes = bytes;
+        return neo__sg_add(rt, &op);
+    }
+    return neo__host_copy(state, dst, src, bytes, stream);
+}
+NEO_ATTN__PRIVATE int neo__standin_copy2d(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                          size_t width, size_t rows, int stream) {
+    int s = neo__sg_refuse((neo_runtime *)state);
+    return s != NEO_OK ? s : neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
+}
+NEO_ATTN__PRIVATE int neo__standin_sync(void *state, int which) { return neo__sg_refuse((neo_runtime *)state) != NEO_OK ? NEO_ERR_UNSUPPORTED : neo__host_sync(state, which); }
+NEO_ATTN__PRIVATE int neo__standin_event(void *state, int a, int b) { return neo__sg_refuse((neo_runtime *)state) != NEO_OK ? NEO_ERR_UNSUPPORTED : neo__host_record(state, a, b); }
+NEO_ATTN__PRIVATE int neo__standin_capturing(void *state, int stream) {
+    (void)stream;
+    return state && ((const neo_runtime *)state)->sg_rec != NULL;
+}
 NEO_ATTN__PRIVATE int neo__standin_copy_signal(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                                                size_t width, size_t rows, unsigned *flag, unsigned seq, int stream) {
+    if (neo__sg_refuse((neo_runtime *)state) != NEO_OK) return NEO_ERR_UNSUPPORTED;
     neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
     __atomic_store_n(flag, seq, __ATOMIC_RELEASE);
     return NEO_OK;
@@ -2462,8 +2598,12 @@ NEO_ATTN__PRIVATE int neo__standin_copy_signal(void *state, void *dst, size_t ds
 /* The flag is set already, or by a CPU half the workers are finishing. */
 NEO_ATTN__PRIVATE int neo__standin_await_copy(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                                               size_t width, size_t rows, const unsigned *flag, unsigned seq, int stream) {
+    if (neo__sg_refuse((neo_runtime *)state) != NEO_OK) return NEO_ERR_UNSUPPORTED;
     neo__spin_until(flag, seq);
     return neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
+}
+NEO_ATTN__PRIVATE int neo__standin_merge(void *state, const neo__merge_args *m, int stream) {
+    return neo__sg_refuse((neo_runtime *)state) != NEO_OK ? NEO_ERR_UNSUPPORTED : neo__host_merge(state, m, stream);
 }
 NEO_ATTN__PRIVATE int neo__standin_launch_async(void *state) {
     (void)state;
@@ -2472,15 +2612,59 @@ NEO_ATTN__PRIVATE int neo__standin_launch_async(void *state) {
 /* One entry after the other. */
 NEO_ATTN__PRIVATE int neo__standin_attend_batch(void *state, const neo__attn_batch *b, int stream) {
     int s = NEO_OK;
-    for (int i = 0; i < b->n && s == NEO_OK; i++) s = neo__host_attend(state, &b->entries[i], stream);
+    for (int i = 0; i < b->n && s == NEO_OK; i++) s = neo__standin_attend(state, &b->entries[i], stream);
     return s;
 }
 NEO_ATTN__PRIVATE void neo__standin_tables(neo__dev_mem *m, neo__dev_attn *t) {
     neo__host_tables(m, t);
+    m->copy = neo__standin_copy;
+    m->copy2d = neo__standin_copy2d;
+    m->record = neo__standin_event;
+    m->wait = neo__standin_event;
+    m->event_sync = neo__standin_sync;
+    m->stream_sync = neo__standin_sync;
+    m->capturing = neo__standin_capturing;
+    t->append = neo__standin_append;
+    t->attend = neo__standin_attend;
+    t->merge = neo__standin_merge;
     t->copy_signal = neo__standin_copy_signal;
     t->await_copy = neo__standin_await_copy;
     t->launch_async = neo__standin_launch_async;
     t->attend_batch = neo__standin_attend_batch;
+    t->set_length = neo__standin_set_length;
+}
+
+/* Tests: begin recording the stand-in's ops (as cudaStreamBeginCapture), end it (the recorded
+   graph, or NEO_ERR_UNSUPPORTED when an op broke it), replay a graph, free it. */
+NEO_ATTN__PRIVATE neo_status neo__standin_capture_begin(neo_runtime *rt) {
+    if (!rt || !rt->gpu || rt->mem.capturing != neo__standin_capturing || rt->sg_rec) return NEO_ERR_INVALID_ARG;
+    rt->sg_rec = (neo__sgraph *)neo__calloc(&rt->alloc, sizeof *rt->sg_rec);
+    return rt->sg_rec ? NEO_OK : NEO_ERR_NO_MEMORY;
+}
+NEO_ATTN__PRIVATE void neo__standin_graph_free(neo_runtime *rt, neo__sgraph *g) {
+    if (!g) return;
+    neo__free(&rt->alloc, g->ops);
+    neo__free(&rt->alloc, g);
+}
+NEO_ATTN__PRIVATE neo_status neo__standin_capture_end(neo_runtime *rt, neo__sgraph **g) {
+    neo__sgraph *r = rt ? rt->sg_rec : NULL;
+    *g = NULL;
+    if (!r) return NEO_ERR_INVALID_ARG;
+    rt->sg_rec = NULL;
+    if (!r->broken) return *g = r, NEO_OK;
+    neo__standin_graph_free(rt, r);
+    return NEO_ERR_UNSUPPORTED;
+}
+NEO_ATTN__PRIVATE neo_status neo__standin_replay(neo_runtime *rt, const neo__sgraph *g) {
+    int s = NEO_OK;
+    for (int i = 0; i < g->n && s == NEO_OK; i++) {
+        const neo__sg_op *op = &g->ops[i];
+        s = op->kind == NEO__SG_APPEND   ? neo__standin_append(rt, &op->ap, NEO__STREAM_MAIN)
+            : op->kind == NEO__SG_ATTEND ? neo__standin_attend(rt, &op->at, NEO__STREAM_MAIN)
+            : op->kind == NEO__SG_COPY   ? neo__host_copy(rt, op->dst, op->src, op->bytes, NEO__STREAM_MAIN)
+                                         : neo__standin_set_length(rt, op->len, op->value, NEO__STREAM_MAIN);
+    }
+    return (neo_status)s;
 }
 
 /* =============================================================================================
@@ -2617,6 +2801,7 @@ NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     neo__pool_wait(&rt->pool); /* a detached CPU half writes the buffers freed below */
     neo__split_release(rt);
     neo__batch_release(rt);
+    if (rt->sg_rec) neo__standin_graph_free(rt, rt->sg_rec);
     rt->mem.release(rt->dev_state);
     if (rt->scratch)
         for (int t = 0; t < rt->pool.n_threads; t++) neo__free(&a, rt->scratch[t]);
@@ -2654,6 +2839,19 @@ NEO_ATTN__PRIVATE neo_status neo__dev_copy2d(neo_runtime *rt, void *dst, size_t 
 }
 NEO_ATTN__PRIVATE neo_status neo__dev_sync(neo_runtime *rt) {
     return (neo_status)rt->mem.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
+}
+
+/* 1 when the runtime's stream is being captured into a CUDA graph (a GPU runtime's backend says). */
+NEO_ATTN__PRIVATE int neo__capturing(neo_runtime *rt) {
+    return rt->gpu && rt->mem.capturing && rt->mem.capturing(rt->dev_state, NEO__STREAM_MAIN) == 1;
+}
+/* The calls a graph cannot hold (they wait for the device, allocate or read lengths on the host)
+   check first, so that they refuse and leave the capture valid. */
+NEO_ATTN__PRIVATE neo_status neo__no_capture(neo_runtime *rt, const char *fn) {
+    if (!neo__capturing(rt)) return NEO_OK;
+    neo__log(rt, NEO_LOG_ERROR, "%s: refused: the runtime's stream is being captured into a CUDA graph, and this call "
+             "cannot be captured (the capture is left as it was)", fn);
+    return NEO_ERR_UNSUPPORTED;
 }
 
 /* Grows a device buffer (or a pinned one when host is 1) to bytes. */
@@ -2709,6 +2907,12 @@ struct neo_layer {
     float        auto_share;                    /* the hybrid's CPU share from the probes */
     int          auto_len;                      /* length at the decision */
     int          len;
+    /* On a GPU runtime the device keeps the length too, so that a captured append replays at the
+       right row: [2] = (length, 1 once a replayed append found the layer full); see
+       neo__append_args.len. Equal to len between calls, except after replays until neo_runtime_sync. */
+    int         *len_dev;
+    int          graphed;      /* 1 once an append was captured: in the runtime's graphed list */
+    struct neo_layer *gnext, *gprev;
     long long    n_decode, n_overlapped;
     unsigned long long batch_mark; /* the last batch call that listed this layer (neo_runtime.batch_mark) */
 };
@@ -2841,6 +3045,9 @@ NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_
     L->rt = rt;
     neo__layer_shape(L, desc);
     if ((s = neo__layer_alloc_kv(L)) != NEO_OK || (s = neo__layer_params(L, desc)) != NEO_OK) goto fail;
+    if (rt->gpu && ((s = neo__dev_alloc(rt, (void **)&L->len_dev, 2 * sizeof(int))) != NEO_OK ||
+                    (s = (neo_status)rt->attn.set_length(rt->dev_state, L->len_dev, 0, NEO__STREAM_MAIN)) != NEO_OK))
+        goto fail;
     nq = (size_t)neo__max_queries(L->group);
     partial = (size_t)L->n_head * NEO__MAX_CHUNKS * ((size_t)L->head_dim_v + 2);
     if ((s = neo__rt_reserve(rt, neo__scratch_floats(L->head_dim, L->head_dim_v, (int)nq), partial, (size_t)L->n_head_kv * 2 * NEO__MAX_CHUNKS)) != NEO_OK)
@@ -2859,7 +3066,8 @@ NEO_ATTN__PUBLIC neo_status neo_layer_create(neo_runtime *rt, const neo_layer_de
     neo_status s;
     if (out) *out = NULL;
     if (!rt || !neo__enter(rt, "neo_layer_create")) return NEO_ERR_INVALID_ARG; /* no runtime: no logger to tell */
-    if (out && desc) s = neo__layer_create(rt, desc, out);
+    if ((s = neo__no_capture(rt, "neo_layer_create")) != NEO_OK) {
+    } else if (out && desc) s = neo__layer_create(rt, desc, out);
     else {
         neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s is NULL", out ? "desc" : "out");
         s = NEO_ERR_INVALID_ARG;
@@ -2878,6 +3086,12 @@ NEO_ATTN__PRIVATE void neo__layer_destroy(neo_layer *L) {
     neo__dev_free(rt, L->v_dev);
     neo__dev_free(rt, L->sinks_dev);
     neo__dev_free(rt, L->slopes_dev);
+    neo__dev_free(rt, L->len_dev);
+    if (L->graphed) { /* out of the runtime's list */
+        if (L->gprev) L->gprev->gnext = L->gnext;
+        else rt->graphed = L->gnext;
+        if (L->gnext) L->gnext->gprev = L->gprev;
+    }
     rt->mem.host_free(rt->dev_state, L->k_host);
     rt->mem.host_free(rt->dev_state, L->v_host);
     neo__free(&rt->alloc, L->sinks);
@@ -2888,14 +3102,15 @@ NEO_ATTN__PRIVATE void neo__layer_destroy(neo_layer *L) {
 NEO_ATTN__PUBLIC void neo_layer_destroy(neo_layer *L) {
     neo_runtime *rt = L ? L->rt : NULL;
     if (!L || !neo__enter(rt, "neo_layer_destroy")) return;
-    neo__layer_destroy(L);
+    if (neo__no_capture(rt, "neo_layer_destroy") == NEO_OK) neo__layer_destroy(L);
     neo__leave(rt);
 }
 
 NEO_ATTN__PRIVATE void neo__append_args_init(const neo_layer *L, neo__append_args *a, const float *k, const float *v, int n_tokens) {
     memset(a, 0, sizeof *a);
     a->kv_cells = L->n_ctx;
-    a->row0 = L->len;
+    a->row0 = L->rt->capturing ? -1 : L->len; /* a captured append: at the device's length when replayed */
+    a->len = L->len_dev;
     a->src_k = k;
     a->src_v = v;
     a->n_tokens = n_tokens;
@@ -2905,6 +3120,7 @@ NEO_ATTN__PRIVATE void neo__append_args_init(const neo_layer *L, neo__append_arg
     a->kv_type = (int)L->kv_type;
 }
 
+NEO_ATTN__PRIVATE void neo__appended(neo_layer *L, int n_tokens);
 /* One call of the backend's append: the device heads' rows, and the host heads' straight into
    their (pinned) host memory. */
 NEO_ATTN__PRIVATE neo_status neo__attn_append(neo_layer *L, const float *k, const float *v, int n_tokens) {
@@ -2915,7 +3131,8 @@ NEO_ATTN__PRIVATE neo_status neo__attn_append(neo_layer *L, const float *k, cons
         neo__log(rt, NEO_LOG_ERROR, "neo_attn_append: %s", n_tokens < 1 ? "n_tokens < 1" : "k or v is NULL");
         return NEO_ERR_INVALID_ARG;
     }
-    if (n_tokens > L->n_ctx - L->len) {
+    /* a captured append finds out at each replay (neo_runtime_sync reports it) */
+    if (n_tokens > L->n_ctx - (rt->capturing ? 0 : L->len)) {
         neo__log(rt, NEO_LOG_WARN, "neo_attn_append: %d tokens do not fit: the layer holds %d of n_ctx %d", n_tokens, L->len,
                  L->n_ctx);
         return NEO_ERR_FULL;
@@ -2933,24 +3150,56 @@ NEO_ATTN__PRIVATE neo_status neo__attn_append(neo_layer *L, const float *k, cons
         neo__log(rt, NEO_LOG_ERROR, "neo_attn_append: %s", neo_status_string((neo_status)s));
         return (neo_status)s;
     }
-    L->len += n_tokens;
+    neo__appended(L, n_tokens);
     return NEO_OK;
+}
+
+/* The length after an append: now, or, for a captured one, on the device at each replay (the
+   layer joins the runtime's list that neo_runtime_sync reads back). */
+NEO_ATTN__PRIVATE void neo__appended(neo_layer *L, int n_tokens) {
+    neo_runtime *rt = L->rt;
+    if (!rt->capturing) {
+        L->len += n_tokens;
+        return;
+    }
+    if (L->graphed) return;
+    L->graphed = 1;
+    L->gprev = NULL;
+    L->gnext = rt->graphed;
+    if (rt->graphed) rt->graphed->gprev = L;
+    rt->graphed = L;
+}
+
+/* Sets rt->capturing for a call that may be captured. */
+NEO_ATTN__PRIVATE int neo__enter_cap(neo_runtime *rt, const char *fn) {
+    if (!neo__enter(rt, fn)) return 0;
+    rt->capturing = neo__capturing(rt);
+    return 1;
+}
+NEO_ATTN__PRIVATE void neo__leave_cap(neo_runtime *rt) {
+    rt->capturing = 0;
+    neo__leave(rt);
 }
 
 NEO_ATTN__PUBLIC neo_status neo_attn_append(neo_layer *L, const float *k, const float *v, int n_tokens) {
     neo_status s;
-    if (!L || !neo__enter(L->rt, "neo_attn_append")) return NEO_ERR_INVALID_ARG;
+    if (!L || !neo__enter_cap(L->rt, "neo_attn_append")) return NEO_ERR_INVALID_ARG;
     s = neo__attn_append(L, k, v, n_tokens);
-    neo__leave(L->rt);
+    neo__leave_cap(L->rt);
     return s;
 }
 
 NEO_ATTN__PUBLIC int neo_layer_length(const neo_layer *L) { return L ? L->len : 0; }
 
 NEO_ATTN__PRIVATE neo_status neo__layer_truncate(neo_layer *L, int n_tokens, const char *fn) {
+    neo_status s;
     if (n_tokens < 0 || n_tokens > L->len) {
         neo__log(L->rt, NEO_LOG_ERROR, "%s: n_tokens %d is outside [0, %d], the length", fn, n_tokens, L->len);
         return NEO_ERR_INVALID_ARG;
+    }
+    if (L->len_dev && (s = (neo_status)L->rt->attn.set_length(L->rt->dev_state, L->len_dev, n_tokens, NEO__STREAM_MAIN)) != NEO_OK) {
+        neo__log(L->rt, NEO_LOG_ERROR, "%s: %s", fn, neo_status_string(s));
+        return s;
     }
     L->len = n_tokens;
     return NEO_OK;
@@ -2959,7 +3208,7 @@ NEO_ATTN__PRIVATE neo_status neo__layer_truncate(neo_layer *L, int n_tokens, con
 NEO_ATTN__PUBLIC neo_status neo_layer_truncate(neo_layer *L, int n_tokens) {
     neo_status s;
     if (!L || !neo__enter(L->rt, "neo_layer_truncate")) return NEO_ERR_INVALID_ARG;
-    s = neo__layer_truncate(L, n_tokens, "neo_layer_truncate");
+    if ((s = neo__no_capture(L->rt, "neo_layer_truncate")) == NEO_OK) s = neo__layer_truncate(L, n_tokens, "neo_layer_truncate");
     neo__leave(L->rt);
     return s;
 }
@@ -3060,6 +3309,11 @@ NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, co
     a->pos0 = L->len - n_tokens;
     a->c0 = 0;
     a->c1 = L->len;
+    if (L->rt->capturing) { /* the length when the graph is replayed, read by the device */
+        a->len = L->len_dev;
+        a->c1 = L->n_ctx;
+        a->pos0 = L->n_ctx - n_tokens;
+    }
     a->kv_cells = L->n_ctx;
     a->n_head = L->n_head;
     a->n_head_kv = L->n_head_kv;
@@ -3308,12 +3562,43 @@ NEO_ATTN__PRIVATE int neo__hybrid_cut(int len, float share) {
 }
 
 /* Attention of every head of layer L for the last n_tokens cells (q, out: activation memory). */
+/* The pipeline a split layer's decode runs, for the log. */
+NEO_ATTN__PRIVATE const char *neo__pipeline_name(const neo_layer *L) {
+    static const char *const names[] = {"OFF", "ON", "AUTO", "HYBRID"}, *const chose[] = {"AUTO (chose OFF)", "AUTO (chose ON)",
+                                                                                             "AUTO", "AUTO (chose HYBRID)"};
+    if (L->pipeline != NEO_PIPELINE_AUTO) return names[L->pipeline];
+    return L->auto_decided ? chose[L->auto_choice] : "AUTO (still measuring)";
+}
+
+/* 1 when a decode of L can be captured into a CUDA graph: no split, or the stream-back (OFF, or
+   AUTO once it has chosen OFF). Both halves at once need the CPU at replay time, and AUTO's probes
+   wait for the device. */
+NEO_ATTN__PRIVATE int neo__capturable(const neo_layer *L) {
+    if (!neo__is_split(L) || L->pipeline == NEO_PIPELINE_OFF) return 1;
+    return L->pipeline == NEO_PIPELINE_AUTO && L->auto_decided && L->auto_choice == NEO_PIPELINE_OFF;
+}
+
+/* A captured attend: every length is read by the device at replay (neo__attn_args.len). A split
+   layer's host heads are attended in place, the device reading their pinned memory over the bus:
+   a stream-back's chunk count depends on the length, which the graph does not know. */
+NEO_ATTN__PRIVATE neo_status neo__attend_captured(neo_layer *L, const float *q, int n_tokens, float *out) {
+    neo_runtime   *rt = L->rt;
+    neo__attn_args a;
+    neo_status     s;
+    neo__layer_args(L, &a, q, n_tokens, out, 1);
+    a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
+    if ((s = neo__gpu_half(rt, &a)) != NEO_OK || L->gpu_heads == L->n_head_kv) return s;
+    a.k = L->k_host, a.v = L->v_host, a.kv_h0 = a.h0 = L->gpu_heads, a.h1 = L->n_head_kv;
+    return (neo_status)rt->attn.attend(rt->dev_state, &a, NEO__STREAM_MAIN);
+}
+
 NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int n_tokens, float *out) {
     neo_runtime   *rt = L->rt;
     neo__attn_args a;
     neo_status     s;
     neo_pipeline   p = L->pipeline;
     int            chunk = 0, cut;
+    if (rt->capturing) return neo__attend_captured(L, q, n_tokens, out);
     if (!neo__is_split(L)) { /* one side holds every head */
         neo__layer_args(L, &a, q, n_tokens, out, rt->gpu);
         a.k = L->gpu_heads ? L->k_dev : L->k_host;
@@ -3407,12 +3692,16 @@ NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, floa
 
 NEO_ATTN__PRIVATE neo_status neo__attn_decode(neo_layer *L, const float *q, float *out) {
     neo_status s;
-    int        split;
-    if (!q || !out || L->len == 0) {
+    int        split = neo__is_split(L);
+    if (L->rt->capturing && !neo__capturable(L)) {
+        neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_decode: refused: under pipeline %s, a layer with KV heads in host memory "
+                 "cannot be captured into a CUDA graph (the capture is left as it was)", neo__pipeline_name(L));
+        return NEO_ERR_UNSUPPORTED;
+    }
+    if (!q || !out || (L->len == 0 && !L->rt->capturing)) {
         neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_decode: %s", L->len == 0 ? "the layer is empty (append first)" : "q or out is NULL");
         return NEO_ERR_INVALID_ARG;
     }
-    split = neo__is_split(L);
     s = split && L->pipeline == NEO_PIPELINE_AUTO ? neo__decode_auto(L, q, out) : neo__layer_attend(L, q, 1, out);
     if (s == NEO_OK) L->n_decode++;
     else neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_decode: %s", neo_status_string(s));
@@ -3421,9 +3710,9 @@ NEO_ATTN__PRIVATE neo_status neo__attn_decode(neo_layer *L, const float *q, floa
 
 NEO_ATTN__PUBLIC neo_status neo_attn_decode(neo_layer *L, const float *q, float *out) {
     neo_status s;
-    if (!L || !neo__enter(L->rt, "neo_attn_decode")) return NEO_ERR_INVALID_ARG;
+    if (!L || !neo__enter_cap(L->rt, "neo_attn_decode")) return NEO_ERR_INVALID_ARG;
     s = neo__attn_decode(L, q, out);
-    neo__leave(L->rt);
+    neo__leave_cap(L->rt);
     return s;
 }
 
@@ -3445,7 +3734,8 @@ NEO_ATTN__PRIVATE neo_status neo__prefill(neo_layer *L, const float *q, int n_to
 NEO_ATTN__PUBLIC neo_status neo_attn_prefill(neo_layer *L, const float *q, int n_tokens, float *out) {
     neo_status s = NEO_ERR_INVALID_ARG;
     if (!L || !neo__enter(L->rt, "neo_attn_prefill")) return NEO_ERR_INVALID_ARG;
-    if (!q || !out) neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_prefill: q or out is NULL");
+    if ((s = neo__no_capture(L->rt, "neo_attn_prefill")) != NEO_OK) s = NEO_ERR_UNSUPPORTED;
+    else if (s = NEO_ERR_INVALID_ARG, !q || !out) neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_prefill: q or out is NULL");
     else if (n_tokens < 1 || n_tokens > L->len)
         neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_prefill: n_tokens %d is outside [1, %d], the length", n_tokens, L->len);
     else if ((s = neo__prefill(L, q, n_tokens, out)) != NEO_OK)
@@ -3613,11 +3903,11 @@ NEO_ATTN__PRIVATE neo_status neo__attn_append_batch(neo_layer *const *layers, in
     if (s != NEO_OK) return s;
     kr = (size_t)layers[0]->n_head_kv * (size_t)layers[0]->head_dim;
     vr = (size_t)layers[0]->n_head_kv * (size_t)layers[0]->head_dim_v;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n && !layers[0]->rt->capturing; i++)
         if (layers[i]->len == layers[i]->n_ctx) return NEO_ERR_FULL;
     for (int i = 0; i < n; i++)
         if ((s = neo__append_token(layers[i], k + (size_t)i * kr, v + (size_t)i * vr)) != NEO_OK) return s;
-    for (int i = 0; i < n; i++) layers[i]->len++;
+    for (int i = 0; i < n; i++) neo__appended(layers[i], 1);
     return NEO_OK;
 }
 
@@ -3831,7 +4121,12 @@ NEO_ATTN__PRIVATE neo_status neo__attn_decode_batch(neo_layer *const *layers, in
     neo_status s = neo__batch_check(layers, n, q, out, "neo_attn_decode_batch");
     if (s != NEO_OK) return s;
     for (int i = 0; i < n; i++)
-        if (layers[i]->len == 0) {
+        if (layers[0]->rt->capturing && !neo__capturable(layers[i])) {
+            neo__log(layers[0]->rt, NEO_LOG_ERROR, "neo_attn_decode_batch: refused: layer %d has KV heads in host memory under "
+                     "pipeline %s, which cannot be captured into a CUDA graph (the capture is left as it was)", i,
+                     neo__pipeline_name(layers[i]));
+            return NEO_ERR_UNSUPPORTED;
+        } else if (layers[i]->len == 0 && !layers[0]->rt->capturing) {
             neo__log(layers[0]->rt, NEO_LOG_ERROR, "neo_attn_decode_batch: layer %d is empty", i);
             return NEO_ERR_INVALID_ARG;
         }
@@ -3924,12 +4219,28 @@ NEO_ATTN__PUBLIC int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layer
     return host;
 }
 
+/* Everything queued done, then the lengths of layers with captured appends read back: a replayed
+   append that found its layer full wrote nothing and set the layer's flag, which this reports
+   (NEO_ERR_FULL) and clears. */
 NEO_ATTN__PRIVATE neo_status neo__runtime_sync(neo_runtime *rt) {
     neo_status s, c;
+    int        full = 0;
     neo__pool_wait(&rt->pool);
     s = (neo_status)rt->mem.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
     c = (neo_status)rt->mem.stream_sync(rt->dev_state, NEO__STREAM_COPY);
-    return s != NEO_OK ? s : c;
+    if (s == NEO_OK) s = c;
+    for (neo_layer *L = rt->graphed; L && s == NEO_OK; L = L->gnext) {
+        int len[2];
+        if ((s = neo__dev_copy(rt, len, L->len_dev, sizeof len)) != NEO_OK || (s = neo__dev_sync(rt)) != NEO_OK) break;
+        L->len = len[0];
+        if (!len[1]) continue;
+        full++;
+        s = (neo_status)rt->attn.set_length(rt->dev_state, L->len_dev, len[0], NEO__STREAM_MAIN);
+        neo__log(rt, NEO_LOG_WARN, "neo_runtime_sync: a replayed append found a %d/%d/%d layer full (n_ctx %d) and wrote "
+                 "nothing", L->n_head, L->n_head_kv, L->head_dim, L->n_ctx);
+    }
+    if (s == NEO_OK && full) s = neo__dev_sync(rt);
+    return s == NEO_OK && full ? NEO_ERR_FULL : s;
 }
 
 /* The v1 calls take the runtime's one-call-at-a-time flag like the others (see neo__enter). */
@@ -3939,30 +4250,30 @@ NEO_ATTN__PRIVATE neo_runtime *neo__batch_rt(neo_layer *const *layers, int n) {
 NEO_ATTN__PUBLIC neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v) {
     neo_runtime *rt = neo__batch_rt(layers, n);
     neo_status   s;
-    if (!rt || !neo__enter(rt, "neo_attn_append_batch")) return NEO_ERR_INVALID_ARG;
+    if (!rt || !neo__enter_cap(rt, "neo_attn_append_batch")) return NEO_ERR_INVALID_ARG;
     s = neo__attn_append_batch(layers, n, k, v);
-    neo__leave(rt);
+    neo__leave_cap(rt);
     return s;
 }
 NEO_ATTN__PUBLIC neo_status neo_attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out) {
     neo_runtime *rt = neo__batch_rt(layers, n);
     neo_status   s;
-    if (!rt || !neo__enter(rt, "neo_attn_decode_batch")) return NEO_ERR_INVALID_ARG;
+    if (!rt || !neo__enter_cap(rt, "neo_attn_decode_batch")) return NEO_ERR_INVALID_ARG;
     s = neo__attn_decode_batch(layers, n, q, out);
-    neo__leave(rt);
+    neo__leave_cap(rt);
     return s;
 }
 NEO_ATTN__PUBLIC neo_status neo_layer_set_gpu_heads(neo_layer *L, int gpu_heads) {
     neo_status s;
     if (!L || !neo__enter(L->rt, "neo_layer_set_gpu_heads")) return NEO_ERR_INVALID_ARG;
-    s = neo__layer_set_gpu_heads(L, gpu_heads);
+    if ((s = neo__no_capture(L->rt, "neo_layer_set_gpu_heads")) == NEO_OK) s = neo__layer_set_gpu_heads(L, gpu_heads);
     neo__leave(L->rt);
     return s;
 }
 NEO_ATTN__PUBLIC neo_status neo_runtime_sync(neo_runtime *rt) {
     neo_status s;
     if (!rt || !neo__enter(rt, "neo_runtime_sync")) return NEO_ERR_INVALID_ARG;
-    s = neo__runtime_sync(rt);
+    if ((s = neo__no_capture(rt, "neo_runtime_sync")) == NEO_OK) s = neo__runtime_sync(rt);
     neo__leave(rt);
     return s;
 }
@@ -4284,7 +4595,7 @@ NEO_ATTN__PRIVATE void neo__session_destroy(neo_session *s) {
 NEO_ATTN__PUBLIC void neo_session_destroy(neo_session *s) {
     neo_runtime *rt = s ? s->rt : NULL;
     if (!s || !neo__enter(rt, "neo_session_destroy")) return;
-    neo__session_destroy(s);
+    if (neo__no_capture(rt, "neo_session_destroy") == NEO_OK) neo__session_destroy(s);
     neo__leave(rt);
 }
 
@@ -4402,7 +4713,7 @@ NEO_ATTN__PUBLIC neo_status neo_session_create(neo_runtime *rt, const neo_model 
     neo_status st;
     if (out) *out = NULL;
     if (!rt || !neo__enter(rt, "neo_session_create")) return NEO_ERR_INVALID_ARG; /* no runtime: no logger to tell */
-    st = neo__session_create(rt, m, desc, out);
+    if ((st = neo__no_capture(rt, "neo_session_create")) == NEO_OK) st = neo__session_create(rt, m, desc, out);
     neo__leave(rt);
     return st;
 }
@@ -4521,7 +4832,7 @@ NEO_ATTN__PRIVATE neo_status neo__session_step(neo_session *s, int token, float 
 NEO_ATTN__PRIVATE neo_status neo__session_step_entry(neo_session *s, int token, float *logits, int *next) {
     neo_status st;
     if (!s || !neo__enter(s->rt, "neo_session_step")) return NEO_ERR_INVALID_ARG;
-    st = neo__session_step(s, token, logits, next);
+    if ((st = neo__no_capture(s->rt, "neo_session_step")) == NEO_OK) st = neo__session_step(s, token, logits, next);
     neo__leave(s->rt);
     return st;
 }
@@ -4539,6 +4850,7 @@ NEO_ATTN__PUBLIC int neo_session_length(const neo_session *s) { return s ? neo_l
 NEO_ATTN__PUBLIC neo_status neo_session_truncate(neo_session *s, int n_tokens) {
     neo_status st = NEO_OK;
     if (!s || !neo__enter(s->rt, "neo_session_truncate")) return NEO_ERR_INVALID_ARG;
+    st = neo__no_capture(s->rt, "neo_session_truncate");
     for (int l = 0; l < s->m->info.n_layers && st == NEO_OK; l++) /* every layer has the same length */
         st = neo__layer_truncate(s->layers[l], n_tokens, "neo_session_truncate");
     neo__leave(s->rt);

@@ -1398,6 +1398,327 @@ static void test_set_gpu_heads(void) {
         }
 }
 
+/* --- CUDA graphs: a captured append + decode replayed, with the lengths kept on the device --- */
+
+/* One capture on a GPU runtime: the stand-in records its ops (neo__standin_capture_begin), a real
+   GPU captures the runtime's stream (the engine's, given at create). Buffers are device memory on
+   a real GPU, host memory on the stand-in. */
+typedef struct gcap {
+    neo_runtime *rt;
+    int          cuda;
+    neo__sgraph *sg;
+#if NEO_TEST_CUDA
+    cudaStream_t    stream;
+    cudaGraphExec_t ge;
+#endif
+} gcap;
+
+static float *g_alloc(const gcap *g, size_t n) {
+#if NEO_TEST_CUDA
+    if (g->cuda) {
+        void *p = NULL;
+        return cudaMalloc(&p, n * sizeof(float)) == cudaSuccess ? (float *)p : NULL;
+    }
+#endif
+    (void)g;
+    return (float *)malloc(n * sizeof(float));
+}
+static void g_free(const gcap *g, float *p) {
+#if NEO_TEST_CUDA
+    if (g->cuda) {
+        cudaFree(p);
+        return;
+    }
+#endif
+    (void)g;
+    free(p);
+}
+static void g_put(const gcap *g, float *dst, const float *src, size_t n) {
+#if NEO_TEST_CUDA
+    if (g->cuda) {
+        CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+        return;
+    }
+#endif
+    (void)g;
+    memcpy(dst, src, n * sizeof(float));
+}
+static void g_get(const gcap *g, float *dst, const float *src, size_t n) {
+#if NEO_TEST_CUDA
+    if (g->cuda) {
+        CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+        return;
+    }
+#endif
+    (void)g;
+    memcpy(dst, src, n * sizeof(float));
+}
+static int g_begin(gcap *g) {
+#if NEO_TEST_CUDA
+    if (g->cuda) return CHECK(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+#endif
+    return CHECK_STATUS(neo__standin_capture_begin(g->rt), NEO_OK);
+}
+/* ends the capture: 1 when it is still valid and now a graph that can be replayed */
+static int g_end(gcap *g) {
+#if NEO_TEST_CUDA
+    if (g->cuda) {
+        cudaGraph_t graph = NULL;
+        int         ok = CHECK(cudaStreamEndCapture(g->stream, &graph) == cudaSuccess && graph);
+        if (ok) ok = CHECK(cudaGraphInstantiate(&g->ge, graph, 0) == cudaSuccess);
+        if (graph) cudaGraphDestroy(graph);
+        return ok;
+    }
+#endif
+    return CHECK_STATUS(neo__standin_capture_end(g->rt, &g->sg), NEO_OK);
+}
+static void g_replay(gcap *g) {
+#if NEO_TEST_CUDA
+    if (g->cuda) {
+        CHECK(cudaGraphLaunch(g->ge, g->stream) == cudaSuccess);
+        return;
+    }
+#endif
+    CHECK_STATUS(neo__standin_replay(g->rt, g->sg), NEO_OK);
+}
+static void g_drop(gcap *g) {
+#if NEO_TEST_CUDA
+    if (g->cuda) {
+        if (g->ge) cudaGraphExecDestroy(g->ge);
+        g->ge = NULL;
+        return;
+    }
+#endif
+    neo__standin_graph_free(g->rt, g->sg);
+    g->sg = NULL;
+}
+
+/* Under a capture, the calls a graph cannot hold refuse and leave the capture valid; so does the
+   decode of a split layer whose CPU takes part (ON, AUTO still measuring, HYBRID). */
+static void graph_refusals(gcap *g, neo_layer *l, neo_layer *const *split, int n_split, float *dq, float *dout) {
+    neo_layer     *made = NULL;
+    neo_layer_desc d = shape(4, 2, 64, 0, 64, NEO_TYPE_F16);
+    check_context("graph refusals (%s)", g->cuda ? "cuda" : "stand-in");
+    if (!g_begin(g)) return;
+    CHECK_STATUS(neo_attn_prefill(l, dq, 1, dout), NEO_ERR_UNSUPPORTED);
+    CHECK_STATUS(neo_layer_truncate(l, 1), NEO_ERR_UNSUPPORTED);
+    CHECK_STATUS(neo_runtime_sync(g->rt), NEO_ERR_UNSUPPORTED);
+    CHECK_STATUS(neo_layer_create(g->rt, &d, &made), NEO_ERR_UNSUPPORTED);
+    CHECK(made == NULL);
+    CHECK_STATUS(neo_layer_set_gpu_heads(l, 1), NEO_ERR_UNSUPPORTED);
+    for (int i = 0; i < n_split; i++) {
+        CHECK_STATUS(neo_attn_decode(split[i], dq, dout), NEO_ERR_UNSUPPORTED);
+        CHECK_STATUS(neo_attn_decode_batch(&split[i], 1, dq, dout), NEO_ERR_UNSUPPORTED);
+    }
+    if (g_end(g)) g_drop(g);
+}
+
+/* Replays of a captured append + decode of layer l (no split) from length len0 until the cache
+   is full and 3 more: after each, neo_runtime_sync and the length, and out against float64 over
+   what the cache holds (fresh k, v and q written into the captured buffers each time, out
+   poisoned). */
+static void graph_replays(gcap *g, const neo_layer_desc *d, int len0, int trunc) {
+    tcase  c;
+    size_t nk = (size_t)d->n_head_kv * (size_t)d->head_dim, nq = (size_t)d->n_head * (size_t)d->head_dim, nv, no, e;
+    float *k, *v, *q, *out, *dk, *dv, *dq, *dout;
+    double *ref;
+    neo_layer *l = NULL;
+    memset(&c, 0, sizeof c);
+    c.d = *d, c.dv = d->head_dim_v ? d->head_dim_v : d->head_dim;
+    nv = (size_t)d->n_head_kv * (size_t)c.dv, no = (size_t)d->n_head * (size_t)c.dv;
+    c.ks = (float *)malloc((size_t)d->n_ctx * nk * sizeof(float)), c.vs = (float *)malloc((size_t)d->n_ctx * nv * sizeof(float));
+    k = (float *)malloc(nk * sizeof(float)), v = (float *)malloc(nv * sizeof(float)), q = (float *)malloc(nq * sizeof(float));
+    out = (float *)malloc(no * sizeof(float)), ref = (double *)malloc(no * sizeof(double));
+    dk = g_alloc(g, nk), dv = g_alloc(g, nv), dq = g_alloc(g, nq), dout = g_alloc(g, no);
+    check_context("graph %d/%d/%d/%d %s n_ctx %d from %d (%s)", d->n_head, d->n_head_kv, d->head_dim, c.dv,
+                  d->kv_type == NEO_TYPE_F16 ? "f16" : d->kv_type == NEO_TYPE_BF16 ? "bf16" : "f32", d->n_ctx, len0,
+                  g->cuda ? "cuda" : "stand-in");
+    if (!CHECK(c.ks && c.vs && k && v && q && out && ref && dk && dv && dq && dout) ||
+        !CHECK_STATUS(neo_layer_create(g->rt, d, &l), NEO_OK))
+        goto done;
+    for (int t = 0; t < len0; t++) { /* eagerly, one token a call */
+        rng_fill(k, nk, -2.0f, 2.0f), rng_fill(v, nv, -2.0f, 2.0f);
+        g_put(g, dk, k, nk), g_put(g, dv, v, nv);
+        CHECK_STATUS(neo_attn_append(l, dk, dv, 1), NEO_OK);
+        for (e = 0; e < nk; e++) c.ks[(size_t)c.len * nk + e] = stored(d->kv_type, k[e]);
+        for (e = 0; e < nv; e++) c.vs[(size_t)c.len * nv + e] = stored(d->kv_type, v[e]);
+        c.len++;
+    }
+    if (!g_begin(g)) goto done;
+    CHECK_STATUS(neo_attn_append(l, dk, dv, 1), NEO_OK);
+    CHECK_STATUS(neo_attn_decode(l, dq, dout), NEO_OK);
+    CHECK(neo_layer_length(l) == len0); /* nothing ran */
+    if (!g_end(g)) goto done;
+    for (int r = 0; c.len < d->n_ctx + 3; r++) {
+        int full = c.len >= d->n_ctx;
+        if (r == 3 && trunc) { /* truncated between replays: the next append goes at the new length */
+            CHECK_STATUS(neo_layer_truncate(l, trunc), NEO_OK);
+            c.len = trunc;
+        }
+        rng_fill(k, nk, -2.0f, 2.0f), rng_fill(v, nv, -2.0f, 2.0f), rng_fill(q, nq, -2.0f, 2.0f);
+        for (e = 0; e < no; e++) out[e] = u2f(0x7FC0DEADu);
+        g_put(g, dk, k, nk), g_put(g, dv, v, nv), g_put(g, dq, q, nq), g_put(g, dout, out, no);
+        g_replay(g);
+        CHECK_STATUS(neo_runtime_sync(g->rt), full ? NEO_ERR_FULL : NEO_OK);
+        if (!full) {
+            for (e = 0; e < nk; e++) c.ks[(size_t)c.len * nk + e] = stored(d->kv_type, k[e]);
+            for (e = 0; e < nv; e++) c.vs[(size_t)c.len * nv + e] = stored(d->kv_type, v[e]);
+            c.len++;
+        } else c.len++; /* counts the refused replays (the loop ends 3 past n_ctx); the cache stays at n_ctx */
+        {
+            int    held = c.len > d->n_ctx ? d->n_ctx : c.len;
+            double num = 0.0, den = 0.0, err;
+            int    keep = c.len;
+            CHECK(neo_layer_length(l) == held);
+            c.len = held;
+            reference(&c, q, 1, ref);
+            c.len = keep;
+            g_get(g, out, dout, no);
+            for (e = 0; e < no; e++) {
+                double diff = (double)out[e] - ref[e];
+                num += diff * diff, den += ref[e] * ref[e];
+            }
+            err = sqrt(num) / sqrt(den);
+            if (!CHECK(err < TOL)) fprintf(stderr, "    replay %d at length %d: rel err %.3g\n", r, held, err);
+            if (!(err <= max_err[g->cuda ? 4 : 3])) max_err[g->cuda ? 4 : 3] = err;
+            n_calls[g->cuda ? 4 : 3]++;
+        }
+    }
+    /* an eager append after the replays goes on from the length sync read back */
+    CHECK_STATUS(neo_layer_truncate(l, d->n_ctx - 1), NEO_OK);
+    CHECK_STATUS(neo_attn_append(l, dk, dv, 1), NEO_OK);
+    CHECK_STATUS(neo_attn_append(l, dk, dv, 1), NEO_ERR_FULL);
+    CHECK_STATUS(neo_runtime_sync(g->rt), NEO_OK);
+    CHECK(neo_layer_length(l) == d->n_ctx);
+    g_drop(g);
+done:
+    neo_layer_destroy(l);
+    g_free(g, dk), g_free(g, dv), g_free(g, dq), g_free(g, dout);
+    free(c.ks), free(c.vs), free(k), free(v), free(q), free(out), free(ref);
+}
+
+/* Three sequences' layers of one shape at different lengths: a captured append_batch +
+   decode_batch, replayed, equals float64 for each. */
+static void graph_batch(gcap *g) {
+    enum { NB = 3 };
+    neo_layer_desc d = shape(8, 2, 64, 0, 200, NEO_TYPE_F16);
+    const size_t   nk = 2 * 64, nq = 8 * 64, no = 8 * 64;
+    tcase          c[NB];
+    neo_layer     *l[NB] = {NULL, NULL, NULL};
+    float          k[NB * 2 * 64], v[NB * 2 * 64], q[NB * 8 * 64], out[NB * 8 * 64];
+    double         ref[8 * 64];
+    float         *dk = g_alloc(g, NB * nk), *dv = g_alloc(g, NB * nk), *dq = g_alloc(g, NB * nq), *dout = g_alloc(g, NB * no);
+    const int      len0[NB] = {1, 60, 150};
+    memset(c, 0, sizeof c);
+    check_context("graph batch (%s)", g->cuda ? "cuda" : "stand-in");
+    for (int i = 0; i < NB; i++) {
+        c[i].d = d, c[i].dv = 64;
+        c[i].ks = (float *)malloc(200 * nk * sizeof(float)), c[i].vs = (float *)malloc(200 * nk * sizeof(float));
+        if (!CHECK(c[i].ks && c[i].vs) || !CHECK_STATUS(neo_layer_create(g->rt, &d, &l[i]), NEO_OK)) goto done;
+        for (int t = 0; t < len0[i]; t++) {
+            rng_fill(k, nk, -2.0f, 2.0f), rng_fill(v, nk, -2.0f, 2.0f);
+            g_put(g, dk, k, nk), g_put(g, dv, v, nk);
+            CHECK_STATUS(neo_attn_append(l[i], dk, dv, 1), NEO_OK);
+            for (size_t e = 0; e < nk; e++)
+                c[i].ks[(size_t)t * nk + e] = stored(d.kv_type, k[e]), c[i].vs[(size_t)t * nk + e] = stored(d.kv_type, v[e]);
+        }
+        c[i].len = len0[i];
+    }
+    if (!CHECK(dk && dv && dq && dout) || !g_begin(g)) goto done;
+    CHECK_STATUS(neo_attn_append_batch(l, NB, dk, dv), NEO_OK);
+    CHECK_STATUS(neo_attn_decode_batch(l, NB, dq, dout), NEO_OK);
+    if (!g_end(g)) goto done;
+    for (int r = 0; r < 5; r++) {
+        rng_fill(k, NB * nk, -2.0f, 2.0f), rng_fill(v, NB * nk, -2.0f, 2.0f), rng_fill(q, NB * nq, -2.0f, 2.0f);
+        for (size_t e = 0; e < NB * no; e++) out[e] = u2f(0x7FC0DEADu);
+        g_put(g, dk, k, NB * nk), g_put(g, dv, v, NB * nk), g_put(g, dq, q, NB * nq), g_put(g, dout, out, NB * no);
+        g_replay(g);
+        CHECK_STATUS(neo_runtime_sync(g->rt), NEO_OK);
+        g_get(g, out, dout, NB * no);
+        for (int i = 0; i < NB; i++) {
+            double num = 0.0, den = 0.0, err;
+            for (size_t e = 0; e < nk; e++) {
+                c[i].ks[(size_t)c[i].len * nk + e] = stored(d.kv_type, k[(size_t)i * nk + e]);
+                c[i].vs[(size_t)c[i].len * nk + e] = stored(d.kv_type, v[(size_t)i * nk + e]);
+            }
+            c[i].len++;
+            CHECK(neo_layer_length(l[i]) == c[i].len);
+            reference(&c[i], q + (size_t)i * nq, 1, ref);
+            for (size_t e = 0; e < no; e++) {
+                double diff = (double)out[(size_t)i * no + e] - ref[e];
+                num += diff * diff, den += ref[e] * ref[e];
+            }
+            err = sqrt(num) / sqrt(den);
+            if (!CHECK(err < TOL)) fprintf(stderr, "    batch replay %d, layer %d at length %d: rel err %.3g\n", r, i, c[i].len, err);
+            n_calls[g->cuda ? 4 : 3]++;
+        }
+    }
+    g_drop(g);
+done:
+    for (int i = 0; i < NB; i++) neo_layer_destroy(l[i]), free(c[i].ks), free(c[i].vs);
+    g_free(g, dk), g_free(g, dv), g_free(g, dq), g_free(g, dout);
+}
+
+static void graph_on(gcap *g) {
+    static const float sinks[8] = {0.5f, -1.0f, 2.0f, 0.0f, 1.5f, -0.5f, 3.0f, 0.25f};
+    neo_layer_desc d[4];
+    d[0] = shape(8, 2, 64, 0, 300, NEO_TYPE_F16), d[0].sinks = sinks;
+    d[1] = shape(4, 4, 128, 0, 200, NEO_TYPE_F32), d[1].softcap = 30.0f;
+    d[2] = shape(8, 2, 96, 64, 120, NEO_TYPE_BF16), d[2].max_alibi_bias = 8.0f;
+    d[3] = shape(16, 2, 128, 0, quick ? 700 : 2100, NEO_TYPE_BF16);
+    graph_replays(g, &d[0], 1, 0);
+    graph_replays(g, &d[0], 280, 100);
+    graph_replays(g, &d[1], 150, 0);
+    graph_replays(g, &d[2], 60, 7);
+    graph_replays(g, &d[3], d[3].n_ctx - 40, 0);
+    d[0].gpu_heads = 1; /* OFF: the host heads attended in place */
+    graph_replays(g, &d[0], 250, 0);
+    d[3].gpu_heads = NEO_GPU_HEADS_NONE;
+    graph_replays(g, &d[3], d[3].n_ctx - 30, 0);
+    d[1].gpu_heads = 3;
+    graph_replays(g, &d[1], 190, 0);
+    graph_batch(g);
+    {
+        neo_layer     *l = NULL, *split[3] = {NULL, NULL, NULL};
+        neo_layer_desc a = shape(4, 2, 64, 0, 64, NEO_TYPE_F16);
+        float         *dq = g_alloc(g, 4 * 64), *dout = g_alloc(g, 4 * 64), *dk = g_alloc(g, 2 * 64);
+        float          z[2 * 64] = {0};
+        int            ok = CHECK(dq && dout && dk) && CHECK_STATUS(neo_layer_create(g->rt, &a, &l), NEO_OK);
+        check_context("graph refusals: layers");
+        if (ok) g_put(g, dk, z, 2 * 64), CHECK_STATUS(neo_attn_append(l, dk, dk, 1), NEO_OK);
+        for (int i = 0; i < 3 && ok; i++) {
+            neo_layer_desc b = a;
+            b.gpu_heads = 1, b.pipeline = i == 0 ? NEO_PIPELINE_ON : i == 1 ? NEO_PIPELINE_AUTO : NEO_PIPELINE_HYBRID;
+            ok = CHECK_STATUS(neo_layer_create(g->rt, &b, &split[i]), NEO_OK) &&
+                 CHECK_STATUS(neo_attn_append(split[i], dk, dk, 1), NEO_OK);
+        }
+        if (ok) graph_refusals(g, l, split, 3, dq, dout);
+        neo_layer_destroy(l);
+        for (int i = 0; i < 3; i++) neo_layer_destroy(split[i]);
+        g_free(g, dq), g_free(g, dout), g_free(g, dk);
+    }
+}
+
+static void test_graphs(void) {
+    gcap g;
+    memset(&g, 0, sizeof g);
+    g.rt = rts_gpu[1];
+    if (g.rt) graph_on(&g);
+#if NEO_TEST_CUDA
+    if (rt_cuda) {
+        neo_runtime_desc rd = {0};
+        memset(&g, 0, sizeof g);
+        g.cuda = 1;
+        check_context("graph runtime");
+        if (!CHECK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking) == cudaSuccess)) return;
+        rd.gpu = 1, rd.gpu_stream = g.stream, rd.n_threads = 2;
+        if (CHECK_STATUS(neo_runtime_create(&rd, &g.rt), NEO_OK)) graph_on(&g);
+        neo_runtime_destroy(g.rt);
+        cudaStreamDestroy(g.stream);
+    }
+#endif
+}
+
 int main(void) {
     const char *env = getenv("NEO_TEST_SEED");
     unsigned long long seed = env && *env ? strtoull(env, NULL, 0) : (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 20);
@@ -1434,6 +1755,7 @@ int main(void) {
 #endif
     timed("batches", test_batch);
     timed("moving heads", test_set_gpu_heads);
+    timed("CUDA graphs", test_graphs);
 report:
 
     for (i = 0; i < 5; i++) {
