@@ -535,6 +535,9 @@ typedef struct neo_session_desc {
     const int   *layer_gpu_heads; /* [n_layers] each layer's own gpu_heads (as neo_plan_gpu_heads writes
                                      them), or NULL = gpu_heads for every layer */
     float        cpu_share;    /* as neo_layer_desc.cpu_share */
+    int          graphs;       /* 1 = on a GPU runtime, each step's layers and logits are one CUDA graph,
+                                  captured once and replayed for every token (see neo_session_step);
+                                  0 = every step launches its kernels one by one */
 } neo_session_desc;
 
 /* One sequence's state (KV cache of every layer and activations). model and rt must outlive it. */
@@ -543,7 +546,11 @@ NEO_ATTN_API neo_status neo_session_create(neo_runtime *rt, const neo_model *mod
 NEO_ATTN_API void       neo_session_destroy(neo_session *s);   /* NULL is fine */
 /* Runs token at position neo_session_length(s) through every layer and writes logits: [vocab_size]
    (host memory). NEO_ERR_INVALID_ARG for a token outside [0, vocab_size), NEO_ERR_FULL when the
-   cache holds n_ctx tokens; on an error nothing changes. */
+   cache holds n_ctx tokens; on an error nothing changes. With neo_session_desc.graphs, the first
+   step whose layers can all be captured (see CUDA GRAPHS: no layer under ON or HYBRID, AUTO
+   layers once they have chosen OFF) captures the layers and logits into a CUDA graph, and every
+   later step replays it (lengths and positions live on the device); steps before, or where
+   capture fails (logged), run as without graphs. The output is the same either way. */
 NEO_ATTN_API neo_status neo_session_step(neo_session *s, int token, float *logits);
 /* The same step, for greedy decoding: *next = the index of the largest logit (the lowest on ties,
    as llama2.c's argmax), found where the logits are, so on a GPU only one int comes back. */
@@ -569,7 +576,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
 #define NEO__DEV_MEM_ABI 2
 #define NEO__DEV_ATTN_ABI 4
-#define NEO__DEV_MODEL_ABI 1
+#define NEO__DEV_MODEL_ABI 2
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
 #define NEO__EVENTS 8
@@ -669,6 +676,9 @@ typedef struct neo__matvec_args {
     /* NEO__MV_ROPE: pairs of rows [0, rope_q) rotate as run.c's q at pos, pairs of
        [rope_q, rope_q + rope_k) as its k (each pair by its index from the start of its range) */
     int          pos, rope_q, rope_k, head_size;
+    /* device int or NULL: the position read when the op runs instead of pos (a step captured into
+       a CUDA graph: the layer's length before its append) */
+    const int   *pos_dev;
 } neo__matvec_args;
 
 /* What every matvec op checks first (both implementations): 1 when a can be run. */
@@ -739,6 +749,14 @@ typedef struct neo__dev_model {
     int  (*matvec)(void *state, const neo__matvec_args *a, int stream);
     /* *out (device int) = the lowest index of the largest of x[n] (NaN never wins; 0 if none is > -inf) */
     int  (*argmax)(void *state, int *out, const float *x, int n, int stream);
+    /* The step as a CUDA graph, or NULL where there are none: graph_begin starts capturing the
+       stream's ops; graph_end ends it into *graph, ready to replay (NEO_ERR_UNSUPPORTED when an
+       op broke the capture: nothing is made, and the stream captures no more); graph_launch
+       replays it on the stream; graph_free frees it. */
+    int  (*graph_begin)(void *state, int stream);
+    int  (*graph_end)(void *state, int stream, void **graph);
+    int  (*graph_launch)(void *state, void *graph, int stream);
+    void (*graph_free)(void *state, void *graph);
 } neo__dev_model;
 
 /* Each fills its table when the caller's ABI version of it matches; NEO_ERR_UNSUPPORTED otherwise. */
@@ -2484,11 +2502,14 @@ NEO_ATTN__PRIVATE void neo__host_tables(neo__dev_mem *m, neo__dev_attn *t) {
    in order, as a CUDA graph replays its kernels; an op that would end a CUDA capture (a wait for
    the device, a handoff) marks the recording broken. Tests drive it with the three functions
    below; nothing else records. */
-enum { NEO__SG_APPEND, NEO__SG_ATTEND, NEO__SG_SET_LENGTH, NEO__SG_COPY };
+enum { NEO__SG_APPEND, NEO__SG_ATTEND, NEO__SG_SET_LENGTH, NEO__SG_COPY, NEO__SG_MATVEC };
 typedef struct neo__sg_op {
     int              kind;
     neo__append_args ap;
     neo__attn_args   at;
+    neo__matvec_args mv;             /* MATVEC: the decode loop's host matvec, fn(ctx, &mv) */
+    int            (*fn)(void *ctx, const neo__matvec_args *a);
+    void            *ctx;
     int             *len;            /* SET_LENGTH */
     int              value;
     void            *dst;            /* COPY */
@@ -2655,6 +2676,31 @@ NEO_ATTN__PRIVATE neo_status neo__standin_capture_end(neo_runtime *rt, neo__sgra
     neo__standin_graph_free(rt, r);
     return NEO_ERR_UNSUPPORTED;
 }
+/* The decode loop's host matvec under a recording: recorded (1) or to be run now (0). */
+NEO_ATTN__PRIVATE int neo__standin_record_mv(neo_runtime *rt, int (*fn)(void *, const neo__matvec_args *), void *ctx,
+                                             const neo__matvec_args *a, int *status) {
+    neo__sg_op op;
+    if (!rt->sg_rec) return 0;
+    memset(&op, 0, sizeof op);
+    op.kind = NEO__SG_MATVEC, op.fn = fn, op.ctx = ctx, op.mv = *a;
+    *status = neo__sg_add(rt, &op);
+    return 1;
+}
+/* The stand-in's step graphs (neo__dev_model's graph ops) are its recordings. */
+NEO_ATTN__PRIVATE int neo__standin_graph_begin(void *state, int stream) {
+    (void)stream;
+    return (int)neo__standin_capture_begin((neo_runtime *)state);
+}
+NEO_ATTN__PRIVATE int neo__standin_graph_end(void *state, int stream, void **graph) {
+    neo__sgraph *g = NULL;
+    int          s = (int)neo__standin_capture_end((neo_runtime *)state, &g);
+    (void)stream;
+    *graph = g;
+    return s;
+}
+NEO_ATTN__PRIVATE int neo__standin_graph_launch(void *state, void *graph, int stream);
+NEO_ATTN__PRIVATE void neo__standin_graph_drop(void *state, void *graph) { neo__standin_graph_free((neo_runtime *)state, (neo__sgraph *)graph); }
+
 NEO_ATTN__PRIVATE neo_status neo__standin_replay(neo_runtime *rt, const neo__sgraph *g) {
     int s = NEO_OK;
     for (int i = 0; i < g->n && s == NEO_OK; i++) {
@@ -2662,9 +2708,14 @@ NEO_ATTN__PRIVATE neo_status neo__standin_replay(neo_runtime *rt, const neo__sgr
         s = op->kind == NEO__SG_APPEND   ? neo__standin_append(rt, &op->ap, NEO__STREAM_MAIN)
             : op->kind == NEO__SG_ATTEND ? neo__standin_attend(rt, &op->at, NEO__STREAM_MAIN)
             : op->kind == NEO__SG_COPY   ? neo__host_copy(rt, op->dst, op->src, op->bytes, NEO__STREAM_MAIN)
+            : op->kind == NEO__SG_MATVEC ? op->fn(op->ctx, &op->mv)
                                          : neo__standin_set_length(rt, op->len, op->value, NEO__STREAM_MAIN);
     }
     return (neo_status)s;
+}
+NEO_ATTN__PRIVATE int neo__standin_graph_launch(void *state, void *graph, int stream) {
+    (void)stream;
+    return (int)neo__standin_replay((neo_runtime *)state, (const neo__sgraph *)graph);
 }
 
 /* =============================================================================================
@@ -2708,9 +2759,14 @@ NEO_ATTN__PRIVATE neo_status neo__rt_resolve(const neo_runtime_desc *desc, neo_r
 
 /* The backend's tables and state: the host's, the stand-in's, or CUDA's. */
 NEO_ATTN__PRIVATE neo_status neo__rt_backend(neo_runtime *rt, const neo_runtime_desc *d) {
-    if (d->gpu_standin) neo__standin_tables(&rt->mem, &rt->attn);
-    else neo__host_tables(&rt->mem, &rt->attn);
     memset(&rt->model, 0, sizeof rt->model);
+    if (d->gpu_standin) {
+        neo__standin_tables(&rt->mem, &rt->attn);
+        rt->model.graph_begin = neo__standin_graph_begin;
+        rt->model.graph_end = neo__standin_graph_end;
+        rt->model.graph_launch = neo__standin_graph_launch;
+        rt->model.graph_free = neo__standin_graph_drop;
+    } else neo__host_tables(&rt->mem, &rt->attn);
     rt->dev_state = rt;
     rt->gpu = d->gpu;
 #if NEO_ATTN_CUDA
@@ -3702,8 +3758,8 @@ NEO_ATTN__PRIVATE neo_status neo__attn_decode(neo_layer *L, const float *q, floa
         neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_decode: %s", L->len == 0 ? "the layer is empty (append first)" : "q or out is NULL");
         return NEO_ERR_INVALID_ARG;
     }
-    s = split && L->pipeline == NEO_PIPELINE_AUTO ? neo__decode_auto(L, q, out) : neo__layer_attend(L, q, 1, out);
-    if (s == NEO_OK) L->n_decode++;
+    s = split && L->pipeline == NEO_PIPELINE_AUTO && !L->rt->capturing ? neo__decode_auto(L, q, out) : neo__layer_attend(L, q, 1, out);
+    if (s == NEO_OK) L->n_decode += !L->rt->capturing; /* a captured call counts at its replays */
     else neo__log(L->rt, NEO_LOG_ERROR, "neo_attn_decode: %s", neo_status_string(s));
     return s;
 }
@@ -4533,7 +4589,7 @@ NEO_ATTN__PRIVATE int neo__host_matvec(neo__mv_host *h, const neo__matvec_args *
         /* run.c's angle depends only on the pair's place in its head: each cos / sin once */
         float *cs = tail;
         for (int hd = 0; hd < a->head_size; hd += 2) {
-            float freq = 1.0f / powf(10000.0f, (float)hd / (float)a->head_size), val = (float)a->pos * freq;
+            float freq = 1.0f / powf(10000.0f, (float)hd / (float)a->head_size), val = (float)(a->pos_dev ? *a->pos_dev : a->pos) * freq;
             cs[hd] = cosf(val);
             cs[hd + 1] = sinf(val);
         }
@@ -4578,10 +4634,16 @@ struct neo_session {
     float           *logits;    /* [vocab_size] */
     int             *next;      /* [1] argmax of the logits, activation memory */
     neo__mv_host     mv;        /* the host matvec's scratch, when the backend has no matvec */
+    int              graphs;    /* neo_session_desc.graphs, on a runtime whose backend has graphs */
+    void            *graph;     /* the captured step (neo__dev_model.graph_end), or NULL */
 };
 
 NEO_ATTN__PRIVATE void neo__session_destroy(neo_session *s) {
     if (!s) return;
+    if (s->graph) {
+        neo__dev_sync(s->rt); /* a replay may still run */
+        s->rt->model.graph_free(s->rt->dev_state, s->graph);
+    }
     if (s->layers)
         for (int l = 0; l < s->m->info.n_layers; l++) neo__layer_destroy(s->layers[l]);
     neo__free(&s->rt->alloc, s->layers);
@@ -4626,8 +4688,10 @@ NEO_ATTN__PRIVATE neo_status neo__session_create(neo_runtime *rt, const neo_mode
     const float          *base;
     memset(&d, 0, sizeof d);
     if (desc) d = *desc;
-    if (!out || !m || d.n_ctx < 0 || d.gpu_heads < NEO_GPU_HEADS_NONE || d.gpu_heads > m->info.n_kv_heads) {
+    if (!out || !m || d.n_ctx < 0 || d.gpu_heads < NEO_GPU_HEADS_NONE || d.gpu_heads > m->info.n_kv_heads ||
+        (d.graphs != 0 && d.graphs != 1)) {
         neo__log(rt, NEO_LOG_ERROR, "neo_session_create: %s", !out ? "out is NULL" : !m ? "model is NULL" : d.n_ctx < 0 ? "n_ctx < 0"
+                                                                                 : d.graphs != 0 && d.graphs != 1 ? "graphs must be 0 or 1"
                                                                                  : "gpu_heads must be in [NEO_GPU_HEADS_NONE, the model's n_kv_heads]");
         return NEO_ERR_INVALID_ARG;
     }
@@ -4646,6 +4710,7 @@ NEO_ATTN__PRIVATE neo_status neo__session_create(neo_runtime *rt, const neo_mode
     s->mv.rt = rt;
     s->m = m;
     s->n_ctx = d.n_ctx ? d.n_ctx : mi->seq_len;
+    s->graphs = d.graphs && rt->model.graph_begin;
     base = m->data;
     if (rt->gpu) {
         if ((st = neo__dev_alloc(rt, (void **)&s->w_dev, m->n_floats * sizeof(float))) != NEO_OK ||
@@ -4735,9 +4800,25 @@ NEO_ATTN__PRIVATE neo__matvec_args neo__mv_args(float *y, const float *w, const 
 }
 
 /* The backend's matvec, or the host's. */
+NEO_ATTN__PRIVATE int neo__host_matvec_fn(void *mv, const neo__matvec_args *a) { return neo__host_matvec((neo__mv_host *)mv, a); }
+NEO_ATTN__PRIVATE int neo__host_norm_fn(void *unused, const neo__matvec_args *a) {
+    (void)unused;
+    neo__rmsnorm_host(a->y, a->x, a->norm, a->n);
+    return NEO_OK;
+}
+/* y = rmsnorm(x) * w on the host ([n] each), recorded like a matvec under the stand-in's capture */
+NEO_ATTN__PRIVATE int neo__norm_host(neo_session *s, float *y, const float *x, const float *w, int n) {
+    neo__matvec_args a;
+    int              st;
+    memset(&a, 0, sizeof a);
+    a.y = y, a.x = x, a.norm = w, a.n = n;
+    return neo__standin_record_mv(s->rt, neo__host_norm_fn, NULL, &a, &st) ? st : neo__host_norm_fn(NULL, &a);
+}
 NEO_ATTN__PRIVATE int neo__matvec(neo_session *s, const neo__matvec_args *a) {
     neo_runtime *rt = s->rt;
-    return rt->model.matvec ? rt->model.matvec(rt->dev_state, a, NEO__STREAM_MAIN) : neo__host_matvec(&s->mv, a);
+    int          st;
+    if (rt->model.matvec) return rt->model.matvec(rt->dev_state, a, NEO__STREAM_MAIN);
+    return neo__standin_record_mv(rt, neo__host_matvec_fn, &s->mv, a, &st) ? st : neo__host_matvec(&s->mv, a);
 }
 
 NEO_ATTN__PRIVATE int neo__mv(neo_session *s, float *y, const float *w, const float *w_mul, const float *x, const float *norm, int n,
@@ -4749,33 +4830,35 @@ NEO_ATTN__PRIVATE int neo__mv(neo_session *s, float *y, const float *w, const fl
 /* d rows of q, k, v projections of x (normalised when norm is set) from y on, the first rope_q
    rotated as q, the next rope_k as k */
 NEO_ATTN__PRIVATE int neo__mv_rope(neo_session *s, float *y, const float *w, const float *x, const float *norm, int d, int rope_q,
-                                   int rope_k, int pos) {
+                                   int rope_k, int pos, const int *pos_dev) {
     const neo_model_info *mi = &s->m->info;
     neo__matvec_args      a = neo__mv_args(y, w, NULL, x, norm, mi->dim, d, NEO__MV_ROPE);
     a.pos = pos;
+    a.pos_dev = pos_dev;
     a.rope_q = rope_q;
     a.rope_k = rope_k;
     a.head_size = mi->dim / mi->n_heads;
     return neo__matvec(s, &a);
 }
 
-/* One token through every layer, as run.c's forward() (all on the runtime's device ops). */
-NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int pos) {
+/* The token in x through every layer into the logits, as run.c's forward() (all on the runtime's
+   device ops). Captured (rt->capturing), each layer's position is its length on the device. */
+NEO_ATTN__PRIVATE neo_status neo__session_layers(neo_session *s, int pos) {
     const neo_model_info *mi = &s->m->info;
-    int                   dim = mi->dim, hid = mi->hidden_dim, kv = dim / mi->n_heads * mi->n_kv_heads;
-    int                   e = neo__dev_copy(s->rt, s->x, s->tok_emb + (size_t)token * dim, sizeof(float) * (size_t)dim);
+    int                   dim = mi->dim, hid = mi->hidden_dim, kv = dim / mi->n_heads * mi->n_kv_heads, e = NEO_OK;
     for (int l = 0; l < mi->n_layers && e == NEO_OK; l++) {
         size_t       ld = (size_t)l * dim;
         const float *rms = s->rms_att + ld;
+        const int   *pd = s->rt->capturing ? s->layers[l]->len_dev : NULL;
         /* attention rmsnorm, q k v projections, RoPE (q, k, v adjacent in act). The CPU runtime
            reads the model's own weights, wq, wk and wv apart: it normalises x once, here (its
            activations are host memory) */
         if (s->fused)
-            e = neo__mv_rope(s, s->q, s->wq + (size_t)l * (dim + 2 * kv) * dim, s->x, rms, dim + 2 * kv, dim, kv, pos);
+            e = neo__mv_rope(s, s->q, s->wq + (size_t)l * (dim + 2 * kv) * dim, s->x, rms, dim + 2 * kv, dim, kv, pos, pd);
         else {
-            neo__rmsnorm_host(s->xb, s->x, rms, dim);
-            if ((e = neo__mv_rope(s, s->q, s->wq + ld * dim, s->xb, NULL, dim, dim, 0, pos)) == NEO_OK &&
-                (e = neo__mv_rope(s, s->k, s->wk + ld * kv, s->xb, NULL, kv, 0, kv, pos)) == NEO_OK)
+            if ((e = neo__norm_host(s, s->xb, s->x, rms, dim)) != NEO_OK) break;
+            if ((e = neo__mv_rope(s, s->q, s->wq + ld * dim, s->xb, NULL, dim, dim, 0, pos, pd)) == NEO_OK &&
+                (e = neo__mv_rope(s, s->k, s->wk + ld * kv, s->xb, NULL, kv, 0, kv, pos, pd)) == NEO_OK)
                 e = neo__mv(s, s->v, s->wv + ld * kv, NULL, s->xb, NULL, dim, kv, NEO__MV_STORE);
         }
         if (e != NEO_OK) break;
@@ -4791,6 +4874,55 @@ NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int
     }
     if (e == NEO_OK) e = neo__mv(s, s->logits, s->wcls, NULL, s->x, s->rms_final, dim, mi->vocab_size, NEO__MV_STORE);
     return (neo_status)e;
+}
+
+/* 1 when every layer's decode can be captured (neo__capturable). */
+NEO_ATTN__PRIVATE int neo__session_capturable(const neo_session *s) {
+    for (int l = 0; l < s->m->info.n_layers; l++)
+        if (!neo__capturable(s->layers[l])) return 0;
+    return 1;
+}
+
+/* The layers as the session's graph: captured the first time, then replayed. A capture that fails
+   leaves nothing queued (its ops never ran) and turns the session's graphs off. */
+NEO_ATTN__PRIVATE neo_status neo__session_graph(neo_session *s, int *ran) {
+    neo_runtime *rt = s->rt;
+    void        *g = NULL;
+    int          e, e2;
+    *ran = 0;
+    if (!s->graph) {
+        if ((e = rt->model.graph_begin(rt->dev_state, NEO__STREAM_MAIN)) != NEO_OK) return (neo_status)e;
+        rt->capturing = 1;
+        e = neo__session_layers(s, 0);
+        rt->capturing = 0;
+        e2 = rt->model.graph_end(rt->dev_state, NEO__STREAM_MAIN, &g);
+        if (e != NEO_OK || e2 != NEO_OK) {
+            if (g) rt->model.graph_free(rt->dev_state, g);
+            s->graphs = 0;
+            neo__log(rt, NEO_LOG_WARN, "neo_session_step: the step could not be captured into a CUDA graph (%s); steps run "
+                     "without graphs", neo_status_string((neo_status)(e != NEO_OK ? e : e2)));
+            return NEO_OK;
+        }
+        s->graph = g;
+        neo__log(rt, NEO_LOG_INFO, "neo_session_step: the step (%d layers and the logits) is captured into a CUDA graph and "
+                 "replayed from now on", s->m->info.n_layers);
+    }
+    *ran = 1;
+    return (neo_status)rt->model.graph_launch(rt->dev_state, s->graph, NEO__STREAM_MAIN);
+}
+
+/* One token through every layer: the embedding row into x, then the layers, replayed from the
+   session's graph where it has one. */
+NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int pos) {
+    int        dim = s->m->info.dim, ran = 0;
+    neo_status e = neo__dev_copy(s->rt, s->x, s->tok_emb + (size_t)token * dim, sizeof(float) * (size_t)dim);
+    if (e == NEO_OK && s->graphs && neo__session_capturable(s)) e = neo__session_graph(s, &ran);
+    if (e != NEO_OK || !ran) return e == NEO_OK ? neo__session_layers(s, pos) : e;
+    for (int l = 0; l < s->m->info.n_layers; l++) { /* what the replay did on the device */
+        s->layers[l]->len++;
+        s->layers[l]->n_decode++;
+    }
+    return NEO_OK;
 }
 
 /* A step that hands back either the logits (logits set) or their argmax (next set). */

@@ -1600,6 +1600,7 @@ struct neo__cu_mv {
     int          R;        /* warps a unit: 1, 2, 4 or 8 */
     int          vec;      /* 1 = every row, x and norm 16-byte aligned (n % 4 == 0) */
     int          pos, rope_q, rope_k, head_size;
+    const int   *pos_dev;  /* or NULL: the position, read in the epilogue (after the dependency wait) */
 };
 
 #define NEO__CU_MV_BATCH 8 /* float4 weight loads a lane has in flight (per unit; rows share them) */
@@ -1733,7 +1734,7 @@ template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec
         if (r0 < a.rope_q + a.rope_k) {
             const int   i = r0 < a.rope_q ? r0 : r0 - a.rope_q, hd = i % a.head_size;
             const float freq = 1.0f / (float)pow(10000.0, (double)(hd / (float)a.head_size));
-            const float val = a.pos * freq, fcr = cosf(val), fci = sinf(val);
+            const float val = (a.pos_dev ? *a.pos_dev : a.pos) * freq, fcr = cosf(val), fci = sinf(val);
             const float t0 = v0 * fcr - v1 * fci;
             v1 = v0 * fci + v1 * fcr;
             v0 = t0;
@@ -1882,6 +1883,12 @@ typedef struct neo__cuda {
     size_t       bt_key_n;
     int          launch_blocking;        /* CUDA_LAUNCH_BLOCKING=1: a launch returns when its kernel is done */
     int          pdl;                    /* launch programmatic dependents: the device and the loaded kernels are sm_90+ */
+    /* Once a launch that reads work or cnt has been captured into a CUDA graph, a graph may hold
+       them for as long as it lives: a grown buffer's old one is kept here until release instead
+       of freed. */
+    int          captured;
+    void       **retired;
+    int          n_retired, cap_retired;
 } neo__cuda;
 
 static int neo__cu_err(cudaError_t e) {
@@ -1927,6 +1934,8 @@ static void neo__cu_release(void *state) {
         if (st->cnt[s]) (void)cudaFree(st->cnt[s]);
         if (st->bt_dev[s]) (void)cudaFree(st->bt_dev[s]);
     }
+    for (int i = 0; i < st->n_retired; i++) (void)cudaFree(st->retired[i]);
+    free(st->retired);
     for (int i = 0; i < NEO__CU_BT_SLOTS; i++)
         if (st->bt_done[i]) (void)cudaEventDestroy(st->bt_done[i]);
     if (st->bt_host) (void)cudaFreeHost(st->bt_host);
@@ -2326,22 +2335,58 @@ static int neo__cu_occupancy(int *cache, const void *fn, int threads, size_t sme
     return NEO_OK;
 }
 
+/* 1 when stream s is being captured into a CUDA graph */
+static int neo__cu_capturing(cudaStream_t s) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return cs != cudaStreamCaptureStatusNone;
+}
+
+/* The old buffer of a grown one: freed once the stream is done with it, or, once a graph may hold
+   it, kept until release. */
+static int neo__cu_retire(neo__cuda *st, int stream, void *old) {
+    if (!st->captured) {
+        if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
+        return cudaFree(old) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    }
+    if (st->n_retired == st->cap_retired) {
+        const int n = st->cap_retired ? 2 * st->cap_retired : 8;
+        void    **r = (void **)realloc(st->retired, sizeof *r * (size_t)n);
+        if (!r) return NEO_ERR_NO_MEMORY;
+        st->retired = r, st->cap_retired = n;
+    }
+    st->retired[st->n_retired++] = old;
+    return NEO_OK;
+}
+
 /* A buffer of the stream's that holds at least need elements of es bytes: when it is smaller,
-   a new one of alloc elements (zeroed when zero is set). Growing waits for the stream, whose
-   earlier attends may still read the old buffer. */
+   a new one of alloc elements (zeroed when zero is set) and the old one retired. During a
+   capture the allocation is made outside it (a graph cannot hold a cudaMalloc). */
 static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, size_t need, size_t alloc, size_t es, int zero) {
+    const int cap = neo__cu_capturing(st->stream[stream]);
+    st->captured |= cap;
     if (need <= *have) return NEO_OK;
     if (*buf) {
-        if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
-        if (cudaFree(*buf) != cudaSuccess) return NEO_ERR_DEVICE;
+        if (neo__cu_retire(st, stream, *buf) != NEO_OK) return NEO_ERR_DEVICE;
         *buf = NULL;
         *have = 0;
     }
-    void       *p = NULL;
+    void                 *p = NULL;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (cap) (void)cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t e = cudaMalloc(&p, alloc * es);
+    if (cap) (void)cudaThreadExchangeStreamCaptureMode(&mode);
     if (e != cudaSuccess) return neo__cu_err(e);
-    if (zero && cudaMemsetAsync(p, 0, alloc * es, st->stream[stream]) != cudaSuccess) {
+    /* zeroed now, in the stream's order, or, during a capture, on the other stream, waited for
+       (a captured memset would run only at the replays, after eager launches that need zeros) */
+    const int zs = cap ? NEO__CU_STREAMS - 1 - stream : stream;
+    if (zero && ((cap && neo__cu_capturing(st->stream[zs])) || cudaMemsetAsync(p, 0, alloc * es, st->stream[zs]) != cudaSuccess ||
+                 (cap && cudaStreamSynchronize(st->stream[zs]) != cudaSuccess))) {
         (void)cudaFree(p);
+        (void)cudaGetLastError();
         return NEO_ERR_DEVICE;
     }
     *buf = p;
@@ -2762,6 +2807,7 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
     a.vec = m->n % 4 == 0 && (uintptr_t)m->w % 16 == 0 && (uintptr_t)m->x % 16 == 0 &&
             (!m->w_mul || (uintptr_t)m->w_mul % 16 == 0) && (!m->norm || (uintptr_t)m->norm % 16 == 0);
     a.pos = m->pos;
+    a.pos_dev = m->pos_dev;
     a.rope_q = m->rope_q;
     a.rope_k = m->rope_k;
     a.head_size = m->head_size;
@@ -2780,6 +2826,53 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
     void *args[] = {&a};
     if (neo__cu_launch(st, fn, dim3((unsigned)blocks), dim3(256), 0, s, args) != NEO_OK) return NEO_ERR_DEVICE;
     return neo__cu_launched();
+}
+
+/* The decode loop's step as a graph. Thread-local capture: another thread's unsafe calls (an
+   engine's own) do not end it. */
+static int neo__cu_graph_begin(void *state, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+}
+static int neo__cu_graph_end(void *state, int stream, void **graph) {
+    int             ok;
+    neo__cuda      *st = (neo__cuda *)state;
+    cudaStream_t    s = neo__cu_stream(st, stream, &ok);
+    cudaGraph_t     g = NULL;
+    cudaGraphExec_t ge = NULL;
+    if (!ok || !graph) return NEO_ERR_INVALID_ARG;
+    *graph = NULL;
+    const cudaError_t e = cudaStreamEndCapture(s, &g);
+    if (e != cudaSuccess || !g) { /* an op broke the capture */
+        if (g) (void)cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+        return NEO_ERR_UNSUPPORTED;
+    }
+    const cudaError_t ei = cudaGraphInstantiate(&ge, g, 0);
+    (void)cudaGraphDestroy(g);
+    if (ei != cudaSuccess) {
+        (void)cudaGetLastError();
+        return neo__cu_err(ei == cudaErrorMemoryAllocation ? ei : cudaErrorUnknown);
+    }
+    *graph = ge;
+    return NEO_OK;
+}
+static int neo__cu_graph_launch(void *state, void *graph, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !graph) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    return cudaGraphLaunch((cudaGraphExec_t)graph, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+}
+static void neo__cu_graph_free(void *state, void *graph) {
+    if (!state || !graph) return;
+    (void)cudaSetDevice(((neo__cuda *)state)->device);
+    (void)cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
 static int neo__cu_argmax(void *state, int *out, const float *x, int n, int stream) {
@@ -2851,5 +2944,9 @@ extern "C" int neo__cuda_get_model(int abi_version, neo__dev_model *t) {
     if (!t) return (int)NEO_ERR_INVALID_ARG;
     t->matvec = neo__cu_matvec;
     t->argmax = neo__cu_argmax;
+    t->graph_begin = neo__cu_graph_begin;
+    t->graph_end = neo__cu_graph_end;
+    t->graph_launch = neo__cu_graph_launch;
+    t->graph_free = neo__cu_graph_free;
     return (int)NEO_OK;
 }

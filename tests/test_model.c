@@ -523,12 +523,15 @@ static void test_stories_decode(neo_model *m, const unsigned char *file) {
         gd.n_threads = 2, gd.gpu = 1, gd.gpu_standin = 1;
         check_context("stand-in GPU runtime");
         CHECK_STATUS(neo_runtime_create(&gd, &rg), NEO_OK);
-        for (t = 0; rg && t < 6; t++) { /* OFF, ON, AUTO, HYBRID at its default share and at 0.2; no split */
-            int toks[64 + N_GEN], gh = t == 5 ? 0 : 2;
-            neo_pipeline p = t == 5 ? NEO_PIPELINE_OFF : t == 4 ? NEO_PIPELINE_HYBRID : (neo_pipeline)t;
-            check_context("greedy decode on the stand-in GPU, gpu_heads %d, pipeline %d", gh, (int)p);
+        /* OFF, ON, AUTO, HYBRID at its default share and at 0.2; no split; each without and with
+           the step's graph (captured where every layer can be: no split and OFF) */
+        for (t = 0; rg && t < 12; t++) {
+            int toks[64 + N_GEN], gh = t % 6 == 5 ? 0 : 2, graphs = t >= 6;
+            neo_pipeline p = t % 6 == 5 ? NEO_PIPELINE_OFF : t % 6 == 4 ? NEO_PIPELINE_HYBRID : (neo_pipeline)(t % 6);
+            check_context("greedy decode on the stand-in GPU, gpu_heads %d, pipeline %d, graphs %d", gh, (int)p, graphs);
             memset(&sd, 0, sizeof sd);
-            sd.kv_type = NEO_TYPE_F32, sd.gpu_heads = gh, sd.pipeline = p, sd.cpu_share = t == 4 ? 0.2f : 0.0f;
+            sd.kv_type = NEO_TYPE_F32, sd.gpu_heads = gh, sd.pipeline = p, sd.cpu_share = t % 6 == 4 ? 0.2f : 0.0f;
+            sd.graphs = graphs;
             sh = NULL;
             CHECK_STATUS(neo_session_create(rg, m, &sd, &sh), NEO_OK);
             if (!sh) continue;
@@ -542,6 +545,7 @@ static void test_stories_decode(neo_model *m, const unsigned char *file) {
             CHECK(li.gpu_bytes == (size_t)5 * (size_t)li.gpu_heads * 512 * 2 * 8 * 4);
             CHECK(li.host_bytes == (size_t)5 * (size_t)li.cpu_heads * 512 * 2 * 8 * 4);
             CHECK(li.n_decode == (long long)(5 * steps) && li.pipeline == p);
+            CHECK((sh->graph != NULL) == (graphs && p == NEO_PIPELINE_OFF)); /* replayed where it can be */
             neo_session_destroy(sh);
         }
         neo_runtime_destroy(rg);

@@ -569,6 +569,7 @@ typedef struct {
     float gpu_heads_frac;   /* share of KV heads in GPU memory; >= 1 = all (no split) */
     long long gpu_kv_budget; /* bytes of KV cache in GPU memory, placed by neo_plan_gpu_heads; < 0 = unset */
     neo_pipeline pipeline;
+    int graphs;             /* 1 = each step replayed from a CUDA graph (neo_session_desc.graphs) */
 } NeoOptions;
 
 typedef struct {
@@ -608,10 +609,13 @@ static void free_transformer(Transformer *t) {
 }
 
 /* The library's errors and warnings (why a call was refused, fewer threads than asked) on
-   stderr, beside ours; its notes (what AUTO chose, a line a layer) are left out. */
+   stderr, beside ours; of its notes (what AUTO chose, a line a layer) only whether the step went
+   into a CUDA graph is kept, for the statistics line. */
+static int neo_step_graphed;
 static void neo_log_line(void *user, neo_log_level level, const char *msg) {
     (void)user;
     if (level != NEO_LOG_INFO) fprintf(stderr, "neo_attn %s: %s\n", level == NEO_LOG_ERROR ? "error" : "warning", msg);
+    else if (strstr(msg, "captured into a CUDA graph")) neo_step_graphed = 1;
 }
 
 /* --gpu-kv-budget: every layer's gpu_heads from neo_plan_gpu_heads ([n_layers], to free), or NULL
@@ -682,6 +686,7 @@ static int build_transformer(Transformer *t, const char *checkpoint_path, const 
     sd.kv_type = o->kv_type;
     sd.gpu_heads = neo_gpu_heads_for_frac(t->config.n_kv_heads, o->gpu_heads_frac);
     sd.pipeline = o->pipeline;
+    sd.graphs = o->graphs;
     int *plan = NULL;
     if (o->gpu_kv_budget >= 0 && !(plan = plan_gpu_heads(&t->config, o->kv_type, o->gpu_kv_budget))) {
         free_transformer(t);
@@ -729,6 +734,7 @@ static void print_neo_info(const Transformer *t, FILE *out) {
             neo_cpu_isa_name(t->rt_info.cpu_isa), !t->rt_info.gpu ? "" : t->gpu_standin ? ", GPU stand-in" : ", GPU",
             kv_type_name(t->kv_type), li.gpu_bytes, li.host_bytes, li.gpu_heads, li.cpu_heads,
             pipeline_name(li.pipeline), neo_session_length(t->session), t->n_ctx, li.n_decode);
+    if (neo_step_graphed) fprintf(out, ", steps replayed from a CUDA graph");
     /* the stand-in is synchronous: its half never overlaps the CPU half */
     if (t->gpu_standin && li.cpu_heads > 0)
         fprintf(out, " (the stand-in GPU runs its half on the host, one half after the other)");
@@ -961,6 +967,8 @@ static void usage(FILE *out) {
             "                             --gpu or --gpu-standin\n"
             "  --neo-pipeline off|on|hybrid|auto  how a split layer runs, default auto (NEO_PIPELINE)\n"
             "  --threads <int>            CPU threads, default 0 = online cores (NEO_THREADS)\n"
+            "  --cuda-graphs on|off       replay each step from a CUDA graph captured once (where every layer\n"
+            "                             can be: not under ON or HYBRID), default off (NEO_CUDA_GRAPHS)\n"
             "  --gpu                      attention on a CUDA GPU (needs a NEO_ATTN_CUDA build)\n"
             "  --gpu-standin              the GPU path on neo_attn's host stand-in: the split and pipelines\n"
             "                             run with no GPU, for testing\n"
@@ -1021,6 +1029,13 @@ static int parse_pipeline(const char *s, neo_pipeline *out) {
     else if (strcmp(s, "on") == 0) *out = NEO_PIPELINE_ON;
     else if (strcmp(s, "auto") == 0) *out = NEO_PIPELINE_AUTO;
     else if (strcmp(s, "hybrid") == 0) *out = NEO_PIPELINE_HYBRID;
+    else return -1;
+    return 0;
+}
+
+static int parse_on_off(const char *s, int *out) {
+    if (strcmp(s, "on") == 0) *out = 1;
+    else if (strcmp(s, "off") == 0) *out = 0;
     else return -1;
     return 0;
 }
@@ -1106,6 +1121,7 @@ int main(int argc, char **argv) {
     neo.gpu_kv_budget = -1;               /* --gpu-kv-budget: unset, the fraction decides */
     neo.pipeline = NEO_PIPELINE_AUTO;     /* --neo-pipeline: chosen from measured costs */
     neo.n_threads = 0;                    /* --threads: 0 = online cores */
+    neo.graphs = 0;                       /* --cuda-graphs: off, kernels launched one by one */
     neo.gpu = 0;                          /* --gpu: 0 = CPU only */
     neo.gpu_standin = 0;                  /* --gpu-standin: 0 = a real GPU when --gpu */
 
@@ -1123,6 +1139,8 @@ int main(int argc, char **argv) {
         return bad_value("NEO_PIPELINE", env);
     if ((env = getenv("NEO_THREADS")) && env[0] && parse_threads(env, &neo.n_threads) != 0)
         return bad_value("NEO_THREADS", env);
+    if ((env = getenv("NEO_CUDA_GRAPHS")) && env[0] && parse_on_off(env, &neo.graphs) != 0)
+        return bad_value("NEO_CUDA_GRAPHS", env);
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -1160,7 +1178,7 @@ int main(int argc, char **argv) {
         if (strcmp(name, "-t") && strcmp(name, "-p") && strcmp(name, "-s") && strcmp(name, "-n") &&
             strcmp(name, "-i") && strcmp(name, "-z") && strcmp(name, "--kv-type") &&
             strcmp(name, "--gpu-heads-frac") && strcmp(name, "--gpu-kv-budget") && strcmp(name, "--neo-pipeline") &&
-            strcmp(name, "--threads")) {
+            strcmp(name, "--threads") && strcmp(name, "--cuda-graphs")) {
             fprintf(stderr, "mini-chat: unknown option '%s'\n", arg);
             usage(stderr);
             return 1;
@@ -1192,6 +1210,8 @@ int main(int argc, char **argv) {
             frac_from = "--gpu-kv-budget";
         } else if (strcmp(name, "--neo-pipeline") == 0) {
             if (parse_pipeline(value, &neo.pipeline) != 0) return bad_value("--neo-pipeline", value);
+        } else if (strcmp(name, "--cuda-graphs") == 0) {
+            if (parse_on_off(value, &neo.graphs) != 0) return bad_value("--cuda-graphs", value);
         } else {
             if (parse_threads(value, &neo.n_threads) != 0) return bad_value("--threads", value);
         }
