@@ -72,7 +72,7 @@
          random weights of Qwen2.5-0.5B shapes (dim 896, hidden 4864, 24 layers, 14 heads, 2 kv
          heads, vocab 32000, f32 weights as llama2.c stores them), a session with f16 KV, 4096
          tokens stepped to fill the cache (the session API has no bulk append), then 128 tokens
-         timed, the five runs' sessions stepping in blocks of 16 in turn so that they share the same
+         timed, the runs' sessions stepping in blocks of 16 in turn so that they share the same
          minutes of the host (each step's argmax moved on by a fixed offset sequence, the same in
          every run, because random weights repeat one token; the argmaxes are compared with B's):
            B  no split                       M  split 1/2, pipeline OFF (stream-back)
@@ -80,6 +80,9 @@
                                                 tests/gpu_check.sh checks it: the same as B; a
                                                 split with the pipeline off is M)
            H  split 1/2, pipeline HYBRID at the joint ceiling's CPU share
+           BG B with neo_session_desc.graphs: each step replayed from the session's CUDA graph
+           MG M from a CUDA graph: the host heads read in place over the bus (ON and HYBRID
+              cannot be captured, so N and H have no graph row)
          Bound per token: weights + KV bytes over the HBM rate; for splits the host half over
          pinned H2D (M), over DRAM read per layer alongside the GPU half (N), or over the CPU + DMA
          joint read alongside it (H), as for the attention rows. The note gives the median step
@@ -926,7 +929,7 @@ static void e2e_graph_probe(neo_session *s, int token, double *eager_us, double 
 }
 
 static void run_e2e(void) {
-    enum { NR = 5 }; /* runs */
+    enum { NR = 7 }; /* runs */
     int    ctx = opt.e2e_ctx ? opt.e2e_ctx : opt.quick ? 256 : 4096, gen = opt.quick ? 32 : 128;
     double t_build;
     neo_model *m = make_model(ctx + gen, &t_build);
@@ -940,11 +943,14 @@ static void run_e2e(void) {
         const char  *name, *what;
         int          gpu_heads;
         neo_pipeline pipe;
-    } runs[NR] = {{"B", "no split", 0, NEO_PIPELINE_OFF},
-                  {"M", "split 1/2, pipeline OFF (stream-back)", 1, NEO_PIPELINE_OFF},
-                  {"N", "split 1/2, pipeline ON (both halves)", 1, NEO_PIPELINE_ON},
-                  {"O", "no split, --neo-pipeline off", 0, NEO_PIPELINE_OFF},
-                  {"H", "split 1/2, pipeline HYBRID (CPU share from the joint ceiling)", 1, NEO_PIPELINE_HYBRID}};
+        int          graphs;
+    } runs[NR] = {{"B", "no split", 0, NEO_PIPELINE_OFF, 0},
+                  {"M", "split 1/2, pipeline OFF (stream-back)", 1, NEO_PIPELINE_OFF, 0},
+                  {"N", "split 1/2, pipeline ON (both halves)", 1, NEO_PIPELINE_ON, 0},
+                  {"O", "no split, --neo-pipeline off", 0, NEO_PIPELINE_OFF, 0},
+                  {"H", "split 1/2, pipeline HYBRID (CPU share from the joint ceiling)", 1, NEO_PIPELINE_HYBRID, 0},
+                  {"BG", "no split, each step replayed from a CUDA graph", 0, NEO_PIPELINE_OFF, 1},
+                  {"MG", "split 1/2, OFF from a CUDA graph (host heads read in place)", 1, NEO_PIPELINE_OFF, 1}};
     float *logits = (float *)xmalloc((size_t)mi.vocab_size * sizeof(float));
     int   *tok = (int *)xmalloc(NR * (size_t)gen * sizeof(int)); /* [run][gen] */
     double *st_us = (double *)xmalloc(NR * (size_t)gen * sizeof(double));
@@ -963,6 +969,7 @@ static void run_e2e(void) {
         sd.gpu_heads = runs[ri].gpu_heads;
         sd.pipeline = runs[ri].pipe;
         sd.cpu_share = runs[ri].pipe == NEO_PIPELINE_HYBRID ? C.share : 0.0f;
+        sd.graphs = runs[ri].graphs;
         check(neo_session_create(rt_gpu, m, &sd, &S[ri]), "neo_session_create");
         rng = 0x1234567ull; /* the same prompt for every run */
         double t0 = now_s();
@@ -972,8 +979,8 @@ static void run_e2e(void) {
         t[ri] = argmax(logits, mi.vocab_size);
         offs[ri] = 0x9E3779B9u;
     }
-    /* The runs take their steps in blocks of E2E_BLOCK in turn (B x16, M x16, N x16, O x16, H x16, B ..),
-       so that all five come from the same minutes of this host: its threads, which N depends on,
+    /* The runs take their steps in blocks of E2E_BLOCK in turn (B x16, M x16, .., MG x16, B ..),
+       so that all of them come from the same minutes of this host: its threads, which N depends on,
        vary from minute to minute. Each block starts with one untimed step, taken back (the
        session truncated to its length before it), because the pool's workers sleep while the
        other sessions step and N's first step wakes them; a decode loop that keeps stepping one
@@ -999,8 +1006,8 @@ static void run_e2e(void) {
             }
         }
     for (int ri = 0; ri < NR; ri++) {
-        double probe_eager, probe_graph;
-        e2e_graph_probe(S[ri], t[ri], &probe_eager, &probe_graph);
+        double probe_eager = -1, probe_graph = -1;
+        if (!runs[ri].graphs) e2e_graph_probe(S[ri], t[ri], &probe_eager, &probe_graph); /* (the session's own graph is the row) */
         neo_layer_info li;
         check(neo_session_get_info(S[ri], &li), "neo_session_get_info");
         neo_session_destroy(S[ri]);
@@ -1017,9 +1024,11 @@ static void run_e2e(void) {
             double hyb = W / (C.hbm * 1e9) + (g > hj ? g : hj);
             bound = runs[ri].pipe == NEO_PIPELINE_OFF ? off : runs[ri].pipe == NEO_PIPELINE_ON ? on : hyb;
         }
-        char name[20], graph_txt[24];
+        char name[20], probe[80];
         snprintf(name, sizeof name, "%s", runs[ri].name);
-        snprintf(graph_txt, sizeof graph_txt, "%.0fus", probe_graph);
+        if (runs[ri].graphs) snprintf(probe, sizeof probe, "every step replayed from the session's CUDA graph");
+        else if (probe_graph < 0) snprintf(probe, sizeof probe, "one step with argmax: eager %.0fus, CUDA graph n/a (cannot be captured)", probe_eager);
+        else snprintf(probe, sizeof probe, "one step with argmax: eager %.0fus, CUDA graph %.0fus", probe_eager, probe_graph);
         brow r = row_new("e2e", "qwen2.5-0.5b", ctx, name);
         r.layers = mi.n_layers;
         r.calls = gen;
@@ -1031,14 +1040,14 @@ static void run_e2e(void) {
         r.bound_us = bound * 1e6;
         snprintf(r.note, sizeof r.note,
                  "%s: %.1f tok/s (bound %.0f), median step %.0fus, of it host enqueueing %.0fus; prefill %.0f tok/s; %s; "
-                 "overlapped %lld/%lld; one step with argmax: eager %.0fus, CUDA graph %s",
+                 "overlapped %lld/%lld; %s",
                  runs[ri].what, tps[ri], 1.0 / bound, median(st_us + ri * gen, gen), median(host_us + ri * gen, gen),
-                 ctx / t_prefill[ri], same ? "tokens = B's" : "tokens differ from B's", li.n_overlapped, li.n_decode, probe_eager,
-                 probe_graph < 0 ? "n/a (cannot be captured)" : graph_txt);
+                 ctx / t_prefill[ri], same ? "tokens = B's" : "tokens differ from B's", li.n_overlapped, li.n_decode, probe);
         emit(&r);
     }
-    printf("# e2e ratios: N/M = %.3f, N/B = %.3f, M/B = %.3f, O/B = %.3f, H/N = %.3f, H/M = %.3f\n", tps[2] / tps[1],
-           tps[2] / tps[0], tps[1] / tps[0], tps[3] / tps[0], tps[4] / tps[2], tps[4] / tps[1]);
+    printf("# e2e ratios: N/M = %.3f, N/B = %.3f, M/B = %.3f, O/B = %.3f, H/N = %.3f, H/M = %.3f; with graphs: BG/B = %.3f, "
+           "MG/M = %.3f, N/MG = %.3f, N/BG = %.3f\n", tps[2] / tps[1], tps[2] / tps[0], tps[1] / tps[0], tps[3] / tps[0],
+           tps[4] / tps[2], tps[4] / tps[1], tps[5] / tps[0], tps[6] / tps[1], tps[2] / tps[6], tps[2] / tps[5]);
     fflush(stdout);
     free(tok);
     free(st_us);
