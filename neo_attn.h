@@ -575,7 +575,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
 #define NEO__DEV_MEM_ABI 2
-#define NEO__DEV_ATTN_ABI 4
+#define NEO__DEV_ATTN_ABI 5
 #define NEO__DEV_MODEL_ABI 2
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
@@ -711,8 +711,9 @@ typedef struct neo__dev_mem {
     int  (*wait)(void *state, int stream, int event);         /* stream waits for event */
     int  (*event_sync)(void *state, int event);               /* the host waits for event */
     int  (*stream_sync)(void *state, int stream);
-    /* 1 when stream is being captured into a CUDA graph (its ops are recorded, not run), else 0 */
-    int  (*capturing)(void *state, int stream);
+    /* 1 when stream is being captured into a CUDA graph (its ops are recorded, not run), else 0;
+       *id (unless NULL) = a number that tells this capture from every other */
+    int  (*capturing)(void *state, int stream, unsigned long long *id);
 } neo__dev_mem;
 
 /* Attention, append and the both-halves handoff. */
@@ -741,7 +742,22 @@ typedef struct neo__dev_attn {
     int  (*merge)(void *state, const neo__merge_args *m, int stream);
     /* len[0] = value, len[1] = 0 in stream order (len: device [2], see neo__append_args.len) */
     int  (*set_length)(void *state, int *len, int value, int stream);
+    /* The both-halves handoff inside a CUDA graph, where no host call numbers a replay: the
+       device counts replays itself, in bell (pinned host memory [NEO__BELL_WORDS], see
+       neo__bell). ring: bell[SEQ] += 1, the rows copied (as copy_signal), bell[LEN] = *len (a
+       device int: the layer's length), then bell[RING] = bell[SEQ] once all are visible to the
+       host. answer: waits in stream order until bell[DONE] == bell[SEQ], then copies (as
+       await_copy). host_fn: fn(arg) on a host thread once the stream reaches it. */
+    int  (*ring)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows,
+                 unsigned *bell, const int *len, int stream);
+    int  (*answer)(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows,
+                   unsigned *bell, int stream);
+    int  (*host_fn)(void *state, void (*fn)(void *), void *arg, int stream);
 } neo__dev_attn;
+
+/* The words of a graph's handoff (neo__dev_attn.ring): the device's replay count, the count the
+   host has seen rung, the count it has answered, and the length the device read. */
+enum { NEO__BELL_SEQ, NEO__BELL_RING, NEO__BELL_DONE, NEO__BELL_LEN, NEO__BELL_WORDS = 16 };
 
 /* The decode loop's ops on the device; all pointers device memory. A NULL entry runs on the
    host (activations in host memory). */
@@ -1980,6 +1996,7 @@ struct neo_runtime {
     int          capturing;      /* 1 while the call in progress is being captured into a CUDA graph */
     struct neo_layer *graphed;   /* layers with a captured append (neo_layer.gnext): sync reads their lengths */
     struct neo__sgraph *sg_rec;  /* the stand-in's graph being recorded, or NULL (>>standin) */
+    struct neo__bells *bells;    /* captured both-halves calls and their listener (>>bells), made with the first */
 };
 
 typedef void (*neo__log_fn)(void *user, neo_log_level level, const char *msg);
@@ -2502,7 +2519,7 @@ NEO_ATTN__PRIVATE void neo__host_tables(neo__dev_mem *m, neo__dev_attn *t) {
    in order, as a CUDA graph replays its kernels; an op that would end a CUDA capture (a wait for
    the device, a handoff) marks the recording broken. Tests drive it with the three functions
    below; nothing else records. */
-enum { NEO__SG_APPEND, NEO__SG_ATTEND, NEO__SG_SET_LENGTH, NEO__SG_COPY, NEO__SG_MATVEC };
+enum { NEO__SG_APPEND, NEO__SG_ATTEND, NEO__SG_SET_LENGTH, NEO__SG_COPY, NEO__SG_MATVEC, NEO__SG_RING, NEO__SG_ANSWER, NEO__SG_HOST_FN };
 typedef struct neo__sg_op {
     int              kind;
     neo__append_args ap;
@@ -2512,13 +2529,19 @@ typedef struct neo__sg_op {
     void            *ctx;
     int             *len;            /* SET_LENGTH */
     int              value;
-    void            *dst;            /* COPY */
+    void            *dst;            /* COPY, RING, ANSWER */
     const void      *src;
     size_t           bytes;
+    size_t           dst_pitch, src_pitch, rows; /* RING, ANSWER (bytes is the width) */
+    unsigned        *bell;
+    const int       *dlen;           /* RING */
+    void           (*host_fn)(void *); /* HOST_FN */
+    void            *arg;
 } neo__sg_op;
 typedef struct neo__sgraph {
-    neo__sg_op *ops; /* [n] of [cap] */
-    int         n, cap, broken;
+    neo__sg_op        *ops; /* [n] of [cap] */
+    int                n, cap, broken;
+    unsigned long long id;  /* numbers the recordings (neo__dev_mem.capturing) */
 } neo__sgraph;
 
 NEO_ATTN__PRIVATE int neo__sg_add(neo_runtime *rt, const neo__sg_op *op) {
@@ -2603,11 +2626,63 @@ NEO_ATTN__PRIVATE int neo__standin_copy2d(void *state, void *dst, size_t dst_pit
     int s = neo__sg_refuse((neo_runtime *)state);
     return s != NEO_OK ? s : neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
 }
-NEO_ATTN__PRIVATE int neo__standin_sync(void *state, int which) { return neo__sg_refuse((neo_runtime *)state) != NEO_OK ? NEO_ERR_UNSUPPORTED : neo__host_sync(state, which); }
-NEO_ATTN__PRIVATE int neo__standin_event(void *state, int a, int b) { return neo__sg_refuse((neo_runtime *)state) != NEO_OK ? NEO_ERR_UNSUPPORTED : neo__host_record(state, a, b); }
-NEO_ATTN__PRIVATE int neo__standin_capturing(void *state, int stream) {
+NEO_ATTN__PRIVATE int neo__standin_sync(void *state, int which) {
+    return neo__sg_refuse((neo_runtime *)state) != NEO_OK ? NEO_ERR_UNSUPPORTED : neo__host_sync(state, which);
+}
+/* Events order nothing here; a capture holds them as a graph's edges, so a recording keeps none. */
+NEO_ATTN__PRIVATE int neo__standin_event(void *state, int a, int b) { return neo__host_record(state, a, b); }
+
+/* A graph's handoff (neo__dev_attn.ring / answer), run or recorded. */
+NEO_ATTN__PRIVATE int neo__standin_bell(void *state, int kind, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                        size_t width, size_t rows, unsigned *bell, const int *len) {
+    neo_runtime *rt = (neo_runtime *)state;
+    neo__sg_op   op;
+    if (!bell || (kind == NEO__SG_RING && !len)) return NEO_ERR_INVALID_ARG;
+    if (rt->sg_rec) {
+        memset(&op, 0, sizeof op);
+        op.kind = kind, op.dst = dst, op.dst_pitch = dst_pitch, op.src = src, op.src_pitch = src_pitch, op.bytes = width;
+        op.rows = rows, op.bell = bell, op.dlen = len;
+        return neo__sg_add(rt, &op);
+    }
+    if (kind == NEO__SG_RING) {
+        unsigned seq = bell[NEO__BELL_SEQ] + 1;
+        bell[NEO__BELL_SEQ] = seq;
+        neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, NEO__STREAM_MAIN);
+        bell[NEO__BELL_LEN] = (unsigned)*len;
+        __atomic_store_n(&bell[NEO__BELL_RING], seq, __ATOMIC_RELEASE);
+        /* The stand-in's device half runs on the runtime's pool and scratch, which the listener's
+           CPU half uses: the ring returns once the listener has answered, so they never overlap. */
+        neo__spin_until(&bell[NEO__BELL_DONE], seq);
+        return NEO_OK;
+    }
+    neo__spin_until(&bell[NEO__BELL_DONE], bell[NEO__BELL_SEQ]);
+    return neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, NEO__STREAM_MAIN);
+}
+NEO_ATTN__PRIVATE int neo__standin_ring(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                                        size_t rows, unsigned *bell, const int *len, int stream) {
     (void)stream;
-    return state && ((const neo_runtime *)state)->sg_rec != NULL;
+    return neo__standin_bell(state, NEO__SG_RING, dst, dst_pitch, src, src_pitch, width, rows, bell, len);
+}
+NEO_ATTN__PRIVATE int neo__standin_answer(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                                          size_t rows, unsigned *bell, int stream) {
+    (void)stream;
+    return neo__standin_bell(state, NEO__SG_ANSWER, dst, dst_pitch, src, src_pitch, width, rows, bell, NULL);
+}
+NEO_ATTN__PRIVATE int neo__standin_host_fn(void *state, void (*fn)(void *), void *arg, int stream) {
+    neo_runtime *rt = (neo_runtime *)state;
+    neo__sg_op   op;
+    (void)stream;
+    if (!fn) return NEO_ERR_INVALID_ARG;
+    if (!rt->sg_rec) return fn(arg), NEO_OK;
+    memset(&op, 0, sizeof op);
+    op.kind = NEO__SG_HOST_FN, op.host_fn = fn, op.arg = arg;
+    return neo__sg_add(rt, &op);
+}
+NEO_ATTN__PRIVATE int neo__standin_capturing(void *state, int stream, unsigned long long *id) {
+    const neo_runtime *rt = (const neo_runtime *)state;
+    (void)stream;
+    if (id) *id = rt && rt->sg_rec ? rt->sg_rec->id : 0;
+    return rt && rt->sg_rec != NULL;
 }
 NEO_ATTN__PRIVATE int neo__standin_copy_signal(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                                                size_t width, size_t rows, unsigned *flag, unsigned seq, int stream) {
@@ -2653,14 +2728,20 @@ NEO_ATTN__PRIVATE void neo__standin_tables(neo__dev_mem *m, neo__dev_attn *t) {
     t->launch_async = neo__standin_launch_async;
     t->attend_batch = neo__standin_attend_batch;
     t->set_length = neo__standin_set_length;
+    t->ring = neo__standin_ring;
+    t->answer = neo__standin_answer;
+    t->host_fn = neo__standin_host_fn;
 }
 
 /* Tests: begin recording the stand-in's ops (as cudaStreamBeginCapture), end it (the recorded
    graph, or NEO_ERR_UNSUPPORTED when an op broke it), replay a graph, free it. */
 NEO_ATTN__PRIVATE neo_status neo__standin_capture_begin(neo_runtime *rt) {
     if (!rt || !rt->gpu || rt->mem.capturing != neo__standin_capturing || rt->sg_rec) return NEO_ERR_INVALID_ARG;
+    static unsigned long long ids;
     rt->sg_rec = (neo__sgraph *)neo__calloc(&rt->alloc, sizeof *rt->sg_rec);
-    return rt->sg_rec ? NEO_OK : NEO_ERR_NO_MEMORY;
+    if (!rt->sg_rec) return NEO_ERR_NO_MEMORY;
+    rt->sg_rec->id = __atomic_add_fetch(&ids, 1, __ATOMIC_RELAXED);
+    return NEO_OK;
 }
 NEO_ATTN__PRIVATE void neo__standin_graph_free(neo_runtime *rt, neo__sgraph *g) {
     if (!g) return;
@@ -2709,7 +2790,10 @@ NEO_ATTN__PRIVATE neo_status neo__standin_replay(neo_runtime *rt, const neo__sgr
             : op->kind == NEO__SG_ATTEND ? neo__standin_attend(rt, &op->at, NEO__STREAM_MAIN)
             : op->kind == NEO__SG_COPY   ? neo__host_copy(rt, op->dst, op->src, op->bytes, NEO__STREAM_MAIN)
             : op->kind == NEO__SG_MATVEC ? op->fn(op->ctx, &op->mv)
-                                         : neo__standin_set_length(rt, op->len, op->value, NEO__STREAM_MAIN);
+            : op->kind == NEO__SG_RING || op->kind == NEO__SG_ANSWER
+                ? neo__standin_bell(rt, op->kind, op->dst, op->dst_pitch, op->src, op->src_pitch, op->bytes, op->rows, op->bell, op->dlen)
+            : op->kind == NEO__SG_HOST_FN ? neo__standin_host_fn(rt, op->host_fn, op->arg, NEO__STREAM_MAIN)
+                                          : neo__standin_set_length(rt, op->len, op->value, NEO__STREAM_MAIN);
     }
     return (neo_status)s;
 }
@@ -2848,6 +2932,8 @@ NEO_ATTN__PUBLIC neo_status neo_runtime_create(const neo_runtime_desc *desc, neo
 
 NEO_ATTN__PRIVATE void neo__split_release(neo_runtime *rt);
 NEO_ATTN__PRIVATE void neo__batch_release(neo_runtime *rt);
+NEO_ATTN__PRIVATE void neo__bells_release(neo_runtime *rt);
+NEO_ATTN__PRIVATE void neo__bells_forget(struct neo_layer *L);
 
 NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     neo_allocator a; /* a copy: rt itself is freed with it */
@@ -2858,6 +2944,7 @@ NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     neo__split_release(rt);
     neo__batch_release(rt);
     if (rt->sg_rec) neo__standin_graph_free(rt, rt->sg_rec);
+    neo__bells_release(rt);
     rt->mem.release(rt->dev_state);
     if (rt->scratch)
         for (int t = 0; t < rt->pool.n_threads; t++) neo__free(&a, rt->scratch[t]);
@@ -2899,7 +2986,7 @@ NEO_ATTN__PRIVATE neo_status neo__dev_sync(neo_runtime *rt) {
 
 /* 1 when the runtime's stream is being captured into a CUDA graph (a GPU runtime's backend says). */
 NEO_ATTN__PRIVATE int neo__capturing(neo_runtime *rt) {
-    return rt->gpu && rt->mem.capturing && rt->mem.capturing(rt->dev_state, NEO__STREAM_MAIN) == 1;
+    return rt->gpu && rt->mem.capturing && rt->mem.capturing(rt->dev_state, NEO__STREAM_MAIN, NULL) == 1;
 }
 /* The calls a graph cannot hold (they wait for the device, allocate or read lengths on the host)
    check first, so that they refuse and leave the capture valid. */
@@ -3143,6 +3230,7 @@ NEO_ATTN__PRIVATE void neo__layer_destroy(neo_layer *L) {
     neo__dev_free(rt, L->sinks_dev);
     neo__dev_free(rt, L->slopes_dev);
     neo__dev_free(rt, L->len_dev);
+    neo__bells_forget(L);
     if (L->graphed) { /* out of the runtime's list */
         if (L->gprev) L->gprev->gnext = L->gnext;
         else rt->graphed = L->gnext;
@@ -3293,8 +3381,9 @@ NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_inf
    =============================================================================================
    Events: START (the queries are ready on MAIN), READY0/1 (a stream-back chunk is on the
    device), USED0/1 (its attention is done, the buffer may be refilled), TABLE (a batch's table
-   has been copied to the device: its host copy may be rewritten). */
-enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1 };
+   has been copied to the device: its host copy may be rewritten), WOKE (a captured call's wake of
+   the listener has run: >>bells). */
+enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1, NEO__EV_WOKE };
 
 /* The split paths' buffers, shared by a runtime's layers (used one at a time), grown on demand,
    and the both-halves handoff's state. */
@@ -3357,19 +3446,16 @@ NEO_ATTN__PRIVATE neo_status neo__gpu_half(neo_runtime *rt, const neo__attn_args
     return a->h1 > a->h0 ? (neo_status)rt->attn.attend(rt->dev_state, a, NEO__STREAM_MAIN) : NEO_OK;
 }
 
-NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, const float *q, int n_tokens, float *out, int dev) {
+/* An attend of L's last n_tokens positions at length len (no heads chosen yet). */
+NEO_ATTN__PRIVATE void neo__layer_args_at(const neo_layer *L, neo__attn_args *a, const float *q, int n_tokens, float *out, int dev,
+                                          int len) {
     memset(a, 0, sizeof *a);
     a->q = q;
     a->out = out;
     a->n_tokens = n_tokens;
-    a->pos0 = L->len - n_tokens;
+    a->pos0 = len - n_tokens;
     a->c0 = 0;
-    a->c1 = L->len;
-    if (L->rt->capturing) { /* the length when the graph is replayed, read by the device */
-        a->len = L->len_dev;
-        a->c1 = L->n_ctx;
-        a->pos0 = L->n_ctx - n_tokens;
-    }
+    a->c1 = len;
     a->kv_cells = L->n_ctx;
     a->n_head = L->n_head;
     a->n_head_kv = L->n_head_kv;
@@ -3380,6 +3466,12 @@ NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, co
     a->softcap = L->softcap;
     a->sinks = dev ? L->sinks_dev : L->sinks;
     a->slopes = dev ? L->slopes_dev : L->slopes;
+}
+/* The same at the layer's length: now, or, in a call being captured, the device's at each
+   replay (neo__attn_args.len; the launch sized for n_ctx). */
+NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, const float *q, int n_tokens, float *out, int dev) {
+    neo__layer_args_at(L, a, q, n_tokens, out, dev, L->rt->capturing ? L->n_ctx : L->len);
+    if (L->rt->capturing) a->len = L->len_dev;
 }
 
 /* Stream-back: the host heads' valid cells from `first` on go to the device in double-buffered
@@ -3618,6 +3710,207 @@ NEO_ATTN__PRIVATE int neo__hybrid_cut(int len, float share) {
 }
 
 /* Attention of every head of layer L for the last n_tokens cells (q, out: activation memory). */
+/* =============================================================================================
+   >>bells: both halves inside a CUDA graph. A captured ON decode rings a bell at each replay
+   (neo__dev_attn.ring): the host heads' queries and the layer's length land in the bell's pinned
+   memory, the runtime's listener thread, which watches every bell, attends them on the pool and
+   answers, and the graph's answer op waits for that and pulls the output up. No host call runs
+   per layer per replay. The listener spins while bells ring and for NEO_ATTN_LISTEN_US after the
+   last one, then sleeps; the first ON decode of each capture also captures a host function that
+   wakes it, which a replay runs on the COPY stream, joined only before that call's answer (which
+   waits for the listener anyway), so the wake-up is off the critical path.
+   ============================================================================================= */
+#ifndef NEO_ATTN_LISTEN_US
+#define NEO_ATTN_LISTEN_US 2000
+#endif
+
+typedef struct neo__bell {
+    neo_layer        *L;      /* or NULL once the layer is gone (the bell is then never rung) */
+    unsigned         *word;   /* pinned [NEO__BELL_WORDS] (neo__dev_attn.ring), then the rows: */
+    float            *h_q;    /* pinned [n_head][head_dim]: the queries (the host heads' written) */
+    float            *h_out;  /* pinned [n_head][head_dim_v]: the output (the host heads' written) */
+    unsigned          seen;   /* the last ring answered (the listener's) */
+    struct neo__bell *next;   /* fixed once the bell is published */
+} neo__bell;
+
+typedef struct neo__bells {
+    neo__bell         *list;    /* every bell, the newest first (published with a release store) */
+    unsigned long long woke_id; /* the capture whose wake is already captured */
+    int                started, wake, quit;
+#if !NEO_ATTN_NO_THREADS
+    pthread_t       thread;
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+#endif
+} neo__bells;
+
+/* 1 when an ON decode can be captured: a listener thread and a backend that rings. */
+NEO_ATTN__PRIVATE int neo__bells_ok(const neo_runtime *rt) {
+    return !NEO_ATTN_NO_THREADS && rt->attn.ring && rt->attn.answer && rt->attn.host_fn;
+}
+
+/* The CPU half of a ring: the host heads attended at the length the device read, then answered. */
+NEO_ATTN__PRIVATE void neo__bell_serve(neo_runtime *rt, neo__bell *b, unsigned ring) {
+    neo_layer     *L = b->L;
+    neo__attn_args c;
+    int            len = (int)b->word[NEO__BELL_LEN]; /* written before the ring, which was read with acquire */
+    if (L && len >= 1 && len <= L->n_ctx) {
+        neo__layer_args_at(L, &c, b->h_q, 1, b->h_out, 0, len);
+        c.k = L->k_host;
+        c.v = L->v_host;
+        c.kv_h0 = c.h0 = L->gpu_heads;
+        c.h1 = L->n_head_kv;
+        neo__cpu_attend(rt, &c);
+    }
+    b->seen = ring;
+    __atomic_store_n(&b->word[NEO__BELL_DONE], ring, __ATOMIC_RELEASE);
+}
+
+#if !NEO_ATTN_NO_THREADS
+/* The listener: asleep until woken, then serving every bell that rings until none has for
+   NEO_ATTN_LISTEN_US. */
+NEO_ATTN__PRIVATE void *neo__listener_main(void *arg) {
+    neo_runtime *rt = (neo_runtime *)arg;
+    neo__bells  *B = rt->bells;
+    for (;;) {
+        pthread_mutex_lock(&B->mu);
+        while (!B->wake && !B->quit) pthread_cond_wait(&B->cv, &B->mu);
+        B->wake = 0;
+        pthread_mutex_unlock(&B->mu);
+        for (double idle = neo__now_us(); neo__now_us() - idle < NEO_ATTN_LISTEN_US;) {
+            if (__atomic_load_n(&B->quit, __ATOMIC_ACQUIRE)) return NULL;
+            for (neo__bell *b = __atomic_load_n(&B->list, __ATOMIC_ACQUIRE); b; b = b->next) {
+                unsigned r = __atomic_load_n(&b->word[NEO__BELL_RING], __ATOMIC_ACQUIRE);
+                if (r != b->seen) {
+                    neo__bell_serve(rt, b, r);
+                    idle = neo__now_us();
+                }
+            }
+            neo__cpu_relax();
+        }
+    }
+}
+#endif
+
+/* The host function a replay runs to wake the listener (no CUDA call in it). */
+NEO_ATTN__PRIVATE void neo__listener_wake(void *arg) {
+#if !NEO_ATTN_NO_THREADS
+    neo__bells *B = (neo__bells *)arg;
+    pthread_mutex_lock(&B->mu);
+    B->wake = 1;
+    pthread_cond_signal(&B->cv);
+    pthread_mutex_unlock(&B->mu);
+#else
+    (void)arg;
+#endif
+}
+
+/* The runtime's bells and listener, made with the first. */
+NEO_ATTN__PRIVATE neo_status neo__bells_get(neo_runtime *rt, neo__bells **out) {
+    neo__bells *B = rt->bells;
+    if (!B) {
+        if (!(B = (neo__bells *)neo__calloc(&rt->alloc, sizeof *B))) return NEO_ERR_NO_MEMORY;
+#if !NEO_ATTN_NO_THREADS
+        pthread_mutex_init(&B->mu, NULL);
+        pthread_cond_init(&B->cv, NULL);
+#endif
+        rt->bells = B;
+    }
+#if !NEO_ATTN_NO_THREADS
+    if (!B->started) {
+        if (pthread_create(&B->thread, NULL, neo__listener_main, rt) != 0) return NEO_ERR_NO_MEMORY;
+        B->started = 1;
+    }
+#endif
+    *out = B;
+    return NEO_OK;
+}
+
+/* Stops the listener and frees every bell (the runtime's end: no graph of it runs any more). */
+NEO_ATTN__PRIVATE void neo__bells_release(neo_runtime *rt) {
+    neo__bells *B = rt->bells;
+    if (!B) return;
+#if !NEO_ATTN_NO_THREADS
+    if (B->started) {
+        pthread_mutex_lock(&B->mu);
+        __atomic_store_n(&B->quit, 1, __ATOMIC_RELEASE);
+        pthread_cond_signal(&B->cv);
+        pthread_mutex_unlock(&B->mu);
+        pthread_join(B->thread, NULL);
+    }
+    pthread_mutex_destroy(&B->mu);
+    pthread_cond_destroy(&B->cv);
+#endif
+    for (neo__bell *b = B->list, *n; b; b = n) {
+        n = b->next;
+        rt->mem.host_free(rt->dev_state, b->word);
+        neo__free(&rt->alloc, b);
+    }
+    neo__free(&rt->alloc, B);
+    rt->bells = NULL;
+}
+
+/* A layer's end: its bells are never rung again (their graphs are gone with it). */
+NEO_ATTN__PRIVATE void neo__bells_forget(neo_layer *L) {
+    for (neo__bell *b = L->rt->bells ? L->rt->bells->list : NULL; b; b = b->next)
+        if (b->L == L) b->L = NULL;
+}
+
+/* A new bell for a captured decode of L, published to the listener. */
+NEO_ATTN__PRIVATE neo_status neo__bell_new(neo_layer *L, neo__bells *B, neo__bell **out) {
+    neo_runtime *rt = L->rt;
+    size_t       qb = (size_t)L->n_head * L->head_dim * sizeof(float), ob = (size_t)L->n_head * L->head_dim_v * sizeof(float);
+    size_t       wb = NEO__BELL_WORDS * sizeof(unsigned);
+    neo__bell   *b = (neo__bell *)neo__calloc(&rt->alloc, sizeof *b);
+    neo_status   s;
+    if (!b) return NEO_ERR_NO_MEMORY;
+    if ((s = (neo_status)rt->mem.host_alloc(rt->dev_state, (void **)&b->word, wb + qb + ob)) != NEO_OK) {
+        neo__free(&rt->alloc, b);
+        return s;
+    }
+    memset(b->word, 0, wb + qb + ob);
+    b->h_q = (float *)((char *)b->word + wb);
+    b->h_out = (float *)((char *)b->word + wb + qb);
+    b->L = L;
+    b->next = B->list;
+    __atomic_store_n(&B->list, b, __ATOMIC_RELEASE);
+    *out = b;
+    return NEO_OK;
+}
+
+/* A captured ON decode: the queries rung, the device half, then the answer pulled up. The first
+   of a capture also captures the listener's wake, forked onto COPY and joined before the answer. */
+NEO_ATTN__PRIVATE neo_status neo__attend_rung(neo_layer *L, const float *q, float *out) {
+    neo_runtime       *rt = L->rt;
+    neo__bells        *B;
+    neo__bell         *b;
+    neo__attn_args     a;
+    unsigned long long id = 0;
+    size_t             qrow = (size_t)L->n_head * L->head_dim * sizeof(float), orow = (size_t)L->n_head * L->head_dim_v * sizeof(float);
+    size_t             qoff = (size_t)L->gpu_heads * L->group * L->head_dim * sizeof(float);
+    size_t             ooff = (size_t)L->gpu_heads * L->group * L->head_dim_v * sizeof(float);
+    int                s, wake;
+    void              *S = rt->dev_state;
+    if ((s = neo__bells_get(rt, &B)) != NEO_OK || (s = neo__bell_new(L, B, &b)) != NEO_OK) return (neo_status)s;
+    rt->mem.capturing(S, NEO__STREAM_MAIN, &id);
+    wake = id != B->woke_id;
+    if (wake && ((s = rt->mem.record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+                 (s = rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK ||
+                 (s = rt->attn.host_fn(S, neo__listener_wake, B, NEO__STREAM_COPY)) != NEO_OK ||
+                 (s = rt->mem.record(S, NEO__EV_WOKE, NEO__STREAM_COPY)) != NEO_OK))
+        return (neo_status)s;
+    if ((s = rt->attn.ring(S, (char *)b->h_q + qoff, qrow, (const char *)q + qoff, qrow, qrow - qoff, 1, b->word, L->len_dev,
+                           NEO__STREAM_MAIN)) != NEO_OK)
+        return (neo_status)s;
+    neo__layer_args(L, &a, q, 1, out, 1);
+    a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
+    if ((s = neo__gpu_half(rt, &a)) != NEO_OK) return (neo_status)s;
+    if (wake && (s = rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_WOKE)) != NEO_OK) return (neo_status)s;
+    if (wake) B->woke_id = id;
+    return (neo_status)rt->attn.answer(S, (char *)out + ooff, orow, (const char *)b->h_out + ooff, orow, orow - ooff, 1, b->word,
+                                       NEO__STREAM_MAIN);
+}
+
 /* The pipeline a split layer's decode runs, for the log. */
 NEO_ATTN__PRIVATE const char *neo__pipeline_name(const neo_layer *L) {
     static const char *const names[] = {"OFF", "ON", "AUTO", "HYBRID"}, *const chose[] = {"AUTO (chose OFF)", "AUTO (chose ON)",
@@ -3626,12 +3919,12 @@ NEO_ATTN__PRIVATE const char *neo__pipeline_name(const neo_layer *L) {
     return L->auto_decided ? chose[L->auto_choice] : "AUTO (still measuring)";
 }
 
-/* 1 when a decode of L can be captured into a CUDA graph: no split, or the stream-back (OFF, or
-   AUTO once it has chosen OFF). Both halves at once need the CPU at replay time, and AUTO's probes
-   wait for the device. */
+/* 1 when a decode of L can be captured into a CUDA graph: no split, the stream-back (OFF), both
+   halves (ON) where bells can be rung (>>bells), and AUTO once it has chosen one of those. AUTO's
+   probes wait for the device; the hybrid's split of the cells depends on the length. */
 NEO_ATTN__PRIVATE int neo__capturable(const neo_layer *L) {
-    if (!neo__is_split(L) || L->pipeline == NEO_PIPELINE_OFF) return 1;
-    return L->pipeline == NEO_PIPELINE_AUTO && L->auto_decided && L->auto_choice == NEO_PIPELINE_OFF;
+    int p = L->pipeline != NEO_PIPELINE_AUTO ? (int)L->pipeline : L->auto_decided ? L->auto_choice : (int)NEO_PIPELINE_AUTO;
+    return !neo__is_split(L) || p == NEO_PIPELINE_OFF || (p == NEO_PIPELINE_ON && neo__bells_ok(L->rt));
 }
 
 /* A captured attend: every length is read by the device at replay (neo__attn_args.len). A split
@@ -3641,6 +3934,8 @@ NEO_ATTN__PRIVATE neo_status neo__attend_captured(neo_layer *L, const float *q, 
     neo_runtime   *rt = L->rt;
     neo__attn_args a;
     neo_status     s;
+    if (neo__is_split(L) && (L->pipeline == NEO_PIPELINE_ON || (L->pipeline == NEO_PIPELINE_AUTO && L->auto_choice == NEO_PIPELINE_ON)))
+        return neo__attend_rung(L, q, out);
     neo__layer_args(L, &a, q, n_tokens, out, 1);
     a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
     if ((s = neo__gpu_half(rt, &a)) != NEO_OK || L->gpu_heads == L->n_head_kv) return s;
@@ -4186,6 +4481,10 @@ NEO_ATTN__PRIVATE neo_status neo__attn_decode_batch(neo_layer *const *layers, in
             neo__log(layers[0]->rt, NEO_LOG_ERROR, "neo_attn_decode_batch: layer %d is empty", i);
             return NEO_ERR_INVALID_ARG;
         }
+    if (layers[0]->rt->capturing) { /* a graph holds each layer's own decode (ON's ring its own bell) */
+        for (int i = 0; i < n && s == NEO_OK; i++) s = neo__attn_decode(layers[i], neo__batch_q(layers[i], q, i), neo__batch_out(layers[i], out, i));
+        return s;
+    }
     return layers[0]->rt->gpu ? neo__batch_gpu(layers, n, q, out) : neo__batch_cpu(layers, n, q, out);
 }
 
