@@ -284,7 +284,29 @@ struct neo__cu_attn {
     float       *state, *out;
     const float *sinks;
     int          accumulate;
+    /* Device int or NULL: the layer's length, read when the kernel runs (neo__attn_live); then
+       c1 is the bound the launch was planned for and pos0 is not read */
+    const int   *len;
+    int          gran;    /* a split's chunk is a multiple of this (the kernel's tile) */
 };
+
+/* The cells and positions of an attend as it runs: c1 (one past the last visible cell), pos0,
+   and the cells a split takes. len NULL: what the host planned. len set (a call replayed from a
+   CUDA graph attends what the layer holds then): L = *len, c1 = min(c1, L), pos0 = L - n_tokens,
+   and the S planned splits share [c0, c1) in chunks of whole tiles; a split past them is empty
+   and leaves (m, l, acc) = (-inf, 0, 0), which every merge weighs 0, so the result equals an
+   eager attend of [c0, L) with the same split count bit for bit. *len is written by the kernel
+   before this one on the stream (the append), so an attend with len is never launched as a
+   programmatic dependent (neo__cu_launch_mma): it starts once that kernel has completed, and
+   neo__pdl_wait returns at once. */
+struct neo__cu_live {
+    int c1, pos0, chunk;
+};
+__device__ __forceinline__ neo__cu_live neo__attn_live(const neo__cu_attn &p) {
+    if (!p.len) return {p.c1, p.pos0, p.chunk};
+    const int L = max(*p.len, 0), c1 = min(p.c1, L), n = c1 - p.c0;
+    return {c1, L - p.n_tokens, n > 0 ? ((n + p.S - 1) / p.S + p.gran - 1) / p.gran * p.gran : p.gran};
+}
 
 /* A batch launch: many attends of one shape in one grid (neo__cu_attend_batch). Entry e's
    blocks are [start[e], start[e + 1]) of the one-dimensional grid, and block l of them is block
@@ -320,13 +342,13 @@ __device__ __forceinline__ void neo__batch_block(const neo__cu_batch &t, neo__cu
    One warp per query; all threads of the block call it. */
 template <int TC, int NQ>
 __device__ __forceinline__ void neo__softmax_tile(const neo__cu_attn &p, float *s_p, float *s_m, float *s_l, float *s_corr,
-                                                  int g, int r0, int tile0, int nvalid) {
+                                                  int g, int r0, int pos0, int tile0, int nvalid) {
     constexpr int NCL = (TC + 31) / 32;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int i = warp; i < NQ; i += NEO__CU_THREADS / 32) {
         const int   r = r0 + i;
         const bool  qok = r < p.nq;
-        const int   pos = p.pos0 + (qok ? r / p.G : 0);
+        const int   pos = pos0 + (qok ? r / p.G : 0);
         const float slope = (p.slopes && qok) ? p.slopes[g * p.G + r % p.G] : 0.0f;
         float       sv[NCL], mx = -INFINITY;
 #pragma unroll
@@ -553,9 +575,10 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
     const int rsub = lane / LPR, ch = lane % LPR;
     const int kvh = blockIdx.x / p.QT, qt = blockIdx.x % p.QT, split = blockIdx.y;
     const int g = p.h0 + kvh, r0 = qt * NQ, nqb = min(NQ, p.nq - r0);
-    const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
-    const int minpos = p.pos0 + r0 / p.G;             /* and those after its first query's for some */
-    const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
+    const neo__cu_live lv = neo__attn_live(p);
+    const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+    const int minpos = lv.pos0 + r0 / p.G;             /* and those after its first query's for some */
+    const int cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
     const int ntiles = cb1 > cb0 ? (cb1 - cb0 + WT - 1) / WT : 0;
     const int nw = ntiles > warp ? (ntiles - warp + NW - 1) / NW : 0; /* this warp's tiles */
     uint4    *ring = neo__smem + warp * NS * 2 * WT4;
@@ -590,7 +613,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
     for (int o = LPR / 2, n = NQ; o >= 1 && n > 1; o >>= 1, n >>= 1)
         if (lane & o) qi += n / 2;
     const bool  qok = qi < nqb;
-    const int   pos = p.pos0 + (r0 + (qok ? qi : 0)) / p.G;
+    const int   pos = lv.pos0 + (r0 + (qok ? qi : 0)) / p.G;
     const float slope = (p.slopes && qok) ? p.slopes[g * p.G + (r0 + qi) % p.G] : 0.0f;
     float       m = -INFINITY, l = 0.0f;
 
@@ -667,8 +690,9 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int kvh = blockIdx.x / p.QT, qt = blockIdx.x % p.QT, split = blockIdx.y;
     const int g = p.h0 + kvh, r0 = qt * NQ, nqb = min(NQ, p.nq - r0);
-    const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G;
-    const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
+    const neo__cu_live lv = neo__attn_live(p);
+    const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G;
+    const int cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
     const int j0 = blockIdx.z * NEO__CU_GEN_COLS + tid, j1 = j0 + NEO__CU_THREADS;
     const T *kh = static_cast<const T *>(p.k) + (size_t)(g - p.kv_h0) * p.kstride;
     const T *vh = static_cast<const T *>(p.v) + (size_t)(g - p.kv_h0) * p.vstride;
@@ -708,7 +732,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
             }
         }
         __syncthreads();
-        neo__softmax_tile<TC, NQ>(p, s_p, s_m, s_l, s_corr, g, r0, tile0, nvalid);
+        neo__softmax_tile<TC, NQ>(p, s_p, s_m, s_l, s_corr, g, r0, lv.pos0, tile0, nvalid);
         __syncthreads();
 #pragma unroll
         for (int i = 0; i < NQ; i++) {
@@ -1030,7 +1054,7 @@ template <typename T, int D, int BPS> struct neo__mma {
     const neo__cu_attn &p;
     uint4              *smem; /* the rings, then the epilogue's buffers */
     SH                 &sh;
-    int tid, warp, lane, g, c, unit, split, S, gh, r0, nqb, minpos, cb0, cb1, nw;
+    int tid, warp, lane, g, c, unit, split, S, gh, r0, nqb, pos0, minpos, cb0, cb1, nw;
     uint4       *ring;
     unsigned     ring_s;
     const uint4 *kg, *vg;
@@ -1040,9 +1064,11 @@ template <typename T, int D, int BPS> struct neo__mma {
         unit = unit_, split = split_, S = p.S;
         const int kvh = unit / p.QT, qt = unit % p.QT;
         gh = p.h0 + kvh, r0 = qt * NEO__MMA_NQ, nqb = min(NEO__MMA_NQ, p.nq - r0);
-        const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
-        minpos = p.pos0 + r0 / p.G;                       /* and those after its first query's for some */
-        cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
+        const neo__cu_live lv = neo__attn_live(p);
+        pos0 = lv.pos0;
+        const int maxpos = pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+        minpos = pos0 + r0 / p.G;                       /* and those after its first query's for some */
+        cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
         const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
         nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
         ring = smem + warp * NS * 2 * TCH;
@@ -1096,7 +1122,8 @@ template <typename T, int D, int BPS> struct neo__mma {
        neo_attn_append wrote them before the append kernel of pos0, which is launched without the
        programmatic attribute and so starts only after all earlier work is complete, and no kernel
        after it starts before it completes. So the first tiles below pos0 are requested at once,
-       overlapping the previous kernel's tail, and the rest after the wait. Head_dim 128 and 256
+       overlapping the previous kernel's tail, and the rest after the wait. (An attend with len
+       reads pos0 from *len before the wait: it is launched plainly, see neo__attn_live.) Head_dim 128 and 256
        let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
        one of this grid's leaves it and request their first tiles while this grid's last blocks
        finish; head_dim 64, whose blocks are shorter, triggers after its main loop. */
@@ -1113,7 +1140,7 @@ template <typename T, int D, int BPS> struct neo__mma {
         int pre = 0;
         for (; pre < NS && pre < nw; pre++) {
             const int t0 = cb0 + (warp + pre * W) * 16;
-            if (min(t0 + 16, cb1) > p.pos0) break;
+            if (min(t0 + 16, cb1) > pos0) break;
             load(pre, pre);
             if constexpr (!TMA) neo__cp_async_commit();
         }
@@ -1178,7 +1205,7 @@ template <typename T, int D, int BPS> struct neo__mma {
         for (int e = 0; e < 2; e++) {
             const int qi = 2 * c + e, r = r0 + (qi < nqb ? qi : 0);
             q.qok[e] = qi < nqb;
-            q.pse[e] = p.pos0 + r / p.G;
+            q.pse[e] = pos0 + r / p.G;
             q.slp[e] = (p.slopes && q.qok[e]) ? p.slopes[gh * p.G + r % p.G] : 0.0f;
             q.sce[e] = p.scale * __shfl_sync(FULL, qdown, qi * 4);
         }
@@ -1567,16 +1594,41 @@ struct neo__cu_app {
     int          h2;
     const float *src_k;     /* [n_tokens][n_head_kv][d] */
     const float *src_v;     /* [n_tokens][n_head_kv][dv] */
-    int          kv_cells, kv_h0, h0, nh, row0, n_head_kv, d, dv;
+    int          kv_cells, kv_h0, h0, nh, n_head_kv, d, dv;
+    int          row0;      /* row of the launch's token 0, or -1: row len[0] + t0 (captured) */
+    int         *len;       /* device [2] (neo__append_args.len) or NULL */
+    int          t0, n_all; /* the launch's first token in the append, and the append's tokens */
+    int          len_to;    /* >= 0: len[0] = len_to once the rows are written (row0 >= 0) */
 };
 
+/* Rows of the append's tokens. Captured (row0 = -1): every block reads len[0], which
+   neo__append_advance changes only after this grid has completed (stream order), and writes
+   nothing when the append's n_all rows do not fit after it. */
 template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(const neo__cu_app a) {
+    int row0 = a.row0;
+    if (row0 < 0) {
+        const int L = *a.len;
+        if (L < 0 || L > a.kv_cells - a.n_all) return;
+        row0 = L + a.t0;
+    }
     const int    t = blockIdx.x / a.nh, h = a.h0 + blockIdx.x % a.nh, isv = blockIdx.y, dim = isv ? a.dv : a.d;
     const bool   second = a.k2 && h >= a.h2;
     const float *src = (isv ? a.src_v : a.src_k) + ((size_t)t * a.n_head_kv + h) * dim;
     T *base = static_cast<T *>(second ? (isv ? a.v2 : a.k2) : (isv ? a.v : a.k));
-    T *dst = base + ((size_t)(h - (second ? a.h2 : a.kv_h0)) * a.kv_cells + (size_t)a.row0 + t) * dim;
+    T *dst = base + ((size_t)(h - (second ? a.h2 : a.kv_h0)) * a.kv_cells + (size_t)row0 + t) * dim;
     for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[j] = neo__kvt<T>::st(src[j]);
+    if (a.len_to >= 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) a.len[0] = a.len_to;
+}
+/* A captured append's last step, after its rows (stream order): len[0] advances by n, or, when
+   the rows did not fit (neo__append_kernel wrote none), the full flag len[1] = 1. */
+__global__ void __launch_bounds__(1) neo__append_advance(int *len, int n, int kv_cells) {
+    const int L = len[0];
+    if (L < 0 || L > kv_cells - n) len[1] = 1;
+    else len[0] = L + n;
+}
+__global__ void __launch_bounds__(1) neo__set_length_kernel(int *len, int value) {
+    len[0] = value;
+    len[1] = 0;
 }
 
 /* =============================================================================================
@@ -2123,40 +2175,74 @@ static int neo__cu_stream_sync(void *state, int stream) {
     if (!ok) return NEO_ERR_INVALID_ARG;
     return cudaStreamSynchronize(s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
 }
+/* 1 when the stream is being captured into a CUDA graph (or its capture was invalidated: its
+   ops run neither way), else 0, also when CUDA cannot say (the error is cleared) */
+static int neo__cu_capturing(void *state, int stream) {
+    int                     ok;
+    cudaStream_t            s = neo__cu_stream((neo__cuda *)state, stream, &ok);
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (!ok) return 0;
+    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess || cudaStreamIsCapturing(s, &cs) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return cs != cudaStreamCaptureStatusNone;
+}
+
+/* 1 when a can be run: the destinations, the heads, the sizes; row0 = -1 (the rows at the
+   length the device holds) needs len */
+static int neo__cu_append_ok(const neo__append_args *a) {
+    const bool second = a->k2 && a->v2;
+    if ((a->k2 || a->v2) && (!second || a->h2 < a->h0 || a->h2 > a->h1)) return 0;
+    /* the first destination is needed unless the second takes every head */
+    if (!(second && a->h2 == a->h0) && (!a->k || !a->v || a->kv_h0 < 0 || a->h0 < a->kv_h0)) return 0;
+    if ((uintptr_t)a->len % 4 || (a->row0 == -1 ? !a->len : a->row0 < 0 || a->n_tokens > a->kv_cells - a->row0)) return 0;
+    return a->src_k && a->src_v && a->n_tokens >= 1 && a->h1 > a->h0 && a->h1 <= a->n_head_kv && a->head_dim >= 1 &&
+           a->head_dim <= NEO__CU_MAX_DIM && a->head_dim_v >= 1 && a->head_dim_v <= NEO__CU_MAX_DIM &&
+           a->kv_cells <= NEO__CU_MAX_CELLS && a->kv_type >= NEO_TYPE_F16 && a->kv_type <= NEO_TYPE_F32;
+}
 
 static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
     int          ok;
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
-    if (!ok || !a) return NEO_ERR_INVALID_ARG;
-    const bool second = a->k2 && a->v2;
-    if ((a->k2 || a->v2) && (!second || a->h2 < a->h0 || a->h2 > a->h1)) return NEO_ERR_INVALID_ARG;
-    /* the first destination is needed unless the second takes every head */
-    if (!(second && a->h2 == a->h0) && (!a->k || !a->v || a->kv_h0 < 0 || a->h0 < a->kv_h0)) return NEO_ERR_INVALID_ARG;
-    if (!a->src_k || !a->src_v || a->n_tokens < 1 ||
-        a->h1 <= a->h0 || a->h1 > a->n_head_kv || a->head_dim < 1 || a->head_dim > NEO__CU_MAX_DIM || a->head_dim_v < 1 ||
-        a->head_dim_v > NEO__CU_MAX_DIM || a->row0 < 0 || a->kv_cells > NEO__CU_MAX_CELLS || a->n_tokens > a->kv_cells - a->row0 ||
-        a->kv_type < NEO_TYPE_F16 ||
-        a->kv_type > NEO_TYPE_F32)
-        return NEO_ERR_INVALID_ARG;
+    if (!ok || !a || !neo__cu_append_ok(a)) return NEO_ERR_INVALID_ARG;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    neo__cu_app p = {a->k,       a->v,       second ? a->k2 : NULL, second ? a->v2 : NULL, a->h2,          a->src_k,
-                     a->src_v,   a->kv_cells, a->kv_h0,              a->h0,                 a->h1 - a->h0,  a->row0,
-                     a->n_head_kv, a->head_dim, a->head_dim_v};
+    const bool  second = a->k2 && a->v2;
+    neo__cu_app p = {a->k,       a->v,          second ? a->k2 : NULL, second ? a->v2 : NULL, a->h2,         a->src_k,
+                     a->src_v,   a->kv_cells,   a->kv_h0,              a->h0,                 a->h1 - a->h0, a->n_head_kv,
+                     a->head_dim, a->head_dim_v, a->row0,              a->len,                0,             a->n_tokens,
+                     -1};
     /* a launch's grid (tokens x heads) stays below 2^30 blocks */
     const int slice = (1 << 30) / p.nh;
     for (int t0 = 0, rc; t0 < a->n_tokens; t0 += slice) {
         const int n = a->n_tokens - t0 < slice ? a->n_tokens - t0 : slice;
         p.src_k = a->src_k + (size_t)t0 * a->n_head_kv * a->head_dim;
         p.src_v = a->src_v + (size_t)t0 * a->n_head_kv * a->head_dim_v;
-        p.row0 = a->row0 + t0;
+        p.row0 = a->row0 < 0 ? -1 : a->row0 + t0;
+        p.t0 = t0;
+        p.len_to = a->row0 >= 0 && a->len && t0 + n == a->n_tokens ? a->row0 + a->n_tokens : -1; /* the last launch stores it */
         dim3 grid((unsigned)n * (unsigned)p.nh, 2);
         if (a->kv_type == NEO_TYPE_F16) neo__append_kernel<__half><<<grid, 128, 0, s>>>(p);
         else if (a->kv_type == NEO_TYPE_BF16) neo__append_kernel<__nv_bfloat16><<<grid, 128, 0, s>>>(p);
         else neo__append_kernel<float><<<grid, 128, 0, s>>>(p);
         if ((rc = neo__cu_launched()) != NEO_OK) return rc;
     }
-    return NEO_OK;
+    if (a->row0 >= 0) return NEO_OK;
+    neo__append_advance<<<1, 1, 0, s>>>(a->len, a->n_tokens, a->kv_cells);
+    return neo__cu_launched();
+}
+
+/* len[0] = value, len[1] = 0 in stream order: one thread, the value a launch parameter, so that
+   it can be captured into a graph */
+static int neo__cu_set_length(void *state, int *len, int value, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !len || (uintptr_t)len % 4 || value < 0 || value > NEO__CU_MAX_CELLS) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__set_length_kernel<<<1, 1, 0, s>>>(len, value);
+    return neo__cu_launched();
 }
 
 /* =============================================================================================
@@ -2328,9 +2414,12 @@ static int neo__cu_occupancy(int *cache, const void *fn, int threads, size_t sme
 
 /* A buffer of the stream's that holds at least need elements of es bytes: when it is smaller,
    a new one of alloc elements (zeroed when zero is set). Growing waits for the stream, whose
-   earlier attends may still read the old buffer. */
+   earlier attends may still read the old buffer; on a stream being captured it cannot (the wait
+   would end the capture), so there NEO_ERR_UNSUPPORTED, the capture left valid: the same calls
+   made once eagerly first size the buffers. */
 static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, size_t need, size_t alloc, size_t es, int zero) {
     if (need <= *have) return NEO_OK;
+    if (neo__cu_capturing(st, stream)) return NEO_ERR_UNSUPPORTED;
     if (*buf) {
         if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
         if (cudaFree(*buf) != cudaSuccess) return NEO_ERR_DEVICE;
@@ -2388,6 +2477,8 @@ static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G,
     p->out = a->out;
     p->sinks = a->sinks;
     p->accumulate = a->accumulate ? 1 : 0;
+    p->len = a->len;
+    p->gran = pl->gran;
 }
 
 /* The tensor-core path: one launch that also merges and finishes. */
@@ -2402,7 +2493,10 @@ static int neo__cu_launch_mma(neo__cuda *st, int stream, cudaStream_t s, const v
         p->cnt = st->cnt[stream];
     }
     void *args[] = {p};
-    return neo__cu_launch(st, fn, dim3((unsigned)units, (unsigned)pl->S), dim3((unsigned)pl->threads), pl->smem, s, args);
+    const dim3 grid((unsigned)units, (unsigned)pl->S), block((unsigned)pl->threads);
+    /* with len, plainly: the kernel reads *len (written by the append before it) before its wait */
+    if (p->len) return cudaLaunchKernel(fn, grid, block, args, pl->smem, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    return neo__cu_launch(st, fn, grid, block, pl->smem, s, args);
 }
 
 /* The CUDA-core paths: the attention kernel writes every split's partial, neo__attn_merge
@@ -2430,18 +2524,19 @@ static int neo__cu_attend_ok(const neo__attn_args *a) {
            a->head_dim >= 1 && a->head_dim <= NEO__CU_MAX_DIM && a->head_dim_v >= 1 && a->head_dim_v <= NEO__CU_MAX_DIM &&
            a->kv_h0 >= 0 && a->h0 >= a->kv_h0 && a->h1 > a->h0 && a->h1 <= a->n_head_kv && a->kv_cells >= 1 &&
            a->c0 >= a->cell_base && a->c1 > a->c0 && (long long)a->c1 <= (long long)a->cell_base + a->kv_cells &&
-           (long long)a->cell_base + a->kv_cells <= NEO__CU_MAX_CELLS && (long long)a->pos0 + a->n_tokens <= NEO__CU_MAX_CELLS &&
+           (long long)a->cell_base + a->kv_cells <= NEO__CU_MAX_CELLS && (a->len || (long long)a->pos0 + a->n_tokens <= NEO__CU_MAX_CELLS) &&
            a->n_tokens >= 1 && (a->out || a->state) && (!a->accumulate || a->state) && a->kv_type >= NEO_TYPE_F16 &&
            a->kv_type <= NEO_TYPE_F32;
 }
 
 /* An attend's queries a KV head (nq) and the end of its visible cells (c1: cells after the last
-   query's position are masked for every query); 0 when nq is past what the kernels index. */
+   query's position are masked for every query; with len, the bound given, which the kernels
+   clip to the length when they run); 0 when nq is past what the kernels index. */
 static int neo__cu_range(const neo__attn_args *a, int *nq, int *c1) {
     const long long nql = (long long)a->n_tokens * (a->n_head / a->n_head_kv);
     const long long last = (long long)a->pos0 + a->n_tokens; /* one past the last visible cell */
     *nq = (int)nql;
-    *c1 = last < a->c1 ? (int)(last > a->c0 ? last : a->c0) : a->c1;
+    *c1 = a->len || last >= a->c1 ? a->c1 : (int)(last > a->c0 ? last : a->c0);
     return nql <= (1 << 30);
 }
 
@@ -2492,8 +2587,8 @@ static const void *neo__plan_batch_fn(neo__cuda *st, int type, const neo__cu_pla
 
 /* The launch group of every entry of b, into st->bt_key: entries that take the tensor-core kernel
    are grouped by storage type and head_dim (1 + type * 3 + dc), one launch a group; -1 = an
-   attend of its own (the CUDA-core and generic kernels, or an entry that fails validation, which
-   its own attend then reports). */
+   attend of its own (the CUDA-core and generic kernels, an entry whose length is read when it
+   runs (len), or an entry that fails validation, which its own attend then reports). */
 static int neo__cu_batch_keys(neo__cuda *st, const neo__attn_batch *b, const neo__cu_force *f) {
     if ((size_t)b->n > st->bt_key_n) {
         int *k = (int *)realloc(st->bt_key, (size_t)b->n * sizeof(int));
@@ -2506,7 +2601,7 @@ static int neo__cu_batch_keys(neo__cuda *st, const neo__attn_batch *b, const neo
         neo__cu_plan          pl;
         int                   nq, c1;
         st->bt_key[i] = -1;
-        if (neo__cu_attend_ok(a) && neo__cu_range(a, &nq, &c1) && neo__plan_kernel(a, nq, c1 - a->c0, st->smem_optin, f, &pl) == NEO_OK &&
+        if (!a->len && neo__cu_attend_ok(a) && neo__cu_range(a, &nq, &c1) && neo__plan_kernel(a, nq, c1 - a->c0, st->smem_optin, f, &pl) == NEO_OK &&
             pl.kernel == NEO__KER_MMA)
             st->bt_key[i] = 1 + (a->kv_type == NEO_TYPE_F16 ? 0 : 3) + pl.dc;
     }
@@ -2830,6 +2925,7 @@ extern "C" int neo__cuda_get_mem(int abi_version, neo__dev_mem *t) {
     t->wait = neo__cu_wait;
     t->event_sync = neo__cu_event_sync;
     t->stream_sync = neo__cu_stream_sync;
+    t->capturing = neo__cu_capturing;
     return (int)NEO_OK;
 }
 
@@ -2843,6 +2939,7 @@ extern "C" int neo__cuda_get_attn(int abi_version, neo__dev_attn *t) {
     t->launch_async = neo__cu_launch_async;
     t->attend_batch = neo__cu_attend_batch;
     t->merge = neo__cu_merge_states;
+    t->set_length = neo__cu_set_length;
     return (int)NEO_OK;
 }
 
