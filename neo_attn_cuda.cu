@@ -81,6 +81,8 @@
                              writes the state or the finished, normalised output. A
                              programmatic dependent of the attention kernel on sm_90.
    neo__append_kernel        grid (n_tokens * (h1 - h0), 2: K and V), 128 threads: one new row each.
+   neo__append_advance       one thread: a captured append's length step (see DEVICE-SIDE LENGTHS);
+   neo__set_length_kernel    one thread: set_length.
    neo__matvec_kernel<E, N>  the decode loop's projections, with run.c's rmsnorm before (N) and the
                              residual add, SwiGLU or RoPE after (E) folded in: 8 warps a block, R
                              = 1..8 warps on each output row (or pair of rows), R chosen so that
@@ -105,6 +107,17 @@
    arrives last, but it reads every partial from memory in split order, so the result does not
    depend on which one it is. Each stream has its own partial buffer and counters, so attends on
    MAIN and COPY may run at once.
+
+   DEVICE-SIDE LENGTHS
+   -------------------
+   For calls captured into a CUDA graph a layer's length lives in device memory (neo__append_args.len,
+   neo__attn_args.len). An append with row0 = -1 writes its rows at len[0], and a one-thread kernel
+   after it advances len[0] (or, when the rows did not fit, writes none and sets the full flag
+   len[1]). An attend with len reads *len when it runs (neo__attn_live): its kernel, block shape
+   and split count are planned on the host for the bound c1 (the layer's n_ctx), and the splits
+   share the cells the layer holds then, so a replay gives the bits of an eager attend with that
+   split count. Each attention kernel is compiled twice, with and without (template parameter
+   LEN), so that an eager attend runs exactly the code it ran before lengths moved to the device.
 
    NUMERICS
    --------
@@ -298,14 +311,18 @@ struct neo__cu_attn {
    eager attend of [c0, L) with the same split count bit for bit. *len is written by the kernel
    before this one on the stream (the append), so an attend with len is never launched as a
    programmatic dependent (neo__cu_launch_mma): it starts once that kernel has completed, and
-   neo__pdl_wait returns at once. */
+   neo__pdl_wait returns at once. Every attention kernel is compiled twice, LEN = p.len != NULL,
+   so that the eager kernels keep their registers, hence their occupancy, split counts and bits. */
 struct neo__cu_live {
     int c1, pos0, chunk;
 };
-__device__ __forceinline__ neo__cu_live neo__attn_live(const neo__cu_attn &p) {
-    if (!p.len) return {p.c1, p.pos0, p.chunk};
-    const int L = max(*p.len, 0), c1 = min(p.c1, L), n = c1 - p.c0;
-    return {c1, L - p.n_tokens, n > 0 ? ((n + p.S - 1) / p.S + p.gran - 1) / p.gran * p.gran : p.gran};
+template <bool LEN> __device__ __forceinline__ neo__cu_live neo__attn_live(const neo__cu_attn &p) {
+    if constexpr (!LEN) {
+        return {p.c1, p.pos0, p.chunk};
+    } else {
+        const int L = max(*p.len, 0), c1 = min(p.c1, L), n = c1 - p.c0;
+        return {c1, L - p.n_tokens, n > 0 ? ((n + p.S - 1) / p.S + p.gran - 1) / p.gran * p.gran : p.gran};
+    }
 }
 
 /* A batch launch: many attends of one shape in one grid (neo__cu_attend_batch). Entry e's
@@ -560,7 +577,7 @@ __device__ __forceinline__ void neo__fast_finish(const neo__cu_attn &p, const fl
    score of a row is reduce-scattered so that afterwards every lane holds one query's score (query
    qi of the lane); the softmax runs on those, and p . v accumulates the lane's columns of all NQ
    outputs over the rows of its row group (rsub). */
-template <typename T, int D, int NQ>
+template <typename T, int D, int NQ, bool LEN>
 __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS : 4) neo__attn_fast(const neo__cu_attn p) {
     typedef neo__fast_geom<T, D> FG;
     constexpr int E = FG::E, CPR = FG::CPR, LPR = FG::LPR, CPL = FG::CPL, RW = FG::RW;
@@ -575,7 +592,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
     const int rsub = lane / LPR, ch = lane % LPR;
     const int kvh = blockIdx.x / p.QT, qt = blockIdx.x % p.QT, split = blockIdx.y;
     const int g = p.h0 + kvh, r0 = qt * NQ, nqb = min(NQ, p.nq - r0);
-    const neo__cu_live lv = neo__attn_live(p);
+    const neo__cu_live lv = neo__attn_live<LEN>(p);
     const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
     const int minpos = lv.pos0 + r0 / p.G;             /* and those after its first query's for some */
     const int cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
@@ -680,7 +697,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
 }
 /* Any head_dim / head_dim_v, any alignment: element loads, q read through the cache, a warp per
    cell for the scores and a thread per output column (two of them) for p . v. */
-template <typename T, int NQ>
+template <typename T, int NQ, bool LEN>
 __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__cu_attn p) {
     typedef neo__kvt<T> KV;
     constexpr int TC = NEO__CU_GEN_TILE, NW = NEO__CU_THREADS / 32;
@@ -690,7 +707,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int kvh = blockIdx.x / p.QT, qt = blockIdx.x % p.QT, split = blockIdx.y;
     const int g = p.h0 + kvh, r0 = qt * NQ, nqb = min(NQ, p.nq - r0);
-    const neo__cu_live lv = neo__attn_live(p);
+    const neo__cu_live lv = neo__attn_live<LEN>(p);
     const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G;
     const int cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
     const int j0 = blockIdx.z * NEO__CU_GEN_COLS + tid, j1 = j0 + NEO__CU_THREADS;
@@ -1042,7 +1059,7 @@ template <int W, int NS> struct neo__mma_sh {
 
 /* The parts of neo__attn_mma (below), one warp's view of one block: the coordinates, then load /
    q / scores / softmax / p . v for a tile, then the warps' combine and the splits' merge. */
-template <typename T, int D, int BPS> struct neo__mma {
+template <typename T, int D, int BPS, bool LEN> struct neo__mma {
     typedef neo__mma_cfg<D, BPS> C;
     typedef neo__mmt<T>          MT;
     typedef neo__mma_sh<C::W, C::NS> SH;
@@ -1054,7 +1071,7 @@ template <typename T, int D, int BPS> struct neo__mma {
     const neo__cu_attn &p;
     uint4              *smem; /* the rings, then the epilogue's buffers */
     SH                 &sh;
-    int tid, warp, lane, g, c, unit, split, S, gh, r0, nqb, pos0, minpos, cb0, cb1, nw;
+    int tid, warp, lane, g, c, unit, split, S, gh, r0, nqb, minpos, cb0, cb1, nw;
     uint4       *ring;
     unsigned     ring_s;
     const uint4 *kg, *vg;
@@ -1064,10 +1081,9 @@ template <typename T, int D, int BPS> struct neo__mma {
         unit = unit_, split = split_, S = p.S;
         const int kvh = unit / p.QT, qt = unit % p.QT;
         gh = p.h0 + kvh, r0 = qt * NEO__MMA_NQ, nqb = min(NEO__MMA_NQ, p.nq - r0);
-        const neo__cu_live lv = neo__attn_live(p);
-        pos0 = lv.pos0;
-        const int maxpos = pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
-        minpos = pos0 + r0 / p.G;                       /* and those after its first query's for some */
+        const neo__cu_live lv = neo__attn_live<LEN>(p);
+        const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+        minpos = lv.pos0 + r0 / p.G;                       /* and those after its first query's for some */
         cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
         const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
         nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
@@ -1075,6 +1091,12 @@ template <typename T, int D, int BPS> struct neo__mma {
         ring_s = (unsigned)__cvta_generic_to_shared(ring);
         kg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.k) + (size_t)(gh - p.kv_h0) * p.kstride + (size_t)(cb0 - p.cell_base) * D);
         vg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.v) + (size_t)(gh - p.kv_h0) * p.vstride + (size_t)(cb0 - p.cell_base) * D);
+    }
+
+    /* the position of token 0: with LEN from minpos, so that the live value takes no register */
+    __device__ __forceinline__ int pos0() const {
+        if constexpr (LEN) return minpos - r0 / p.G;
+        else return p.pos0;
     }
 
     __device__ __forceinline__ unsigned bar(int stage) const { return (unsigned)__cvta_generic_to_shared(&sh.bar[warp][stage]); }
@@ -1140,7 +1162,7 @@ template <typename T, int D, int BPS> struct neo__mma {
         int pre = 0;
         for (; pre < NS && pre < nw; pre++) {
             const int t0 = cb0 + (warp + pre * W) * 16;
-            if (min(t0 + 16, cb1) > pos0) break;
+            if (min(t0 + 16, cb1) > pos0()) break;
             load(pre, pre);
             if constexpr (!TMA) neo__cp_async_commit();
         }
@@ -1205,7 +1227,7 @@ template <typename T, int D, int BPS> struct neo__mma {
         for (int e = 0; e < 2; e++) {
             const int qi = 2 * c + e, r = r0 + (qi < nqb ? qi : 0);
             q.qok[e] = qi < nqb;
-            q.pse[e] = pos0 + r / p.G;
+            q.pse[e] = pos0() + r / p.G;
             q.slp[e] = (p.slopes && q.qok[e]) ? p.slopes[gh * p.G + r % p.G] : 0.0f;
             q.sce[e] = p.scale * __shfl_sync(FULL, qdown, qi * 4);
         }
@@ -1531,8 +1553,8 @@ template <typename T, int D, int BPS> struct neo__mma {
    queries itself, otherwise it writes its partial, and the last of the S blocks of the query
    tile to arrive (a counter per tile, reset by that block) merges the S partials in split order
    and finishes: so the result does not depend on which block came last. */
-template <typename T, int D, int BPS> __device__ __forceinline__ void neo__mma_run(const neo__cu_attn &p, int unit, int split) {
-    typedef neo__mma<T, D, BPS> K;
+template <typename T, int D, int BPS, bool LEN> __device__ __forceinline__ void neo__mma_run(const neo__cu_attn &p, int unit, int split) {
+    typedef neo__mma<T, D, BPS, LEN> K;
     extern __shared__ uint4 neo__smem[];
     __shared__ __align__(8) typename K::SH sh;
     const K k(p, unit, split, neo__smem, sh);
@@ -1566,9 +1588,9 @@ template <typename T, int D, int BPS> __device__ __forceinline__ void neo__mma_r
     if constexpr (!K::EARLY) neo__pdl_trigger(); /* the next kernel waits for this grid's completion before touching memory */
     if (k.combine(acc, m, l)) k.merge();
 }
-template <typename T, int D, int BPS>
+template <typename T, int D, int BPS, bool LEN>
 __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma(const neo__cu_attn p) {
-    neo__mma_run<T, D, BPS>(p, blockIdx.x, blockIdx.y);
+    neo__mma_run<T, D, BPS, LEN>(p, blockIdx.x, blockIdx.y);
 }
 /* A batch (neo__cu_batch): the block's entry found, its parameters copied to shared memory (the
    kernel's asm barriers would make the compiler reload global ones on every tile), then the
@@ -1582,7 +1604,7 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
     neo__cu_attn           *p = reinterpret_cast<neo__cu_attn *>(neo__smem + neo__mma_cfg<D, BPS>::SMEM / 16);
     int                     x, y;
     neo__batch_block(t, p, &x, &y);
-    neo__mma_run<T, D, BPS>(*p, x, y);
+    neo__mma_run<T, D, BPS, false>(*p, x, y); /* entries with len are attends of their own */
 }
 
 /* =============================================================================================
@@ -1914,9 +1936,11 @@ typedef struct neo__cuda {
     float       *work[NEO__CU_STREAMS]; /* split partials; one per stream so that concurrent attends never share */
     size_t       work_bytes[NEO__CU_STREAMS];
     size_t       smem_optin;             /* shared memory a block may opt into */
-    int          occ_fast[3][4];         /* resident blocks per SM [64/128/256][NQ 1/2/4/8] (float32); 0 = not asked */
-    int          occ_gen[3][3];          /* [type][NQ 1/2/4] */
-    int          occ_mma[2][3][2];       /* the tensor-core kernel [f16/bf16][64/128/256][wide/narrow] */
+    /* resident blocks per SM of the attention kernels, [len set] first (each kernel is compiled
+       with and without device-side lengths); 0 = not asked */
+    int          occ_fast[2][3][4];      /* [64/128/256][NQ 1/2/4/8] (float32) */
+    int          occ_gen[2][3][3];       /* [type][NQ 1/2/4] */
+    int          occ_mma[2][2][3][2];    /* the tensor-core kernel [f16/bf16][64/128/256][wide/narrow] */
     int          occ_mv[4][2];           /* the matvec kernel [epilogue][norm] */
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
@@ -2367,37 +2391,44 @@ static void neo__plan_splits(neo__cu_plan *pl, long long units, int ncells, int 
    >>ops.attend  validation, plan, launch
    ============================================================================================= */
 
-template <typename T, int D> static const void *neo__fast_fn(int nqc) {
+template <typename T, int D, bool LEN> static const void *neo__fast_fn(int nqc) {
     switch (nqc) {
-    case 0: return (const void *)neo__attn_fast<T, D, 1>;
-    case 1: return (const void *)neo__attn_fast<T, D, 2>;
-    case 2: return (const void *)neo__attn_fast<T, D, 4>;
-    default: return (const void *)neo__attn_fast<T, D, 8>;
+    case 0: return (const void *)neo__attn_fast<T, D, 1, LEN>;
+    case 1: return (const void *)neo__attn_fast<T, D, 2, LEN>;
+    case 2: return (const void *)neo__attn_fast<T, D, 4, LEN>;
+    default: return (const void *)neo__attn_fast<T, D, 8, LEN>;
     }
 }
-template <typename T> static const void *neo__gen_fn(int nqc) {
-    return nqc == 0 ? (const void *)neo__attn_generic<T, 1>
-           : nqc == 1 ? (const void *)neo__attn_generic<T, 2>
-                      : (const void *)neo__attn_generic<T, 4>;
+template <typename T, bool LEN> static const void *neo__gen_fn(int nqc) {
+    return nqc == 0 ? (const void *)neo__attn_generic<T, 1, LEN>
+           : nqc == 1 ? (const void *)neo__attn_generic<T, 2, LEN>
+                      : (const void *)neo__attn_generic<T, 4, LEN>;
 }
-template <int D, int BPS> static const void *neo__mma_fn(int type) {
-    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D, BPS> : (const void *)neo__attn_mma<__nv_bfloat16, D, BPS>;
+template <int D, int BPS, bool LEN> static const void *neo__mma_fn(int type) {
+    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D, BPS, LEN> : (const void *)neo__attn_mma<__nv_bfloat16, D, BPS, LEN>;
+}
+/* the planned kernel, with or without device-side lengths */
+template <bool LEN> static const void *neo__plan_fn_t(int type, const neo__cu_plan *pl) {
+    if (pl->kernel == NEO__KER_MMA) {
+        if (pl->dc == 0) return neo__mma_fn<64, 1, LEN>(type);
+        if (pl->dc == 1) return pl->shape ? neo__mma_fn<128, 2, LEN>(type) : neo__mma_fn<128, 1, LEN>(type);
+        return pl->shape ? neo__mma_fn<256, 2, LEN>(type) : neo__mma_fn<256, 1, LEN>(type);
+    }
+    if (pl->kernel == NEO__KER_FAST) /* float32 K and V only */
+        return pl->dc == 0 ? neo__fast_fn<float, 64, LEN>(pl->shape) : pl->dc == 1 ? neo__fast_fn<float, 128, LEN>(pl->shape)
+                                                                              : neo__fast_fn<float, 256, LEN>(pl->shape);
+    return type == NEO_TYPE_F16    ? neo__gen_fn<__half, LEN>(pl->shape)
+           : type == NEO_TYPE_BF16 ? neo__gen_fn<__nv_bfloat16, LEN>(pl->shape)
+                                   : neo__gen_fn<float, LEN>(pl->shape);
 }
 
-/* The planned kernel and its cached resident-blocks count. */
-static const void *neo__plan_fn(neo__cuda *st, int type, const neo__cu_plan *pl, int **occ) {
-    if (pl->kernel == NEO__KER_MMA) {
-        *occ = &st->occ_mma[type == NEO_TYPE_F16 ? 0 : 1][pl->dc][pl->shape];
-        if (pl->dc == 0) return neo__mma_fn<64, 1>(type);
-        if (pl->dc == 1) return pl->shape ? neo__mma_fn<128, 2>(type) : neo__mma_fn<128, 1>(type);
-        return pl->shape ? neo__mma_fn<256, 2>(type) : neo__mma_fn<256, 1>(type);
-    }
-    if (pl->kernel == NEO__KER_FAST) { /* float32 K and V only */
-        *occ = &st->occ_fast[pl->dc][pl->shape];
-        return pl->dc == 0 ? neo__fast_fn<float, 64>(pl->shape) : pl->dc == 1 ? neo__fast_fn<float, 128>(pl->shape) : neo__fast_fn<float, 256>(pl->shape);
-    }
-    *occ = &st->occ_gen[type][pl->shape];
-    return type == NEO_TYPE_F16 ? neo__gen_fn<__half>(pl->shape) : type == NEO_TYPE_BF16 ? neo__gen_fn<__nv_bfloat16>(pl->shape) : neo__gen_fn<float>(pl->shape);
+/* The planned kernel (len: the attend reads its length when it runs) and its cached
+   resident-blocks count. */
+static const void *neo__plan_fn(neo__cuda *st, int type, int len, const neo__cu_plan *pl, int **occ) {
+    if (pl->kernel == NEO__KER_MMA) *occ = &st->occ_mma[len][type == NEO_TYPE_F16 ? 0 : 1][pl->dc][pl->shape];
+    else if (pl->kernel == NEO__KER_FAST) *occ = &st->occ_fast[len][pl->dc][pl->shape];
+    else *occ = &st->occ_gen[len][type][pl->shape];
+    return len ? neo__plan_fn_t<true>(type, pl) : neo__plan_fn_t<false>(type, pl);
 }
 
 /* Resident blocks per SM of fn, asked once (raising the dynamic shared memory limit first). */
@@ -2554,7 +2585,7 @@ static int neo__cu_attend_plan(neo__cuda *st, const neo__attn_args *a, int strea
     neo__cu_plan pl;
     int         *occ;
     if ((rc = neo__plan_kernel(a, nq, ncells, st->smem_optin, f, &pl)) != NEO_OK) return rc;
-    const void *fn = neo__plan_fn(st, a->kv_type, &pl, &occ);
+    const void *fn = neo__plan_fn(st, a->kv_type, a->len != NULL, &pl, &occ);
     if ((rc = neo__cu_occupancy(occ, fn, pl.threads, pl.smem)) != NEO_OK) return rc;
     const long long units = (long long)H * pl.QT; /* blocks a split, per column block */
     if (units > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
