@@ -1958,6 +1958,13 @@ typedef struct neo__cuda {
     size_t       bt_key_n;
     int          launch_blocking;        /* CUDA_LAUNCH_BLOCKING=1: a launch returns when its kernel is done */
     int          pdl;                    /* launch programmatic dependents: the device and the loaded kernels are sm_90+ */
+    /* A graph holds the buffers its captured attends were given. Bit 0 (work) and bit 1 (cnt) of
+       kept[stream] are set once an attend with len (the calls graphs replay) has used them, or
+       capturing found the stream capturing; growing a kept buffer moves the old one to retired,
+       freed at release, instead of freeing it. */
+    int          kept[NEO__CU_STREAMS];
+    void       **retired;
+    int          n_retired;
 } neo__cuda;
 
 static int neo__cu_err(cudaError_t e) {
@@ -2007,6 +2014,8 @@ static void neo__cu_release(void *state) {
         if (st->bt_done[i]) (void)cudaEventDestroy(st->bt_done[i]);
     if (st->bt_host) (void)cudaFreeHost(st->bt_host);
     free(st->bt_key);
+    for (int i = 0; i < st->n_retired; i++) (void)cudaFree(st->retired[i]);
+    free(st->retired);
     for (int e = 0; e < NEO__EVENTS; e++)
         if (st->event[e]) (void)cudaEventDestroy(st->event[e]);
     for (int s = 0; s < NEO__CU_STREAMS; s++)
@@ -2200,16 +2209,20 @@ static int neo__cu_stream_sync(void *state, int stream) {
     return cudaStreamSynchronize(s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
 }
 /* 1 when the stream is being captured into a CUDA graph (or its capture was invalidated: its
-   ops run neither way), else 0, also when CUDA cannot say (the error is cleared) */
+   ops run neither way), else 0, also when CUDA cannot say (the error is cleared). A capturing
+   stream's partial buffer and counters are kept from then on (neo__cuda.kept): the graph may
+   hold them. */
 static int neo__cu_capturing(void *state, int stream) {
     int                     ok;
-    cudaStream_t            s = neo__cu_stream((neo__cuda *)state, stream, &ok);
+    neo__cuda              *st = (neo__cuda *)state;
+    cudaStream_t            s = neo__cu_stream(st, stream, &ok);
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (!ok) return 0;
-    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess || cudaStreamIsCapturing(s, &cs) != cudaSuccess) {
+    if (cudaSetDevice(st->device) != cudaSuccess || cudaStreamIsCapturing(s, &cs) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
+    if (cs != cudaStreamCaptureStatusNone) st->kept[stream] = 3;
     return cs != cudaStreamCaptureStatusNone;
 }
 
@@ -2444,19 +2457,25 @@ static int neo__cu_occupancy(int *cache, const void *fn, int threads, size_t sme
 }
 
 /* A buffer of the stream's that holds at least need elements of es bytes: when it is smaller,
-   a new one of alloc elements (zeroed when zero is set). Growing waits for the stream, whose
-   earlier attends may still read the old buffer; on a stream being captured it cannot (the wait
-   would end the capture), so there NEO_ERR_UNSUPPORTED, the capture left valid: the same calls
-   made once eagerly first size the buffers. */
-static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, size_t need, size_t alloc, size_t es, int zero) {
+   a new one of alloc elements (zeroed when zero is set). The old one is retired when a graph may
+   hold it (bit `kept` of neo__cuda.kept[stream], 0 for a buffer no graph holds), else freed
+   after waiting for the stream, whose earlier attends may still read it. On a stream being captured it cannot grow (the wait would end the
+   capture, and the allocation would not be recorded): NEO_ERR_UNSUPPORTED, the capture left
+   valid; the same calls made once eagerly first size the buffers. */
+static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, size_t need, size_t alloc, size_t es, int zero, int kept) {
     if (need <= *have) return NEO_OK;
     if (neo__cu_capturing(st, stream)) return NEO_ERR_UNSUPPORTED;
-    if (*buf) {
+    if (*buf && (st->kept[stream] & kept)) {
+        void **r = (void **)realloc(st->retired, (size_t)(st->n_retired + 1) * sizeof *r);
+        if (!r) return NEO_ERR_NO_MEMORY;
+        st->retired = r;
+        r[st->n_retired++] = *buf;
+    } else if (*buf) {
         if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
         if (cudaFree(*buf) != cudaSuccess) return NEO_ERR_DEVICE;
-        *buf = NULL;
-        *have = 0;
     }
+    *buf = NULL;
+    *have = 0;
     void       *p = NULL;
     cudaError_t e = cudaMalloc(&p, alloc * es);
     if (e != cudaSuccess) return neo__cu_err(e);
@@ -2466,16 +2485,17 @@ static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, siz
     }
     *buf = p;
     *have = alloc;
+    st->kept[stream] &= ~kept; /* no graph holds the new one yet */
     return NEO_OK;
 }
 /* the stream's partial buffer (a quarter more than asked, in whole MiB) and its arrival counters
    (zero between launches) */
 static int neo__cu_work(neo__cuda *st, int stream, size_t bytes) {
     const size_t mib = (size_t)1 << 20, want = (bytes + bytes / 4 + mib - 1) & ~(mib - 1);
-    return neo__cu_grow(st, stream, (void **)&st->work[stream], &st->work_bytes[stream], bytes, want, 1, 0);
+    return neo__cu_grow(st, stream, (void **)&st->work[stream], &st->work_bytes[stream], bytes, want, 1, 0, 1);
 }
 static int neo__cu_counters(neo__cuda *st, int stream, size_t n) {
-    return neo__cu_grow(st, stream, (void **)&st->cnt[stream], &st->cnt_n[stream], n, n < 4096 ? 4096 : n + n / 4, sizeof(unsigned), 1);
+    return neo__cu_grow(st, stream, (void **)&st->cnt[stream], &st->cnt_n[stream], n, n < 4096 ? 4096 : n + n / 4, sizeof(unsigned), 1, 2);
 }
 
 /* The fields of a launch's parameters that every attention kernel reads. */
@@ -2522,6 +2542,7 @@ static int neo__cu_launch_mma(neo__cuda *st, int stream, cudaStream_t s, const v
         p->work = st->work[stream];
         p->work_ml = p->work + (size_t)units * (size_t)pl->S * NEO__MMA_NQ * (size_t)p->d;
         p->cnt = st->cnt[stream];
+        if (p->len) st->kept[stream] |= 3;
     }
     void *args[] = {p};
     const dim3 grid((unsigned)units, (unsigned)pl->S), block((unsigned)pl->threads);
@@ -2537,6 +2558,7 @@ static int neo__cu_launch_split(neo__cuda *st, int stream, cudaStream_t s, const
     int rc;
     if ((rc = neo__cu_work(st, stream, pl->per_split * (size_t)pl->S)) != NEO_OK) return rc;
     p->work = st->work[stream];
+    if (p->len) st->kept[stream] |= 1;
     void *args[] = {p};
     if (cudaLaunchKernel(fn, dim3((unsigned)(H * pl->QT), (unsigned)pl->S, (unsigned)pl->ZC), dim3(NEO__CU_THREADS), args,
                          pl->smem, s) != cudaSuccess)
@@ -2785,7 +2807,7 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
     char        *slot;
     cudaEvent_t  ev;
     if ((rc = neo__cu_bt_slot(st, bytes, &slot, &ev)) != NEO_OK ||
-        (rc = neo__cu_grow(st, stream, &st->bt_dev[stream], &st->bt_dev_bytes[stream], bytes, bytes * 2, 1, 0)) != NEO_OK)
+        (rc = neo__cu_grow(st, stream, &st->bt_dev[stream], &st->bt_dev_bytes[stream], bytes, bytes * 2, 1, 0, 0)) != NEO_OK)
         return rc;
     neo__cu_batch_fill(st, b, &g, c, stream, (neo__cu_attn *)slot, (int *)(slot + tab));
     char *dev = (char *)st->bt_dev[stream];

@@ -1402,10 +1402,29 @@ static double g_replay(gstate *g, cudaGraphExec_t ge, int *ok) {
     return e;
 }
 
+/* An eager prefill attend of 64 tokens on the graph's stream, whose split partials outgrow the
+   stream's buffer: the graph's buffer must stay alive (retired, not freed) for later replays,
+   which compute-sanitizer's memcheck would otherwise see use freed memory. */
+static int g_grow_work(gstate *g) {
+    const gcase   *c = g->c;
+    const size_t   qe = (size_t)64 * c->n_head * c->d, oe = (size_t)64 * c->n_head * c->dv;
+    float         *q0 = (float *)xmalloc(qe * 4), *dq2 = (float *)dalloc(qe * 4), *dout2 = (float *)dalloc(oe * 4);
+    neo__attn_args a = g_attn(g, g->len, g->len - 1, NULL);
+    memset(q0, 0, qe * 4);
+    up(dq2, q0, qe * 4);
+    a.q = dq2, a.out = dout2, a.n_tokens = 64;
+    const int s = neo__cu_test_attend(g->st, &a, NEO__STREAM_MAIN, c->kernel, c->shape, 0) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
+    CHECK(s == NEO_OK, "graph %s: eager prefill between replays: status %d", c->name, s);
+    OPS.dev_free(ST, dq2), OPS.dev_free(ST, dout2);
+    free(q0);
+    return s == NEO_OK;
+}
+
 /* The captured append + attend replayed k times (past n_ctx when L0 + k T passes it: then no
-   row is written, len[1] = 1, and the attend still sees the n_ctx cells), then a captured
-   set_length truncating to about half, and one more replay over the shorter cache and its new
-   row; the whole caches, the guard head included, equal the host's mirror at the end. */
+   row is written, len[1] = 1, and the attend still sees the n_ctx cells), then an eager prefill
+   that grows the stream's partial buffer (g_grow_work), a captured set_length truncating to
+   about half, and one more replay over the shorter cache and its new row; the whole caches, the
+   guard head included, equal the host's mirror at the end. */
 static double g_graphs(gstate *g, int *ok) {
     const gcase     *c = g->c;
     cudaGraph_t      gr = NULL, gr2 = NULL;
@@ -1423,6 +1442,7 @@ static double g_graphs(gstate *g, int *ok) {
         const double e = g_replay(g, ge, ok);
         worst = e > worst ? e : worst;
     }
+    *ok &= g_grow_work(g);
     const int half = g->len / 2 > c->T ? g->len / 2 : c->T;
     s = cudaStreamBeginCapture(g->cs, cudaStreamCaptureModeThreadLocal) == cudaSuccess ? NEO_OK : -1;
     s |= OPS.set_length(g->st, g->dlen, half - c->T, NEO__STREAM_MAIN);
