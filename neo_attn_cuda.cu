@@ -2579,7 +2579,7 @@ static int neo__cu_attend_ok(const neo__attn_args *a) {
            a->c0 >= a->cell_base && a->c1 > a->c0 && (long long)a->c1 <= (long long)a->cell_base + a->kv_cells &&
            (long long)a->cell_base + a->kv_cells <= NEO__CU_MAX_CELLS && (a->len || (long long)a->pos0 + a->n_tokens <= NEO__CU_MAX_CELLS) &&
            a->n_tokens >= 1 && (a->out || a->state) && (!a->accumulate || a->state) && a->kv_type >= NEO_TYPE_F16 &&
-           a->kv_type <= NEO_TYPE_F32;
+           a->kv_type <= NEO_TYPE_F32 && (uintptr_t)a->len % 4 == 0;
 }
 
 /* An attend's queries a KV head (nq) and the end of its visible cells (c1: cells after the last
