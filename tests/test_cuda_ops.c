@@ -1402,18 +1402,21 @@ static double g_replay(gstate *g, cudaGraphExec_t ge, int *ok) {
     return e;
 }
 
-/* An eager prefill attend of 64 tokens on the graph's stream, whose split partials outgrow the
-   stream's buffer: the graph's buffer must stay alive (retired, not freed) for later replays,
-   which compute-sanitizer's memcheck would otherwise see use freed memory. */
+/* An eager prefill attend of 1024 tokens on the graph's stream under the generic kernel, whose
+   split partials (each split [1024 G][dv + 2] floats a KV head, megabytes) outgrow the stream's
+   buffer, which a decode plan sizes below that: the graph's buffer must stay alive (retired, not
+   freed) for later replays, which compute-sanitizer's memcheck would otherwise see use freed
+   memory. */
 static int g_grow_work(gstate *g) {
     const gcase   *c = g->c;
-    const size_t   qe = (size_t)64 * c->n_head * c->d, oe = (size_t)64 * c->n_head * c->dv;
+    const int      T = 1024;
+    const size_t   qe = (size_t)T * c->n_head * c->d, oe = (size_t)T * c->n_head * c->dv;
     float         *q0 = (float *)xmalloc(qe * 4), *dq2 = (float *)dalloc(qe * 4), *dout2 = (float *)dalloc(oe * 4);
     neo__attn_args a = g_attn(g, g->len, g->len - 1, NULL);
     memset(q0, 0, qe * 4);
     up(dq2, q0, qe * 4);
-    a.q = dq2, a.out = dout2, a.n_tokens = 64;
-    const int s = neo__cu_test_attend(g->st, &a, NEO__STREAM_MAIN, c->kernel, c->shape, 0) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
+    a.q = dq2, a.out = dout2, a.n_tokens = T;
+    const int s = neo__cu_test_attend(g->st, &a, NEO__STREAM_MAIN, 2, -1, 0) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
     CHECK(s == NEO_OK, "graph %s: eager prefill between replays: status %d", c->name, s);
     OPS.dev_free(ST, dq2), OPS.dev_free(ST, dout2);
     free(q0);
