@@ -81,6 +81,8 @@
                              writes the state or the finished, normalised output. A
                              programmatic dependent of the attention kernel on sm_90.
    neo__append_kernel        grid (n_tokens * (h1 - h0), 2: K and V), 128 threads: one new row each.
+   neo__append_advance       one thread: a captured append's length step (see DEVICE-SIDE LENGTHS);
+   neo__set_length_kernel    one thread: set_length.
    neo__matvec_kernel<E, N>  the decode loop's projections, with run.c's rmsnorm before (N) and the
                              residual add, SwiGLU or RoPE after (E) folded in: 8 warps a block, R
                              = 1..8 warps on each output row (or pair of rows), R chosen so that
@@ -105,6 +107,17 @@
    arrives last, but it reads every partial from memory in split order, so the result does not
    depend on which one it is. Each stream has its own partial buffer and counters, so attends on
    MAIN and COPY may run at once.
+
+   DEVICE-SIDE LENGTHS
+   -------------------
+   For calls captured into a CUDA graph a layer's length lives in device memory (neo__append_args.len,
+   neo__attn_args.len). An append with row0 = -1 writes its rows at len[0], and a one-thread kernel
+   after it advances len[0] (or, when the rows did not fit, writes none and sets the full flag
+   len[1]). An attend with len reads *len when it runs (neo__attn_live): its kernel, block shape
+   and split count are planned on the host for the bound c1 (the layer's n_ctx), and the splits
+   share the cells the layer holds then, so a replay gives the bits of an eager attend with that
+   split count. Each attention kernel is compiled twice, with and without (template parameter
+   LEN), so that an eager attend runs exactly the code it ran before lengths moved to the device.
 
    NUMERICS
    --------
@@ -284,7 +297,33 @@ struct neo__cu_attn {
     float       *state, *out;
     const float *sinks;
     int          accumulate;
+    /* Device int or NULL: the layer's length, read when the kernel runs (neo__attn_live); then
+       c1 is the bound the launch was planned for and pos0 is not read */
+    const int   *len;
+    int          gran;    /* a split's chunk is a multiple of this (the kernel's tile) */
 };
+
+/* The cells and positions of an attend as it runs: c1 (one past the last visible cell), pos0,
+   and the cells a split takes. len NULL: what the host planned. len set (a call replayed from a
+   CUDA graph attends what the layer holds then): L = *len, c1 = min(c1, L), pos0 = L - n_tokens,
+   and the S planned splits share [c0, c1) in chunks of whole tiles; a split past them is empty
+   and leaves (m, l, acc) = (-inf, 0, 0), which every merge weighs 0, so the result equals an
+   eager attend of [c0, L) with the same split count bit for bit. *len is written by the kernel
+   before this one on the stream (the append), so an attend with len is never launched as a
+   programmatic dependent (neo__cu_launch_mma): it starts once that kernel has completed, and
+   neo__pdl_wait returns at once. Every attention kernel is compiled twice, LEN = p.len != NULL,
+   so that the eager kernels keep their registers, hence their occupancy, split counts and bits. */
+struct neo__cu_live {
+    int c1, pos0, chunk;
+};
+template <bool LEN> __device__ __forceinline__ neo__cu_live neo__attn_live(const neo__cu_attn &p) {
+    if constexpr (!LEN) {
+        return {p.c1, p.pos0, p.chunk};
+    } else {
+        const int L = max(*p.len, 0), c1 = min(p.c1, L), n = c1 - p.c0;
+        return {c1, L - p.n_tokens, n > 0 ? ((n + p.S - 1) / p.S + p.gran - 1) / p.gran * p.gran : p.gran};
+    }
+}
 
 /* A batch launch: many attends of one shape in one grid (neo__cu_attend_batch). Entry e's
    blocks are [start[e], start[e + 1]) of the one-dimensional grid, and block l of them is block
@@ -320,13 +359,13 @@ __device__ __forceinline__ void neo__batch_block(const neo__cu_batch &t, neo__cu
    One warp per query; all threads of the block call it. */
 template <int TC, int NQ>
 __device__ __forceinline__ void neo__softmax_tile(const neo__cu_attn &p, float *s_p, float *s_m, float *s_l, float *s_corr,
-                                                  int g, int r0, int tile0, int nvalid) {
+                                                  int g, int r0, int pos0, int tile0, int nvalid) {
     constexpr int NCL = (TC + 31) / 32;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int i = warp; i < NQ; i += NEO__CU_THREADS / 32) {
         const int   r = r0 + i;
         const bool  qok = r < p.nq;
-        const int   pos = p.pos0 + (qok ? r / p.G : 0);
+        const int   pos = pos0 + (qok ? r / p.G : 0);
         const float slope = (p.slopes && qok) ? p.slopes[g * p.G + r % p.G] : 0.0f;
         float       sv[NCL], mx = -INFINITY;
 #pragma unroll
@@ -538,7 +577,7 @@ __device__ __forceinline__ void neo__fast_finish(const neo__cu_attn &p, const fl
    score of a row is reduce-scattered so that afterwards every lane holds one query's score (query
    qi of the lane); the softmax runs on those, and p . v accumulates the lane's columns of all NQ
    outputs over the rows of its row group (rsub). */
-template <typename T, int D, int NQ>
+template <typename T, int D, int NQ, bool LEN>
 __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS : 4) neo__attn_fast(const neo__cu_attn p) {
     typedef neo__fast_geom<T, D> FG;
     constexpr int E = FG::E, CPR = FG::CPR, LPR = FG::LPR, CPL = FG::CPL, RW = FG::RW;
@@ -553,9 +592,10 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
     const int rsub = lane / LPR, ch = lane % LPR;
     const int kvh = blockIdx.x / p.QT, qt = blockIdx.x % p.QT, split = blockIdx.y;
     const int g = p.h0 + kvh, r0 = qt * NQ, nqb = min(NQ, p.nq - r0);
-    const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
-    const int minpos = p.pos0 + r0 / p.G;             /* and those after its first query's for some */
-    const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
+    const neo__cu_live lv = neo__attn_live<LEN>(p);
+    const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+    const int minpos = lv.pos0 + r0 / p.G;             /* and those after its first query's for some */
+    const int cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
     const int ntiles = cb1 > cb0 ? (cb1 - cb0 + WT - 1) / WT : 0;
     const int nw = ntiles > warp ? (ntiles - warp + NW - 1) / NW : 0; /* this warp's tiles */
     uint4    *ring = neo__smem + warp * NS * 2 * WT4;
@@ -590,7 +630,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
     for (int o = LPR / 2, n = NQ; o >= 1 && n > 1; o >>= 1, n >>= 1)
         if (lane & o) qi += n / 2;
     const bool  qok = qi < nqb;
-    const int   pos = p.pos0 + (r0 + (qok ? qi : 0)) / p.G;
+    const int   pos = lv.pos0 + (r0 + (qok ? qi : 0)) / p.G;
     const float slope = (p.slopes && qok) ? p.slopes[g * p.G + (r0 + qi) % p.G] : 0.0f;
     float       m = -INFINITY, l = 0.0f;
 
@@ -657,7 +697,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
 }
 /* Any head_dim / head_dim_v, any alignment: element loads, q read through the cache, a warp per
    cell for the scores and a thread per output column (two of them) for p . v. */
-template <typename T, int NQ>
+template <typename T, int NQ, bool LEN>
 __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__cu_attn p) {
     typedef neo__kvt<T> KV;
     constexpr int TC = NEO__CU_GEN_TILE, NW = NEO__CU_THREADS / 32;
@@ -667,8 +707,9 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int kvh = blockIdx.x / p.QT, qt = blockIdx.x % p.QT, split = blockIdx.y;
     const int g = p.h0 + kvh, r0 = qt * NQ, nqb = min(NQ, p.nq - r0);
-    const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G;
-    const int cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
+    const neo__cu_live lv = neo__attn_live<LEN>(p);
+    const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G;
+    const int cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
     const int j0 = blockIdx.z * NEO__CU_GEN_COLS + tid, j1 = j0 + NEO__CU_THREADS;
     const T *kh = static_cast<const T *>(p.k) + (size_t)(g - p.kv_h0) * p.kstride;
     const T *vh = static_cast<const T *>(p.v) + (size_t)(g - p.kv_h0) * p.vstride;
@@ -708,7 +749,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
             }
         }
         __syncthreads();
-        neo__softmax_tile<TC, NQ>(p, s_p, s_m, s_l, s_corr, g, r0, tile0, nvalid);
+        neo__softmax_tile<TC, NQ>(p, s_p, s_m, s_l, s_corr, g, r0, lv.pos0, tile0, nvalid);
         __syncthreads();
 #pragma unroll
         for (int i = 0; i < NQ; i++) {
@@ -1018,7 +1059,7 @@ template <int W, int NS> struct neo__mma_sh {
 
 /* The parts of neo__attn_mma (below), one warp's view of one block: the coordinates, then load /
    q / scores / softmax / p . v for a tile, then the warps' combine and the splits' merge. */
-template <typename T, int D, int BPS> struct neo__mma {
+template <typename T, int D, int BPS, bool LEN> struct neo__mma {
     typedef neo__mma_cfg<D, BPS> C;
     typedef neo__mmt<T>          MT;
     typedef neo__mma_sh<C::W, C::NS> SH;
@@ -1040,15 +1081,22 @@ template <typename T, int D, int BPS> struct neo__mma {
         unit = unit_, split = split_, S = p.S;
         const int kvh = unit / p.QT, qt = unit % p.QT;
         gh = p.h0 + kvh, r0 = qt * NEO__MMA_NQ, nqb = min(NEO__MMA_NQ, p.nq - r0);
-        const int maxpos = p.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
-        minpos = p.pos0 + r0 / p.G;                       /* and those after its first query's for some */
-        cb0 = p.c0 + split * p.chunk, cb1 = min(min(cb0 + p.chunk, p.c1), maxpos + 1);
+        const neo__cu_live lv = neo__attn_live<LEN>(p);
+        const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
+        minpos = lv.pos0 + r0 / p.G;                       /* and those after its first query's for some */
+        cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
         const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
         nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
         ring = smem + warp * NS * 2 * TCH;
         ring_s = (unsigned)__cvta_generic_to_shared(ring);
         kg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.k) + (size_t)(gh - p.kv_h0) * p.kstride + (size_t)(cb0 - p.cell_base) * D);
         vg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.v) + (size_t)(gh - p.kv_h0) * p.vstride + (size_t)(cb0 - p.cell_base) * D);
+    }
+
+    /* the position of token 0: with LEN from minpos, so that the live value takes no register */
+    __device__ __forceinline__ int pos0() const {
+        if constexpr (LEN) return minpos - r0 / p.G;
+        else return p.pos0;
     }
 
     __device__ __forceinline__ unsigned bar(int stage) const { return (unsigned)__cvta_generic_to_shared(&sh.bar[warp][stage]); }
@@ -1096,7 +1144,8 @@ template <typename T, int D, int BPS> struct neo__mma {
        neo_attn_append wrote them before the append kernel of pos0, which is launched without the
        programmatic attribute and so starts only after all earlier work is complete, and no kernel
        after it starts before it completes. So the first tiles below pos0 are requested at once,
-       overlapping the previous kernel's tail, and the rest after the wait. Head_dim 128 and 256
+       overlapping the previous kernel's tail, and the rest after the wait. (An attend with len
+       reads pos0 from *len before the wait: it is launched plainly, see neo__attn_live.) Head_dim 128 and 256
        let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
        one of this grid's leaves it and request their first tiles while this grid's last blocks
        finish; head_dim 64, whose blocks are shorter, triggers after its main loop. */
@@ -1113,7 +1162,7 @@ template <typename T, int D, int BPS> struct neo__mma {
         int pre = 0;
         for (; pre < NS && pre < nw; pre++) {
             const int t0 = cb0 + (warp + pre * W) * 16;
-            if (min(t0 + 16, cb1) > p.pos0) break;
+            if (min(t0 + 16, cb1) > pos0()) break;
             load(pre, pre);
             if constexpr (!TMA) neo__cp_async_commit();
         }
@@ -1178,7 +1227,7 @@ template <typename T, int D, int BPS> struct neo__mma {
         for (int e = 0; e < 2; e++) {
             const int qi = 2 * c + e, r = r0 + (qi < nqb ? qi : 0);
             q.qok[e] = qi < nqb;
-            q.pse[e] = p.pos0 + r / p.G;
+            q.pse[e] = pos0() + r / p.G;
             q.slp[e] = (p.slopes && q.qok[e]) ? p.slopes[gh * p.G + r % p.G] : 0.0f;
             q.sce[e] = p.scale * __shfl_sync(FULL, qdown, qi * 4);
         }
@@ -1504,8 +1553,8 @@ template <typename T, int D, int BPS> struct neo__mma {
    queries itself, otherwise it writes its partial, and the last of the S blocks of the query
    tile to arrive (a counter per tile, reset by that block) merges the S partials in split order
    and finishes: so the result does not depend on which block came last. */
-template <typename T, int D, int BPS> __device__ __forceinline__ void neo__mma_run(const neo__cu_attn &p, int unit, int split) {
-    typedef neo__mma<T, D, BPS> K;
+template <typename T, int D, int BPS, bool LEN> __device__ __forceinline__ void neo__mma_run(const neo__cu_attn &p, int unit, int split) {
+    typedef neo__mma<T, D, BPS, LEN> K;
     extern __shared__ uint4 neo__smem[];
     __shared__ __align__(8) typename K::SH sh;
     const K k(p, unit, split, neo__smem, sh);
@@ -1539,9 +1588,9 @@ template <typename T, int D, int BPS> __device__ __forceinline__ void neo__mma_r
     if constexpr (!K::EARLY) neo__pdl_trigger(); /* the next kernel waits for this grid's completion before touching memory */
     if (k.combine(acc, m, l)) k.merge();
 }
-template <typename T, int D, int BPS>
+template <typename T, int D, int BPS, bool LEN>
 __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma(const neo__cu_attn p) {
-    neo__mma_run<T, D, BPS>(p, blockIdx.x, blockIdx.y);
+    neo__mma_run<T, D, BPS, LEN>(p, blockIdx.x, blockIdx.y);
 }
 /* A batch (neo__cu_batch): the block's entry found, its parameters copied to shared memory (the
    kernel's asm barriers would make the compiler reload global ones on every tile), then the
@@ -1555,7 +1604,7 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
     neo__cu_attn           *p = reinterpret_cast<neo__cu_attn *>(neo__smem + neo__mma_cfg<D, BPS>::SMEM / 16);
     int                     x, y;
     neo__batch_block(t, p, &x, &y);
-    neo__mma_run<T, D, BPS>(*p, x, y);
+    neo__mma_run<T, D, BPS, false>(*p, x, y); /* entries with len are attends of their own */
 }
 
 /* =============================================================================================
@@ -1567,16 +1616,41 @@ struct neo__cu_app {
     int          h2;
     const float *src_k;     /* [n_tokens][n_head_kv][d] */
     const float *src_v;     /* [n_tokens][n_head_kv][dv] */
-    int          kv_cells, kv_h0, h0, nh, row0, n_head_kv, d, dv;
+    int          kv_cells, kv_h0, h0, nh, n_head_kv, d, dv;
+    int          row0;      /* row of the launch's token 0, or -1: row len[0] + t0 (captured) */
+    int         *len;       /* device [2] (neo__append_args.len) or NULL */
+    int          t0, n_all; /* the launch's first token in the append, and the append's tokens */
+    int          len_to;    /* >= 0: len[0] = len_to once the rows are written (row0 >= 0) */
 };
 
+/* Rows of the append's tokens. Captured (row0 = -1): every block reads len[0], which
+   neo__append_advance changes only after this grid has completed (stream order), and writes
+   nothing when the append's n_all rows do not fit after it. */
 template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(const neo__cu_app a) {
+    int row0 = a.row0;
+    if (row0 < 0) {
+        const int L = *a.len;
+        if (L < 0 || L > a.kv_cells - a.n_all) return;
+        row0 = L + a.t0;
+    }
     const int    t = blockIdx.x / a.nh, h = a.h0 + blockIdx.x % a.nh, isv = blockIdx.y, dim = isv ? a.dv : a.d;
     const bool   second = a.k2 && h >= a.h2;
     const float *src = (isv ? a.src_v : a.src_k) + ((size_t)t * a.n_head_kv + h) * dim;
     T *base = static_cast<T *>(second ? (isv ? a.v2 : a.k2) : (isv ? a.v : a.k));
-    T *dst = base + ((size_t)(h - (second ? a.h2 : a.kv_h0)) * a.kv_cells + (size_t)a.row0 + t) * dim;
+    T *dst = base + ((size_t)(h - (second ? a.h2 : a.kv_h0)) * a.kv_cells + (size_t)row0 + t) * dim;
     for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[j] = neo__kvt<T>::st(src[j]);
+    if (a.len_to >= 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) a.len[0] = a.len_to;
+}
+/* A captured append's last step, after its rows (stream order): len[0] advances by n, or, when
+   the rows did not fit (neo__append_kernel wrote none), the full flag len[1] = 1. */
+__global__ void __launch_bounds__(1) neo__append_advance(int *len, int n, int kv_cells) {
+    const int L = len[0];
+    if (L < 0 || L > kv_cells - n) len[1] = 1;
+    else len[0] = L + n;
+}
+__global__ void __launch_bounds__(1) neo__set_length_kernel(int *len, int value) {
+    len[0] = value;
+    len[1] = 0;
 }
 
 /* =============================================================================================
@@ -1863,9 +1937,11 @@ typedef struct neo__cuda {
     float       *work[NEO__CU_STREAMS]; /* split partials; one per stream so that concurrent attends never share */
     size_t       work_bytes[NEO__CU_STREAMS];
     size_t       smem_optin;             /* shared memory a block may opt into */
-    int          occ_fast[3][4];         /* resident blocks per SM [64/128/256][NQ 1/2/4/8] (float32); 0 = not asked */
-    int          occ_gen[3][3];          /* [type][NQ 1/2/4] */
-    int          occ_mma[2][3][2];       /* the tensor-core kernel [f16/bf16][64/128/256][wide/narrow] */
+    /* resident blocks per SM of the attention kernels, [len set] first (each kernel is compiled
+       with and without device-side lengths); 0 = not asked */
+    int          occ_fast[2][3][4];      /* [64/128/256][NQ 1/2/4/8] (float32) */
+    int          occ_gen[2][3][3];       /* [type][NQ 1/2/4] */
+    int          occ_mma[2][2][3][2];    /* the tensor-core kernel [f16/bf16][64/128/256][wide/narrow] */
     int          occ_mv[4][2];           /* the matvec kernel [epilogue][norm] */
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
@@ -1883,12 +1959,13 @@ typedef struct neo__cuda {
     size_t       bt_key_n;
     int          launch_blocking;        /* CUDA_LAUNCH_BLOCKING=1: a launch returns when its kernel is done */
     int          pdl;                    /* launch programmatic dependents: the device and the loaded kernels are sm_90+ */
-    /* Once a launch that reads work or cnt has been captured into a CUDA graph, a graph may hold
-       them for as long as it lives: a grown buffer's old one is kept here until release instead
-       of freed. */
-    int          captured;
+    /* A graph holds the buffers its captured attends were given. Bit 0 (work) and bit 1 (cnt) of
+       kept[stream] are set once an attend with len (the calls graphs replay) has used them, or
+       capturing found the stream capturing; growing a kept buffer moves the old one to retired,
+       freed at release, instead of freeing it. */
+    int          kept[NEO__CU_STREAMS];
     void       **retired;
-    int          n_retired, cap_retired;
+    int          n_retired;
 } neo__cuda;
 
 static int neo__cu_err(cudaError_t e) {
@@ -1934,12 +2011,12 @@ static void neo__cu_release(void *state) {
         if (st->cnt[s]) (void)cudaFree(st->cnt[s]);
         if (st->bt_dev[s]) (void)cudaFree(st->bt_dev[s]);
     }
-    for (int i = 0; i < st->n_retired; i++) (void)cudaFree(st->retired[i]);
-    free(st->retired);
     for (int i = 0; i < NEO__CU_BT_SLOTS; i++)
         if (st->bt_done[i]) (void)cudaEventDestroy(st->bt_done[i]);
     if (st->bt_host) (void)cudaFreeHost(st->bt_host);
     free(st->bt_key);
+    for (int i = 0; i < st->n_retired; i++) (void)cudaFree(st->retired[i]);
+    free(st->retired);
     for (int e = 0; e < NEO__EVENTS; e++)
         if (st->event[e]) (void)cudaEventDestroy(st->event[e]);
     for (int s = 0; s < NEO__CU_STREAMS; s++)
@@ -2132,40 +2209,81 @@ static int neo__cu_stream_sync(void *state, int stream) {
     if (!ok) return NEO_ERR_INVALID_ARG;
     return cudaStreamSynchronize(s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
 }
+/* 1 when the stream is being captured into a CUDA graph (or its capture was invalidated: its
+   ops run neither way), else 0, also when CUDA cannot say (the error is cleared); *id (unless
+   NULL) = the capture's id. A capturing stream's partial buffer and counters are kept from then
+   on (neo__cuda.kept): the graph may hold them. */
+static int neo__cu_capturing(void *state, int stream, unsigned long long *id) {
+    int                     ok;
+    neo__cuda              *st = (neo__cuda *)state;
+    cudaStream_t            s = neo__cu_stream(st, stream, &ok);
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    unsigned long long      cid = 0;
+    if (id) *id = 0;
+    if (!ok) return 0;
+    if (cudaSetDevice(st->device) != cudaSuccess || cudaStreamGetCaptureInfo(s, &cs, &cid) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (cs != cudaStreamCaptureStatusNone) st->kept[stream] = 3;
+    if (id) *id = cid;
+    return cs != cudaStreamCaptureStatusNone;
+}
+
+/* 1 when a can be run: the destinations, the heads, the sizes; row0 = -1 (the rows at the
+   length the device holds) needs len */
+static int neo__cu_append_ok(const neo__append_args *a) {
+    const bool second = a->k2 && a->v2;
+    if ((a->k2 || a->v2) && (!second || a->h2 < a->h0 || a->h2 > a->h1)) return 0;
+    /* the first destination is needed unless the second takes every head */
+    if (!(second && a->h2 == a->h0) && (!a->k || !a->v || a->kv_h0 < 0 || a->h0 < a->kv_h0)) return 0;
+    if ((uintptr_t)a->len % 4 || (a->row0 == -1 ? !a->len : a->row0 < 0 || a->n_tokens > a->kv_cells - a->row0)) return 0;
+    return a->src_k && a->src_v && a->n_tokens >= 1 && a->h1 > a->h0 && a->h1 <= a->n_head_kv && a->head_dim >= 1 &&
+           a->head_dim <= NEO__CU_MAX_DIM && a->head_dim_v >= 1 && a->head_dim_v <= NEO__CU_MAX_DIM &&
+           a->kv_cells <= NEO__CU_MAX_CELLS && a->kv_type >= NEO_TYPE_F16 && a->kv_type <= NEO_TYPE_F32;
+}
 
 static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
     int          ok;
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
-    if (!ok || !a) return NEO_ERR_INVALID_ARG;
-    const bool second = a->k2 && a->v2;
-    if ((a->k2 || a->v2) && (!second || a->h2 < a->h0 || a->h2 > a->h1)) return NEO_ERR_INVALID_ARG;
-    /* the first destination is needed unless the second takes every head */
-    if (!(second && a->h2 == a->h0) && (!a->k || !a->v || a->kv_h0 < 0 || a->h0 < a->kv_h0)) return NEO_ERR_INVALID_ARG;
-    if (!a->src_k || !a->src_v || a->n_tokens < 1 ||
-        a->h1 <= a->h0 || a->h1 > a->n_head_kv || a->head_dim < 1 || a->head_dim > NEO__CU_MAX_DIM || a->head_dim_v < 1 ||
-        a->head_dim_v > NEO__CU_MAX_DIM || a->row0 < 0 || a->kv_cells > NEO__CU_MAX_CELLS || a->n_tokens > a->kv_cells - a->row0 ||
-        a->kv_type < NEO_TYPE_F16 ||
-        a->kv_type > NEO_TYPE_F32)
-        return NEO_ERR_INVALID_ARG;
+    if (!ok || !a || !neo__cu_append_ok(a)) return NEO_ERR_INVALID_ARG;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    neo__cu_app p = {a->k,       a->v,       second ? a->k2 : NULL, second ? a->v2 : NULL, a->h2,          a->src_k,
-                     a->src_v,   a->kv_cells, a->kv_h0,              a->h0,                 a->h1 - a->h0,  a->row0,
-                     a->n_head_kv, a->head_dim, a->head_dim_v};
+    const bool  second = a->k2 && a->v2;
+    neo__cu_app p = {a->k,       a->v,          second ? a->k2 : NULL, second ? a->v2 : NULL, a->h2,         a->src_k,
+                     a->src_v,   a->kv_cells,   a->kv_h0,              a->h0,                 a->h1 - a->h0, a->n_head_kv,
+                     a->head_dim, a->head_dim_v, a->row0,              a->len,                0,             a->n_tokens,
+                     -1};
     /* a launch's grid (tokens x heads) stays below 2^30 blocks */
     const int slice = (1 << 30) / p.nh;
     for (int t0 = 0, rc; t0 < a->n_tokens; t0 += slice) {
         const int n = a->n_tokens - t0 < slice ? a->n_tokens - t0 : slice;
         p.src_k = a->src_k + (size_t)t0 * a->n_head_kv * a->head_dim;
         p.src_v = a->src_v + (size_t)t0 * a->n_head_kv * a->head_dim_v;
-        p.row0 = a->row0 + t0;
+        p.row0 = a->row0 < 0 ? -1 : a->row0 + t0;
+        p.t0 = t0;
+        p.len_to = a->row0 >= 0 && a->len && t0 + n == a->n_tokens ? a->row0 + a->n_tokens : -1; /* the last launch stores it */
         dim3 grid((unsigned)n * (unsigned)p.nh, 2);
         if (a->kv_type == NEO_TYPE_F16) neo__append_kernel<__half><<<grid, 128, 0, s>>>(p);
         else if (a->kv_type == NEO_TYPE_BF16) neo__append_kernel<__nv_bfloat16><<<grid, 128, 0, s>>>(p);
         else neo__append_kernel<float><<<grid, 128, 0, s>>>(p);
         if ((rc = neo__cu_launched()) != NEO_OK) return rc;
     }
-    return NEO_OK;
+    if (a->row0 >= 0) return NEO_OK;
+    neo__append_advance<<<1, 1, 0, s>>>(a->len, a->n_tokens, a->kv_cells);
+    return neo__cu_launched();
+}
+
+/* len[0] = value, len[1] = 0 in stream order: one thread, the value a launch parameter, so that
+   it can be captured into a graph */
+static int neo__cu_set_length(void *state, int *len, int value, int stream) {
+    int          ok;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    if (!ok || !len || (uintptr_t)len % 4 || value < 0 || value > NEO__CU_MAX_CELLS) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__set_length_kernel<<<1, 1, 0, s>>>(len, value);
+    return neo__cu_launched();
 }
 
 /* =============================================================================================
@@ -2290,37 +2408,44 @@ static void neo__plan_splits(neo__cu_plan *pl, long long units, int ncells, int 
    >>ops.attend  validation, plan, launch
    ============================================================================================= */
 
-template <typename T, int D> static const void *neo__fast_fn(int nqc) {
+template <typename T, int D, bool LEN> static const void *neo__fast_fn(int nqc) {
     switch (nqc) {
-    case 0: return (const void *)neo__attn_fast<T, D, 1>;
-    case 1: return (const void *)neo__attn_fast<T, D, 2>;
-    case 2: return (const void *)neo__attn_fast<T, D, 4>;
-    default: return (const void *)neo__attn_fast<T, D, 8>;
+    case 0: return (const void *)neo__attn_fast<T, D, 1, LEN>;
+    case 1: return (const void *)neo__attn_fast<T, D, 2, LEN>;
+    case 2: return (const void *)neo__attn_fast<T, D, 4, LEN>;
+    default: return (const void *)neo__attn_fast<T, D, 8, LEN>;
     }
 }
-template <typename T> static const void *neo__gen_fn(int nqc) {
-    return nqc == 0 ? (const void *)neo__attn_generic<T, 1>
-           : nqc == 1 ? (const void *)neo__attn_generic<T, 2>
-                      : (const void *)neo__attn_generic<T, 4>;
+template <typename T, bool LEN> static const void *neo__gen_fn(int nqc) {
+    return nqc == 0 ? (const void *)neo__attn_generic<T, 1, LEN>
+           : nqc == 1 ? (const void *)neo__attn_generic<T, 2, LEN>
+                      : (const void *)neo__attn_generic<T, 4, LEN>;
 }
-template <int D, int BPS> static const void *neo__mma_fn(int type) {
-    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D, BPS> : (const void *)neo__attn_mma<__nv_bfloat16, D, BPS>;
+template <int D, int BPS, bool LEN> static const void *neo__mma_fn(int type) {
+    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma<__half, D, BPS, LEN> : (const void *)neo__attn_mma<__nv_bfloat16, D, BPS, LEN>;
+}
+/* the planned kernel, with or without device-side lengths */
+template <bool LEN> static const void *neo__plan_fn_t(int type, const neo__cu_plan *pl) {
+    if (pl->kernel == NEO__KER_MMA) {
+        if (pl->dc == 0) return neo__mma_fn<64, 1, LEN>(type);
+        if (pl->dc == 1) return pl->shape ? neo__mma_fn<128, 2, LEN>(type) : neo__mma_fn<128, 1, LEN>(type);
+        return pl->shape ? neo__mma_fn<256, 2, LEN>(type) : neo__mma_fn<256, 1, LEN>(type);
+    }
+    if (pl->kernel == NEO__KER_FAST) /* float32 K and V only */
+        return pl->dc == 0 ? neo__fast_fn<float, 64, LEN>(pl->shape) : pl->dc == 1 ? neo__fast_fn<float, 128, LEN>(pl->shape)
+                                                                              : neo__fast_fn<float, 256, LEN>(pl->shape);
+    return type == NEO_TYPE_F16    ? neo__gen_fn<__half, LEN>(pl->shape)
+           : type == NEO_TYPE_BF16 ? neo__gen_fn<__nv_bfloat16, LEN>(pl->shape)
+                                   : neo__gen_fn<float, LEN>(pl->shape);
 }
 
-/* The planned kernel and its cached resident-blocks count. */
-static const void *neo__plan_fn(neo__cuda *st, int type, const neo__cu_plan *pl, int **occ) {
-    if (pl->kernel == NEO__KER_MMA) {
-        *occ = &st->occ_mma[type == NEO_TYPE_F16 ? 0 : 1][pl->dc][pl->shape];
-        if (pl->dc == 0) return neo__mma_fn<64, 1>(type);
-        if (pl->dc == 1) return pl->shape ? neo__mma_fn<128, 2>(type) : neo__mma_fn<128, 1>(type);
-        return pl->shape ? neo__mma_fn<256, 2>(type) : neo__mma_fn<256, 1>(type);
-    }
-    if (pl->kernel == NEO__KER_FAST) { /* float32 K and V only */
-        *occ = &st->occ_fast[pl->dc][pl->shape];
-        return pl->dc == 0 ? neo__fast_fn<float, 64>(pl->shape) : pl->dc == 1 ? neo__fast_fn<float, 128>(pl->shape) : neo__fast_fn<float, 256>(pl->shape);
-    }
-    *occ = &st->occ_gen[type][pl->shape];
-    return type == NEO_TYPE_F16 ? neo__gen_fn<__half>(pl->shape) : type == NEO_TYPE_BF16 ? neo__gen_fn<__nv_bfloat16>(pl->shape) : neo__gen_fn<float>(pl->shape);
+/* The planned kernel (len: the attend reads its length when it runs) and its cached
+   resident-blocks count. */
+static const void *neo__plan_fn(neo__cuda *st, int type, int len, const neo__cu_plan *pl, int **occ) {
+    if (pl->kernel == NEO__KER_MMA) *occ = &st->occ_mma[len][type == NEO_TYPE_F16 ? 0 : 1][pl->dc][pl->shape];
+    else if (pl->kernel == NEO__KER_FAST) *occ = &st->occ_fast[len][pl->dc][pl->shape];
+    else *occ = &st->occ_gen[len][type][pl->shape];
+    return len ? neo__plan_fn_t<true>(type, pl) : neo__plan_fn_t<false>(type, pl);
 }
 
 /* Resident blocks per SM of fn, asked once (raising the dynamic shared memory limit first). */
@@ -2335,45 +2460,28 @@ static int neo__cu_occupancy(int *cache, const void *fn, int threads, size_t sme
     return NEO_OK;
 }
 
-/* 1 when stream s is being captured into a CUDA graph */
-static int neo__cu_capturing(cudaStream_t s) {
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return cs != cudaStreamCaptureStatusNone;
-}
-
-/* The old buffer of a grown one: freed once the stream is done with it, or, once a graph may hold
-   it, kept until release. */
-static int neo__cu_retire(neo__cuda *st, int stream, void *old) {
-    if (!st->captured) {
-        if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
-        return cudaFree(old) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
-    }
-    if (st->n_retired == st->cap_retired) {
-        const int n = st->cap_retired ? 2 * st->cap_retired : 8;
-        void    **r = (void **)realloc(st->retired, sizeof *r * (size_t)n);
-        if (!r) return NEO_ERR_NO_MEMORY;
-        st->retired = r, st->cap_retired = n;
-    }
-    st->retired[st->n_retired++] = old;
-    return NEO_OK;
-}
-
 /* A buffer of the stream's that holds at least need elements of es bytes: when it is smaller,
-   a new one of alloc elements (zeroed when zero is set) and the old one retired. During a
-   capture the allocation is made outside it (a graph cannot hold a cudaMalloc). */
-static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, size_t need, size_t alloc, size_t es, int zero) {
-    const int cap = neo__cu_capturing(st->stream[stream]);
-    st->captured |= cap;
+   a new one of alloc elements (zeroed when zero is set). The old one is retired when a graph may
+   hold it (bit `kept` of neo__cuda.kept[stream], 0 for a buffer no graph holds), else freed
+   after waiting for the stream, whose earlier attends may still read it. On a stream being
+   captured, the allocation is made outside the capture (relaxed for this thread: a graph cannot
+   hold a cudaMalloc) and zeroed on the other stream, waited for (a captured memset would run only
+   at replays, after eager launches that need the zeros); the old buffer is kept (a graph
+   being captured may hold it). */
+static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, size_t need, size_t alloc, size_t es, int zero, int kept) {
     if (need <= *have) return NEO_OK;
-    if (*buf) {
-        if (neo__cu_retire(st, stream, *buf) != NEO_OK) return NEO_ERR_DEVICE;
-        *buf = NULL;
-        *have = 0;
+    const int cap = neo__cu_capturing(st, stream, NULL);
+    if (*buf && (st->kept[stream] & kept)) {
+        void **r = (void **)realloc(st->retired, (size_t)(st->n_retired + 1) * sizeof *r);
+        if (!r) return NEO_ERR_NO_MEMORY;
+        st->retired = r;
+        r[st->n_retired++] = *buf;
+    } else if (*buf) {
+        if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
+        if (cudaFree(*buf) != cudaSuccess) return NEO_ERR_DEVICE;
     }
+    *buf = NULL;
+    *have = 0;
     void                 *p = NULL;
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     if (cap) (void)cudaThreadExchangeStreamCaptureMode(&mode);
@@ -2383,7 +2491,7 @@ static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, siz
     /* zeroed now, in the stream's order, or, during a capture, on the other stream, waited for
        (a captured memset would run only at the replays, after eager launches that need zeros) */
     const int zs = cap ? NEO__CU_STREAMS - 1 - stream : stream;
-    if (zero && ((cap && neo__cu_capturing(st->stream[zs])) || cudaMemsetAsync(p, 0, alloc * es, st->stream[zs]) != cudaSuccess ||
+    if (zero && ((cap && neo__cu_capturing(st, zs, NULL)) || cudaMemsetAsync(p, 0, alloc * es, st->stream[zs]) != cudaSuccess ||
                  (cap && cudaStreamSynchronize(st->stream[zs]) != cudaSuccess))) {
         (void)cudaFree(p);
         (void)cudaGetLastError();
@@ -2391,16 +2499,17 @@ static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, siz
     }
     *buf = p;
     *have = alloc;
+    st->kept[stream] &= ~kept; /* no graph holds the new one yet */
     return NEO_OK;
 }
 /* the stream's partial buffer (a quarter more than asked, in whole MiB) and its arrival counters
    (zero between launches) */
 static int neo__cu_work(neo__cuda *st, int stream, size_t bytes) {
     const size_t mib = (size_t)1 << 20, want = (bytes + bytes / 4 + mib - 1) & ~(mib - 1);
-    return neo__cu_grow(st, stream, (void **)&st->work[stream], &st->work_bytes[stream], bytes, want, 1, 0);
+    return neo__cu_grow(st, stream, (void **)&st->work[stream], &st->work_bytes[stream], bytes, want, 1, 0, 1);
 }
 static int neo__cu_counters(neo__cuda *st, int stream, size_t n) {
-    return neo__cu_grow(st, stream, (void **)&st->cnt[stream], &st->cnt_n[stream], n, n < 4096 ? 4096 : n + n / 4, sizeof(unsigned), 1);
+    return neo__cu_grow(st, stream, (void **)&st->cnt[stream], &st->cnt_n[stream], n, n < 4096 ? 4096 : n + n / 4, sizeof(unsigned), 1, 2);
 }
 
 /* The fields of a launch's parameters that every attention kernel reads. */
@@ -2433,6 +2542,8 @@ static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G,
     p->out = a->out;
     p->sinks = a->sinks;
     p->accumulate = a->accumulate ? 1 : 0;
+    p->len = a->len;
+    p->gran = pl->gran;
 }
 
 /* The tensor-core path: one launch that also merges and finishes. */
@@ -2445,9 +2556,13 @@ static int neo__cu_launch_mma(neo__cuda *st, int stream, cudaStream_t s, const v
         p->work = st->work[stream];
         p->work_ml = p->work + (size_t)units * (size_t)pl->S * NEO__MMA_NQ * (size_t)p->d;
         p->cnt = st->cnt[stream];
+        if (p->len) st->kept[stream] |= 3;
     }
     void *args[] = {p};
-    return neo__cu_launch(st, fn, dim3((unsigned)units, (unsigned)pl->S), dim3((unsigned)pl->threads), pl->smem, s, args);
+    const dim3 grid((unsigned)units, (unsigned)pl->S), block((unsigned)pl->threads);
+    /* with len, plainly: the kernel reads *len (written by the append before it) before its wait */
+    if (p->len) return cudaLaunchKernel(fn, grid, block, args, pl->smem, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    return neo__cu_launch(st, fn, grid, block, pl->smem, s, args);
 }
 
 /* The CUDA-core paths: the attention kernel writes every split's partial, neo__attn_merge
@@ -2457,6 +2572,7 @@ static int neo__cu_launch_split(neo__cuda *st, int stream, cudaStream_t s, const
     int rc;
     if ((rc = neo__cu_work(st, stream, pl->per_split * (size_t)pl->S)) != NEO_OK) return rc;
     p->work = st->work[stream];
+    if (p->len) st->kept[stream] |= 1;
     void *args[] = {p};
     if (cudaLaunchKernel(fn, dim3((unsigned)(H * pl->QT), (unsigned)pl->S, (unsigned)pl->ZC), dim3(NEO__CU_THREADS), args,
                          pl->smem, s) != cudaSuccess)
@@ -2475,18 +2591,19 @@ static int neo__cu_attend_ok(const neo__attn_args *a) {
            a->head_dim >= 1 && a->head_dim <= NEO__CU_MAX_DIM && a->head_dim_v >= 1 && a->head_dim_v <= NEO__CU_MAX_DIM &&
            a->kv_h0 >= 0 && a->h0 >= a->kv_h0 && a->h1 > a->h0 && a->h1 <= a->n_head_kv && a->kv_cells >= 1 &&
            a->c0 >= a->cell_base && a->c1 > a->c0 && (long long)a->c1 <= (long long)a->cell_base + a->kv_cells &&
-           (long long)a->cell_base + a->kv_cells <= NEO__CU_MAX_CELLS && (long long)a->pos0 + a->n_tokens <= NEO__CU_MAX_CELLS &&
+           (long long)a->cell_base + a->kv_cells <= NEO__CU_MAX_CELLS && (a->len || (long long)a->pos0 + a->n_tokens <= NEO__CU_MAX_CELLS) &&
            a->n_tokens >= 1 && (a->out || a->state) && (!a->accumulate || a->state) && a->kv_type >= NEO_TYPE_F16 &&
-           a->kv_type <= NEO_TYPE_F32;
+           a->kv_type <= NEO_TYPE_F32 && (uintptr_t)a->len % 4 == 0;
 }
 
 /* An attend's queries a KV head (nq) and the end of its visible cells (c1: cells after the last
-   query's position are masked for every query); 0 when nq is past what the kernels index. */
+   query's position are masked for every query; with len, the bound given, which the kernels
+   clip to the length when they run); 0 when nq is past what the kernels index. */
 static int neo__cu_range(const neo__attn_args *a, int *nq, int *c1) {
     const long long nql = (long long)a->n_tokens * (a->n_head / a->n_head_kv);
     const long long last = (long long)a->pos0 + a->n_tokens; /* one past the last visible cell */
     *nq = (int)nql;
-    *c1 = last < a->c1 ? (int)(last > a->c0 ? last : a->c0) : a->c1;
+    *c1 = a->len || last >= a->c1 ? a->c1 : (int)(last > a->c0 ? last : a->c0);
     return nql <= (1 << 30);
 }
 
@@ -2504,7 +2621,7 @@ static int neo__cu_attend_plan(neo__cuda *st, const neo__attn_args *a, int strea
     neo__cu_plan pl;
     int         *occ;
     if ((rc = neo__plan_kernel(a, nq, ncells, st->smem_optin, f, &pl)) != NEO_OK) return rc;
-    const void *fn = neo__plan_fn(st, a->kv_type, &pl, &occ);
+    const void *fn = neo__plan_fn(st, a->kv_type, a->len != NULL, &pl, &occ);
     if ((rc = neo__cu_occupancy(occ, fn, pl.threads, pl.smem)) != NEO_OK) return rc;
     const long long units = (long long)H * pl.QT; /* blocks a split, per column block */
     if (units > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
@@ -2537,8 +2654,8 @@ static const void *neo__plan_batch_fn(neo__cuda *st, int type, const neo__cu_pla
 
 /* The launch group of every entry of b, into st->bt_key: entries that take the tensor-core kernel
    are grouped by storage type and head_dim (1 + type * 3 + dc), one launch a group; -1 = an
-   attend of its own (the CUDA-core and generic kernels, or an entry that fails validation, which
-   its own attend then reports). */
+   attend of its own (the CUDA-core and generic kernels, an entry whose length is read when it
+   runs (len), or an entry that fails validation, which its own attend then reports). */
 static int neo__cu_batch_keys(neo__cuda *st, const neo__attn_batch *b, const neo__cu_force *f) {
     if ((size_t)b->n > st->bt_key_n) {
         int *k = (int *)realloc(st->bt_key, (size_t)b->n * sizeof(int));
@@ -2551,7 +2668,7 @@ static int neo__cu_batch_keys(neo__cuda *st, const neo__attn_batch *b, const neo
         neo__cu_plan          pl;
         int                   nq, c1;
         st->bt_key[i] = -1;
-        if (neo__cu_attend_ok(a) && neo__cu_range(a, &nq, &c1) && neo__plan_kernel(a, nq, c1 - a->c0, st->smem_optin, f, &pl) == NEO_OK &&
+        if (!a->len && neo__cu_attend_ok(a) && neo__cu_range(a, &nq, &c1) && neo__plan_kernel(a, nq, c1 - a->c0, st->smem_optin, f, &pl) == NEO_OK &&
             pl.kernel == NEO__KER_MMA)
             st->bt_key[i] = 1 + (a->kv_type == NEO_TYPE_F16 ? 0 : 3) + pl.dc;
     }
@@ -2704,7 +2821,7 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
     char        *slot;
     cudaEvent_t  ev;
     if ((rc = neo__cu_bt_slot(st, bytes, &slot, &ev)) != NEO_OK ||
-        (rc = neo__cu_grow(st, stream, &st->bt_dev[stream], &st->bt_dev_bytes[stream], bytes, bytes * 2, 1, 0)) != NEO_OK)
+        (rc = neo__cu_grow(st, stream, &st->bt_dev[stream], &st->bt_dev_bytes[stream], bytes, bytes * 2, 1, 0, 0)) != NEO_OK)
         return rc;
     neo__cu_batch_fill(st, b, &g, c, stream, (neo__cu_attn *)slot, (int *)(slot + tab));
     char *dev = (char *)st->bt_dev[stream];
@@ -2923,6 +3040,7 @@ extern "C" int neo__cuda_get_mem(int abi_version, neo__dev_mem *t) {
     t->wait = neo__cu_wait;
     t->event_sync = neo__cu_event_sync;
     t->stream_sync = neo__cu_stream_sync;
+    t->capturing = neo__cu_capturing;
     return (int)NEO_OK;
 }
 
@@ -2936,6 +3054,7 @@ extern "C" int neo__cuda_get_attn(int abi_version, neo__dev_attn *t) {
     t->launch_async = neo__cu_launch_async;
     t->attend_batch = neo__cu_attend_batch;
     t->merge = neo__cu_merge_states;
+    t->set_length = neo__cu_set_length;
     return (int)NEO_OK;
 }
 

@@ -2,9 +2,9 @@
 # gpu_check.sh - the whole GPU check in one call (make gpu-check on a machine with a CUDA GPU):
 #   1. build: neo_attn_cuda.cu (make cuda-build: every architecture), the CUDA test_ref,
 #      test_cuda_ops, mini-chat --gpu; which image the GPU runs (ptxVersion / binaryVersion)
-#   2. the kernels against float64 (test_cuda_ops, the hybrid's merge op included) and the API suite
-#      on the GPU (test_ref with a real GPU runtime: no split for every shape case, split OFF / ON /
-#      AUTO / HYBRID for the split cases)
+#   2. the kernels against float64 (test_cuda_ops, the hybrid's merge op and the device-side
+#      lengths' graph replays included) and the API suite on the GPU (test_ref with a real GPU
+#      runtime: no split for every shape case, split OFF / ON / AUTO / HYBRID for the split cases)
 #   3. end-to-end checks with mini-chat on stories260K: greedy output identical with no split,
 #      split OFF, ON, AUTO and HYBRID; GPU KV bytes shrink by the split and host bytes appear;
 #      --neo-pipeline off with no split byte-identical to no split; ON and HYBRID report overlapped
@@ -76,6 +76,11 @@ for f in wide narrow S=1 generic; do
     if [ "$n" -gt 0 ] && [ "$bad" -eq 0 ]; then r=PASS; else r=FAIL; fi
     row "  forced plan [$f]" $r "$n cases ok, $bad failed"
 done
+# device-side lengths: eager calls with len, append + attend captured into a graph and replayed
+n=$(grep -c '^graph .* ok$' "$OUT/test_cuda_ops.log")
+bad=$(grep -c '^graph .* FAIL$' "$OUT/test_cuda_ops.log")
+if [ "$n" -gt 0 ] && [ "$bad" -eq 0 ]; then r=PASS; else r=FAIL; fi
+row "  device-side lengths, graph replays" $r "$n cases ok, $bad failed"
 if NEO_MODEL_DIR=$DIR timeout 300 ./$B/cuda/test_ref >"$OUT/test_ref.log" 2>&1 &&
    NEO_TEST_CUDA_THREADS=1 NEO_TEST_ONLY_SPLIT=4 timeout 300 ./$B/cuda/test_ref >"$OUT/test_ref_split.log" 2>&1; then r=PASS; else r=FAIL; fi
 row "API suite on the GPU (test_ref)" $r "$(grep 'cuda ' "$OUT/test_ref.log" | sed 's/test_ref: *//')"

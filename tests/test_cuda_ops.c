@@ -22,7 +22,9 @@
    API.md on the stored (rounded) K/V, with outputs poisoned (NaN) before every call, the heads
    and cells outside the attended range poisoned in the inputs (so reading them would show), the
    untouched outputs checked to keep their poison, and every case run twice and compared
-   bitwise. Append is checked bit for bit against round-to-nearest-even on the host; the decode
+   bitwise. Device-side lengths ("graph" rows): an append (row0 = -1) and an attend (len set)
+   captured into a CUDA graph and replayed, each replay against float64 at the length it reaches,
+   past n_ctx too, and set_length. Append is checked bit for bit against round-to-nearest-even on the host; the decode
    loop's matvec (each epilogue, with and without its rmsnorm) against float64 (< 1e-5). Inputs are seeded (NEO_TEST_SEED=N). */
 #include "neo_attn.h"
 
@@ -69,10 +71,12 @@ static struct {
     int  (*wait)(void *, int, int);
     int  (*event_sync)(void *, int);
     int  (*stream_sync)(void *, int);
+    int  (*capturing)(void *, int, unsigned long long *);
     int  (*launch_async)(void *);
     int  (*append)(void *, const neo__append_args *, int);
     int  (*attend)(void *, const neo__attn_args *, int);
     int  (*merge)(void *, const neo__merge_args *, int);
+    int  (*set_length)(void *, int *, int, int);
     int  (*matvec)(void *, const neo__matvec_args *, int);
     int  (*argmax)(void *, int *, const float *, int, int);
 } OPS;
@@ -91,6 +95,7 @@ static int get_ops(void) {
     OPS.init = m.init, OPS.release = m.release, OPS.dev_alloc = m.dev_alloc, OPS.dev_free = m.dev_free;
     OPS.host_alloc = m.host_alloc, OPS.host_free = m.host_free, OPS.copy = m.copy, OPS.copy2d = m.copy2d;
     OPS.record = m.record, OPS.wait = m.wait, OPS.event_sync = m.event_sync, OPS.stream_sync = m.stream_sync;
+    OPS.capturing = m.capturing, OPS.set_length = a.set_length;
     OPS.copy_signal = a.copy_signal, OPS.await_copy = a.await_copy, OPS.launch_async = a.launch_async;
     OPS.append = a.append, OPS.attend = a.attend, OPS.merge = a.merge, OPS.matvec = d.matvec, OPS.argmax = d.argmax;
     return NEO_OK;
@@ -1188,6 +1193,357 @@ static void test_batch_capture(void) {
     free(q), free(ref), free(got);
 }
 
+/* =============================================================================================
+   device-side lengths: calls captured into a CUDA graph and replayed
+   ============================================================================================= */
+/* A layer's cache of n_ctx rows, filled eagerly to L0 (append with row0 and len), then one
+   append (row0 = -1) + one attend (len set, c1 = n_ctx) of T tokens captured and replayed k
+   times, fresh K/V rows and queries before each replay, outputs poisoned; kernel / shape force
+   the attend's plan (neo__cu_test_attend), -1 = the planner's. */
+typedef struct gcase {
+    const char *name;
+    int         type, n_head, n_kv, d, dv, T;
+    int         n_ctx, L0, k;
+    int         kernel, shape;
+    float       softcap, alibi;
+    int         sinks;
+} gcase;
+
+/* One case's buffers. The device caches hold n_kv + 1 heads of n_ctx rows, the last a guard
+   that no call may touch; kraw / vraw mirror them byte for byte, kf / vf widened. */
+typedef struct gstate {
+    const gcase   *c;
+    void          *st;
+    cudaStream_t   cs;
+    size_t         es, kh, vh; /* element bytes; elements of one K head, one V head */
+    unsigned char *kraw, *vraw;
+    float         *kf, *vf, *srck, *srcv, *q, *out, *pois, sinks[256], slopes[256];
+    void          *dk, *dv;
+    float         *dsrck, *dsrcv, *dq, *dout, *dsinks, *dslopes;
+    int           *dlen;
+    int            len, full; /* what len[0], len[1] must hold */
+} gstate;
+
+static neo__attn_args g_attn(const gstate *g, int c1, int pos0, const int *len) {
+    const gcase   *c = g->c;
+    neo__attn_args a;
+    memset(&a, 0, sizeof a);
+    a.k = g->dk, a.v = g->dv, a.kv_cells = c->n_ctx, a.h1 = c->n_kv, a.c1 = c1, a.q = g->dq, a.n_tokens = c->T, a.pos0 = pos0;
+    a.out = g->dout, a.sinks = c->sinks ? g->dsinks : NULL, a.slopes = c->alibi > 0 ? g->dslopes : NULL;
+    a.n_head = c->n_head, a.n_head_kv = c->n_kv, a.head_dim = c->d, a.head_dim_v = c->dv, a.kv_type = c->type;
+    a.scale = 1.0f / sqrtf((float)c->d), a.softcap = c->softcap, a.len = len;
+    return a;
+}
+static neo__append_args g_append(const gstate *g, int row0, int n) {
+    const gcase     *c = g->c;
+    neo__append_args a;
+    memset(&a, 0, sizeof a);
+    a.k = g->dk, a.v = g->dv, a.kv_cells = c->n_ctx, a.h1 = c->n_kv, a.row0 = row0, a.src_k = g->dsrck, a.src_v = g->dsrcv;
+    a.n_tokens = n, a.n_head_kv = c->n_kv, a.head_dim = c->d, a.head_dim_v = c->dv, a.kv_type = c->type, a.len = g->dlen;
+    return a;
+}
+/* n tokens of fresh K/V rows and T tokens of fresh queries, uploaded; the outputs poisoned */
+static void g_fresh(gstate *g, int n) {
+    const gcase *c = g->c;
+    fill_normal(g->srck, (size_t)n * c->n_kv * c->d), fill_normal(g->srcv, (size_t)n * c->n_kv * c->dv);
+    for (size_t i = 0; i < (size_t)c->T * c->n_head * c->d; i++) g->q[i] = 1.5f * rng_normal();
+    up(g->dsrck, g->srck, (size_t)n * c->n_kv * c->d * 4), up(g->dsrcv, g->srcv, (size_t)n * c->n_kv * c->dv * 4);
+    up(g->dq, g->q, (size_t)c->T * c->n_head * c->d * 4);
+    up(g->dout, g->pois, (size_t)c->T * c->n_head * c->dv * 4);
+}
+/* the host mirror of n rows from g->srck / srcv written at row0 */
+static void g_mirror(gstate *g, int row0, int n) {
+    const gcase *c = g->c;
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < c->n_kv; h++) {
+            const size_t kb = h * g->kh + (size_t)(row0 + t) * c->d, vb = h * g->vh + (size_t)(row0 + t) * c->dv;
+            for (int j = 0; j < c->d; j++) g->kf[kb + j] = store_t(g->kraw, kb + j, c->type, g->srck[((size_t)t * c->n_kv + h) * c->d + j]);
+            for (int j = 0; j < c->dv; j++) g->vf[vb + j] = store_t(g->vraw, vb + j, c->type, g->srcv[((size_t)t * c->n_kv + h) * c->dv + j]);
+        }
+}
+/* out (downloaded into g->out) against float64 at length L: token t at position L - T + t sees
+   cells [0, L - T + t]; the relative L2 error, inf when an output is not finite */
+static double g_err(gstate *g, int L) {
+    const gcase *c = g->c;
+    const int    G = c->n_head / c->n_kv;
+    double       num = 0, den = 0, *w = (double *)xmalloc((size_t)L * 8), *acc = (double *)xmalloc((size_t)c->dv * 8);
+    down(g->out, g->dout, (size_t)c->T * c->n_head * c->dv * 4);
+    for (int t = 0; t < c->T; t++)
+        for (int h = 0; h < c->n_head; h++) {
+            const int    pos = L - c->T + t, hs = h / G;
+            const float *qh = g->q + ((size_t)t * c->n_head + h) * c->d, *o = g->out + ((size_t)t * c->n_head + h) * c->dv;
+            double       M = c->sinks ? (double)g->sinks[h] : -INFINITY, l;
+            for (int x = 0; x <= pos; x++) {
+                double dot = 0;
+                for (int j = 0; j < c->d; j++) dot += (double)qh[j] * (double)g->kf[hs * g->kh + (size_t)x * c->d + j];
+                double v = (double)(1.0f / sqrtf((float)c->d)) * dot;
+                if (c->softcap > 0) v = (double)c->softcap * tanh(v / (double)c->softcap);
+                if (c->alibi > 0) v -= (double)g->slopes[h] * (double)(pos - x);
+                w[x] = v;
+                M = v > M ? v : M;
+            }
+            l = c->sinks ? exp((double)g->sinks[h] - M) : 0.0;
+            for (int j = 0; j < c->dv; j++) acc[j] = 0;
+            for (int x = 0; x <= pos; x++) {
+                const double p = exp(w[x] - M);
+                l += p;
+                for (int j = 0; j < c->dv; j++) acc[j] += p * (double)g->vf[hs * g->vh + (size_t)x * c->dv + j];
+            }
+            for (int j = 0; j < c->dv; j++) {
+                const double r = l > 0 ? acc[j] / l : 0.0;
+                if (!isfinite(o[j])) num = INFINITY;
+                num += (o[j] - r) * (o[j] - r);
+                den += r * r;
+            }
+        }
+    free(w), free(acc);
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+/* 1 when the device's len[2] holds what the host expects */
+static int g_len_ok(gstate *g) {
+    int dl[2] = {-7, -7};
+    down(dl, g->dlen, sizeof dl);
+    CHECK(dl[0] == g->len && dl[1] == g->full, "graph %s: len = {%d, %d}, want {%d, %d}", g->c->name, dl[0], dl[1], g->len, g->full);
+    return dl[0] == g->len && dl[1] == g->full;
+}
+
+static void g_setup(gstate *g, const gcase *c) {
+    memset(g, 0, sizeof *g);
+    g->c = c;
+    g->es = tsize(c->type), g->kh = (size_t)c->n_ctx * c->d, g->vh = (size_t)c->n_ctx * c->dv;
+    const size_t ke = (size_t)(c->n_kv + 1) * g->kh, ve = (size_t)(c->n_kv + 1) * g->vh, nsrc = (size_t)(c->L0 > c->T ? c->L0 : c->T);
+    const size_t qe = (size_t)c->T * c->n_head * c->d, oe = (size_t)c->T * c->n_head * c->dv;
+    g->kraw = (unsigned char *)xmalloc(ke * g->es), g->vraw = (unsigned char *)xmalloc(ve * g->es);
+    g->kf = (float *)xmalloc(ke * 4), g->vf = (float *)xmalloc(ve * 4);
+    for (size_t i = 0; i < ke; i++) poison_t(g->kraw, i, c->type), g->kf[i] = NAN;
+    for (size_t i = 0; i < ve; i++) poison_t(g->vraw, i, c->type), g->vf[i] = NAN;
+    g->srck = (float *)xmalloc(nsrc * c->n_kv * c->d * 4), g->srcv = (float *)xmalloc(nsrc * c->n_kv * c->dv * 4);
+    g->q = (float *)xmalloc(qe * 4), g->out = (float *)xmalloc(oe * 4), g->pois = (float *)xmalloc(oe * 4);
+    fill_poison(g->pois, oe);
+    for (int h = 0; h < c->n_head && h < 256; h++) g->sinks[h] = 2.0f * rng_normal(), g->slopes[h] = alibi_slope(h, c->n_head, c->alibi);
+    g->dk = dalloc(ke * g->es), g->dv = dalloc(ve * g->es);
+    g->dsrck = (float *)dalloc(nsrc * c->n_kv * c->d * 4), g->dsrcv = (float *)dalloc(nsrc * c->n_kv * c->dv * 4);
+    g->dq = (float *)dalloc(qe * 4), g->dout = (float *)dalloc(oe * 4), g->dlen = (int *)dalloc(2 * sizeof(int));
+    g->dsinks = (float *)dalloc(sizeof g->sinks), g->dslopes = (float *)dalloc(sizeof g->slopes);
+    up(g->dk, g->kraw, ke * g->es), up(g->dv, g->vraw, ve * g->es);
+    up(g->dsinks, g->sinks, sizeof g->sinks), up(g->dslopes, g->slopes, sizeof g->slopes);
+    if (cudaStreamCreateWithFlags(&g->cs, cudaStreamNonBlocking) != cudaSuccess || OPS.init(0, g->cs, &g->st, NULL, 0) != NEO_OK) {
+        fprintf(stderr, "graph %s: stream or runtime init failed\n", c->name);
+        exit(2);
+    }
+}
+static void g_free(gstate *g) {
+    OPS.release(g->st);
+    cudaStreamDestroy(g->cs);
+    void *d[] = {g->dk, g->dv, g->dsrck, g->dsrcv, g->dq, g->dout, g->dlen, g->dsinks, g->dslopes};
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++) OPS.dev_free(ST, d[i]);
+    free(g->kraw), free(g->vraw), free(g->kf), free(g->vf), free(g->srck), free(g->srcv), free(g->q), free(g->out), free(g->pois);
+}
+
+/* Eager calls with len set: the fill to L0 (append with row0 = 0 stores len[0] = L0), then an
+   attend with len (c1 = n_ctx, pos0 left wrong on purpose: it must not be read) against float64
+   and against the eager attend of [0, L0): within the tolerance under the plan's own split
+   count, bitwise with one split forced, and with two when both ranges hold enough cells for two.
+   Returns 0 when the forced plan cannot serve the case (*skip), else the worst error. */
+static double g_eager(gstate *g, int *ok, int *bits, int *skip) {
+    const gcase *c = g->c;
+    double       worst = 0;
+    int          s = OPS.set_length(g->st, g->dlen, 0, NEO__STREAM_MAIN);
+    g_fresh(g, c->L0);
+    neo__append_args ap = g_append(g, 0, c->L0);
+    s |= OPS.append(g->st, &ap, NEO__STREAM_MAIN) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
+    g_mirror(g, 0, c->L0);
+    g->len = c->L0;
+    *ok = s == NEO_OK && g_len_ok(g);
+    *bits = 1;
+    CHECK(s == NEO_OK, "graph %s: eager fill status %d", c->name, s);
+    const int ms[3] = {0, 1, 2};
+    for (int i = 0; i < (c->L0 >= 400 ? 3 : 2); i++) {
+        const neo__attn_args al = g_attn(g, c->n_ctx, -12345, g->dlen), ae = g_attn(g, c->L0, c->L0 - c->T, NULL);
+        float *o1 = (float *)xmalloc((size_t)c->T * c->n_head * c->dv * 4);
+        up(g->dout, g->pois, (size_t)c->T * c->n_head * c->dv * 4);
+        s = neo__cu_test_attend(g->st, &al, NEO__STREAM_MAIN, c->kernel, c->shape, ms[i]);
+        if (s == NEO_ERR_UNSUPPORTED && i == 0) {
+            *skip = 1;
+            free(o1);
+            return 0;
+        }
+        s |= OPS.stream_sync(g->st, NEO__STREAM_MAIN);
+        const double e1 = g_err(g, c->L0);
+        memcpy(o1, g->out, (size_t)c->T * c->n_head * c->dv * 4);
+        up(g->dout, g->pois, (size_t)c->T * c->n_head * c->dv * 4);
+        s |= neo__cu_test_attend(g->st, &ae, NEO__STREAM_MAIN, c->kernel, c->shape, ms[i]) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
+        const double e2 = g_err(g, c->L0);
+        const int    same = !memcmp(o1, g->out, (size_t)c->T * c->n_head * c->dv * 4);
+        worst = e1 > worst ? e1 : worst;
+        *ok &= s == NEO_OK && e1 < ATT_TOL && e2 < ATT_TOL;
+        if (ms[i]) *bits &= same;
+        CHECK(s == NEO_OK && e1 < ATT_TOL && e2 < ATT_TOL, "graph %s: eager max_splits %d: status %d, err len %.3g, c1 %.3g", c->name, ms[i], s, e1, e2);
+        CHECK(!ms[i] || same, "graph %s: eager attend with len differs from c1 = len, %d split(s) forced", c->name, ms[i]);
+        free(o1);
+    }
+    return worst;
+}
+
+/* One replay of ge: fresh rows and queries, the host's model of the append (rows at len, or
+   nothing and the full flag), the device's len and the output against float64. */
+static double g_replay(gstate *g, cudaGraphExec_t ge, int *ok) {
+    const gcase *c = g->c;
+    g_fresh(g, c->T);
+    const int s = cudaGraphLaunch(ge, g->cs) == cudaSuccess && cudaStreamSynchronize(g->cs) == cudaSuccess;
+    CHECK(s, "graph %s: replay failed", c->name);
+    if (g->len + c->T <= c->n_ctx) {
+        g_mirror(g, g->len, c->T);
+        g->len += c->T;
+    } else g->full = 1;
+    const double e = g_err(g, g->len);
+    *ok &= s && g_len_ok(g) && e < ATT_TOL;
+    CHECK(e < ATT_TOL, "graph %s: replay at length %d: err %.3g", c->name, g->len, e);
+    return e;
+}
+
+/* An eager prefill attend of 1024 tokens on the graph's stream under the generic kernel, whose
+   split partials (each split [1024 G][dv + 2] floats a KV head, megabytes) outgrow the stream's
+   buffer, which a decode plan sizes below that: the graph's buffer must stay alive (retired, not
+   freed) for later replays, which compute-sanitizer's memcheck would otherwise see use freed
+   memory. */
+static int g_grow_work(gstate *g) {
+    const gcase   *c = g->c;
+    const int      T = 1024;
+    const size_t   qe = (size_t)T * c->n_head * c->d, oe = (size_t)T * c->n_head * c->dv;
+    float         *q0 = (float *)xmalloc(qe * 4), *dq2 = (float *)dalloc(qe * 4), *dout2 = (float *)dalloc(oe * 4);
+    neo__attn_args a = g_attn(g, g->len, g->len - 1, NULL);
+    memset(q0, 0, qe * 4);
+    up(dq2, q0, qe * 4);
+    a.q = dq2, a.out = dout2, a.n_tokens = T;
+    const int s = neo__cu_test_attend(g->st, &a, NEO__STREAM_MAIN, 2, -1, 0) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
+    CHECK(s == NEO_OK, "graph %s: eager prefill between replays: status %d", c->name, s);
+    OPS.dev_free(ST, dq2), OPS.dev_free(ST, dout2);
+    free(q0);
+    return s == NEO_OK;
+}
+
+/* The captured append + attend replayed k times (past n_ctx when L0 + k T passes it: then no
+   row is written, len[1] = 1, and the attend still sees the n_ctx cells), then an eager prefill
+   that grows the stream's partial buffer (g_grow_work), a captured set_length truncating to
+   about half, and one more replay over the shorter cache and its new row; the whole caches, the
+   guard head included, equal the host's mirror at the end. */
+static double g_graphs(gstate *g, int *ok) {
+    const gcase     *c = g->c;
+    cudaGraph_t      gr = NULL, gr2 = NULL;
+    cudaGraphExec_t  ge = NULL, ge2 = NULL;
+    double           worst = 0;
+    neo__append_args ap = g_append(g, -1, c->T);
+    neo__attn_args   al = g_attn(g, c->n_ctx, -12345, g->dlen);
+    int              s = cudaStreamBeginCapture(g->cs, cudaStreamCaptureModeThreadLocal) == cudaSuccess ? NEO_OK : -1;
+    const int        cap = OPS.capturing(g->st, NEO__STREAM_MAIN, NULL), cap2 = OPS.capturing(g->st, NEO__STREAM_COPY, NULL);
+    s |= OPS.append(g->st, &ap, NEO__STREAM_MAIN) | neo__cu_test_attend(g->st, &al, NEO__STREAM_MAIN, c->kernel, c->shape, 0);
+    if (cudaStreamEndCapture(g->cs, &gr) != cudaSuccess || cudaGraphInstantiate(&ge, gr, 0) != cudaSuccess) s |= -1;
+    *ok = s == NEO_OK && cap == 1 && cap2 == 0 && OPS.capturing(g->st, NEO__STREAM_MAIN, NULL) == 0;
+    CHECK(*ok, "graph %s: capture: status %d, capturing %d / %d (MAIN / COPY)", c->name, s, cap, cap2);
+    for (int i = 0; i < c->k && *ok; i++) {
+        const double e = g_replay(g, ge, ok);
+        worst = e > worst ? e : worst;
+    }
+    *ok &= g_grow_work(g);
+    const int half = g->len / 2 > c->T ? g->len / 2 : c->T;
+    s = cudaStreamBeginCapture(g->cs, cudaStreamCaptureModeThreadLocal) == cudaSuccess ? NEO_OK : -1;
+    s |= OPS.set_length(g->st, g->dlen, half - c->T, NEO__STREAM_MAIN);
+    if (cudaStreamEndCapture(g->cs, &gr2) != cudaSuccess || cudaGraphInstantiate(&ge2, gr2, 0) != cudaSuccess) s |= -1;
+    if (s == NEO_OK && cudaGraphLaunch(ge2, g->cs) == cudaSuccess && cudaStreamSynchronize(g->cs) == cudaSuccess) {
+        g->len = half - c->T, g->full = 0;
+        *ok &= g_len_ok(g);
+        const double e = g_replay(g, ge, ok);
+        worst = e > worst ? e : worst;
+    } else *ok = 0;
+    CHECK(s == NEO_OK, "graph %s: captured set_length: status %d", c->name, s);
+    const size_t kb = (size_t)(c->n_kv + 1) * g->kh * g->es, vb = (size_t)(c->n_kv + 1) * g->vh * g->es;
+    unsigned char *hk = (unsigned char *)xmalloc(kb), *hv = (unsigned char *)xmalloc(vb);
+    down(hk, g->dk, kb), down(hv, g->dv, vb);
+    const int same = !memcmp(hk, g->kraw, kb) && !memcmp(hv, g->vraw, vb);
+    CHECK(same, "graph %s: the caches differ from the appends' rows (a row written past n_ctx or at a wrong length?)", c->name);
+    *ok &= same;
+    free(hk), free(hv);
+    if (ge) cudaGraphExecDestroy(ge);
+    if (ge2) cudaGraphExecDestroy(ge2);
+    if (gr) cudaGraphDestroy(gr);
+    if (gr2) cudaGraphDestroy(gr2);
+    (void)cudaGetLastError();
+    return worst;
+}
+
+static void test_graph_len(const gcase *c) {
+    gstate g;
+    int    ok = 0, bits = 0, skip = 0, ok2 = 0;
+    char   shape[96], name[64];
+    g_setup(&g, c);
+    const double e1 = g_eager(&g, &ok, &bits, &skip);
+    snprintf(shape, sizeof shape, "%-4s d%d/%d g%d kv%d t%d n_ctx %d L0 %d%s%s%s", tname(c->type), c->d, c->dv, c->n_head / c->n_kv,
+             c->n_kv, c->T, c->n_ctx, c->L0, c->softcap > 0 ? " cap" : "", c->alibi > 0 ? " alibi" : "", c->sinks ? " sink" : "");
+    if (skip) { /* the forced block shape does not fit this GPU */
+        printf("graph %s: the forced plan does not fit this GPU\n", c->name);
+        g_free(&g);
+        return;
+    }
+    snprintf(name, sizeof name, "graph eager %s", c->name);
+    add_result(name, shape, e1, bits, ok && bits);
+    printf("%-28s %-58s err %.2e det %d %s\n", name, shape, e1, bits, ok && bits ? "ok" : "FAIL");
+    const double e2 = g_graphs(&g, &ok2);
+    snprintf(name, sizeof name, "graph replay %s", c->name);
+    snprintf(shape, sizeof shape, "%-4s d%d/%d t%d %d replays %d..%d of %d%s, set_length", tname(c->type), c->d, c->dv, c->T, c->k,
+             c->L0, c->L0 + c->k * c->T, c->n_ctx, g.full ? " (full)" : "");
+    add_result(name, shape, e2, -1, ok2);
+    printf("%-28s %-58s err %.2e %s\n", name, shape, e2, ok2 ? "ok" : "FAIL");
+    fflush(stdout);
+    g_free(&g);
+}
+
+/* bad arguments of the device-side lengths are statuses */
+static void test_graph_args(void) {
+    int             *dlen = (int *)dalloc(2 * sizeof(int));
+    void            *dk = dalloc(4 * 16 * 8 * 2), *src = dalloc(4 * 8 * 4);
+    neo__append_args a;
+    memset(&a, 0, sizeof a);
+    a.k = a.v = dk, a.kv_cells = 16, a.h1 = 4, a.row0 = -1, a.src_k = a.src_v = (const float *)src, a.n_tokens = 1, a.n_head_kv = 4;
+    a.head_dim = a.head_dim_v = 8, a.kv_type = NEO_TYPE_F16;
+    const int s1 = OPS.append(ST, &a, NEO__STREAM_MAIN); /* row0 = -1 without len */
+    a.row0 = -2, a.len = dlen;
+    const int s2 = OPS.append(ST, &a, NEO__STREAM_MAIN);
+    const int s3 = OPS.set_length(ST, dlen, -1, NEO__STREAM_MAIN), s4 = OPS.set_length(ST, NULL, 0, NEO__STREAM_MAIN);
+    const int s5 = OPS.capturing(ST, NEO__STREAM_MAIN, NULL), s6 = OPS.capturing(ST, 7, NULL);
+    const int ok = s1 == NEO_ERR_INVALID_ARG && s2 == NEO_ERR_INVALID_ARG && s3 == NEO_ERR_INVALID_ARG && s4 == NEO_ERR_INVALID_ARG &&
+                   s5 == 0 && s6 == 0;
+    CHECK(ok, "graph args: %d %d %d %d capturing %d %d", s1, s2, s3, s4, s5, s6);
+    add_result("graph bad args", "row0 -1 without len, row0 -2, set_length -1 / NULL", -1, -1, ok);
+    printf("%-28s %-58s %s\n", "graph bad args", "row0 -1 without len, row0 -2, set_length -1 / NULL", ok ? "ok" : "FAIL");
+    OPS.dev_free(ST, dlen), OPS.dev_free(ST, dk), OPS.dev_free(ST, src);
+}
+
+static const gcase gcases_full[] = {
+    /* the tensor-core kernel, wide and narrow, across split and tile boundaries from 1000 */
+    {"f16 d128 wide", F16, 32, 8, 128, 128, 1, 2048, 1000, 40, 0, 0, 0, 0, 0},
+    {"f16 d128 narrow sinks", F16, 32, 8, 128, 128, 1, 2048, 1000, 40, 0, 1, 0, 0, 1},
+    {"bf16 d64 g7 all", BF16, 14, 2, 64, 64, 1, 1024, 1, 40, -1, -1, 3.0f, 4.0f, 1},
+    {"f16 d256 t3", F16, 16, 4, 256, 256, 3, 1024, 500, 20, -1, -1, 0, 4.0f, 0},
+    /* the CUDA-core float32 kernel and the generic one */
+    {"f32 d128 fast sinks", F32, 32, 8, 128, 128, 1, 2048, 1000, 40, 1, -1, 0, 0, 1},
+    {"f32 d64 fast from 1", F32, 8, 2, 64, 64, 1, 512, 1, 40, -1, -1, 2.0f, 0, 0},
+    {"f16 d96 generic", F16, 8, 2, 96, 96, 1, 2048, 1000, 40, -1, -1, 3.0f, 0, 1},
+    {"bf16 d128/64 generic", BF16, 8, 2, 128, 64, 1, 1024, 1, 40, -1, -1, 0, 4.0f, 0},
+    {"f16 d128 generic t2", F16, 8, 2, 128, 128, 2, 1024, 300, 20, 2, -1, 0, 0, 1},
+    /* past n_ctx: full + 3 more replays */
+    {"full f16 d128", F16, 32, 8, 128, 128, 1, 64, 60, 7, -1, -1, 0, 0, 1},
+    {"full bf16 d100/72", BF16, 8, 2, 100, 72, 1, 64, 62, 5, -1, -1, 0, 4.0f, 0},
+    {"full f32 d64 t2", F32, 8, 2, 64, 64, 2, 64, 58, 6, -1, -1, 0, 0, 0},
+};
+static const gcase gcases_quick[] = {
+    {"f16 d128 wide", F16, 32, 8, 128, 128, 1, 1024, 500, 12, 0, 0, 0, 0, 0},
+    {"bf16 d64 g7 all", BF16, 14, 2, 64, 64, 1, 256, 1, 12, -1, -1, 3.0f, 4.0f, 1},
+    {"f32 d128 fast", F32, 8, 2, 128, 128, 1, 512, 200, 12, 1, -1, 0, 0, 1},
+    {"f16 d96 generic", F16, 8, 2, 96, 96, 1, 256, 1, 12, -1, -1, 0, 0, 0},
+    {"full f16 d128", F16, 32, 8, 128, 128, 1, 64, 60, 7, -1, -1, 0, 0, 1},
+};
+
 /* attend on MAIN and COPY at once (each has its own partial buffer and arrival counters): every
    output bitwise equal to the same call run alone */
 static void test_two_streams(int ctx) {
@@ -1778,7 +2134,8 @@ int main(int argc, char **argv) {
     CHECK(s == NEO_OK, "get_ops gave %d", s);
     const int all = OPS.init && OPS.release && OPS.dev_alloc && OPS.dev_free && OPS.host_alloc && OPS.host_free && OPS.copy &&
                     OPS.copy2d && OPS.copy_signal && OPS.await_copy && OPS.record && OPS.wait && OPS.event_sync &&
-                    OPS.stream_sync && OPS.launch_async && OPS.append && OPS.attend && OPS.merge && OPS.matvec && OPS.argmax;
+                    OPS.stream_sync && OPS.capturing && OPS.launch_async && OPS.append && OPS.attend && OPS.merge &&
+                    OPS.set_length && OPS.matvec && OPS.argmax;
     CHECK(all, "an ops entry is NULL");
     add_result("abi", "wrong versions -> UNSUPPORTED, every entry set", -1, -1, s == NEO_OK && all);
     if (s != NEO_OK) return 1;
@@ -1864,6 +2221,11 @@ int main(int argc, char **argv) {
         test_batch(NEO_TYPE_F16, 256, 8, 4, 6, 3000, -1, 0);
     }
     test_batch_capture();
+    /* device-side lengths: eager calls with len, then append + attend captured and replayed */
+    test_graph_args();
+    const gcase *gc = quick ? gcases_quick : gcases_full;
+    const size_t n_gc = quick ? sizeof gcases_quick / sizeof *gcases_quick : sizeof gcases_full / sizeof *gcases_full;
+    for (size_t i = 0; i < n_gc; i++) test_graph_len(&gc[i]);
     test_two_streams(quick ? 2048 : 32768);
 
     OPS.release(ST);
