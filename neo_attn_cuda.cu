@@ -1861,6 +1861,33 @@ static __device__ unsigned neo__ld_acquire_sys(const unsigned *p) {
 static __device__ void neo__st_release_sys(unsigned *p, unsigned v) {
     asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+/* Rows of w floats from src (every sp) to dst (every dp) by the block: side by side, wpr warps a
+   row (all of them for one row), so that a batch's many rows cost a few round trips over PCIe,
+   not one each. CV: src is pinned host memory the host rewrote since the last call (.cv loads). */
+template <bool CV>
+__device__ __forceinline__ void neo__rows_copy(float *__restrict__ dst, size_t dp, const float *__restrict__ src, size_t sp, size_t w,
+                                               size_t rows) {
+    const unsigned nw = blockDim.x / 32, warp = threadIdx.x / 32, wpr = rows >= nw || !rows ? 1 : nw / (unsigned)rows;
+    const unsigned tpr = wpr * 32, t = (warp % wpr) * 32 + (threadIdx.x & 31);
+    for (size_t r = warp / wpr; r < rows; r += nw / wpr) {
+        const float *s = src + r * sp;
+        float       *d = dst + r * dp;
+        for (size_t c0 = t; c0 < w; c0 += 8 * (size_t)tpr) {
+            float v[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) { /* all eight loads issued before any store: one round trip */
+                const size_t c = c0 + (size_t)k * tpr;
+                v[k] = c < w ? (CV ? __ldcv(s + c) : s[c]) : 0.0f;
+            }
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const size_t c = c0 + (size_t)k * tpr;
+                if (c < w) d[c] = v[k];
+            }
+        }
+    }
+}
+
 template <bool AWAIT>
 __global__ void __launch_bounds__(1024) neo__handoff_kernel(float *__restrict__ dst, size_t dp, const float *__restrict__ src,
                                                             size_t sp, size_t w, size_t rows, unsigned *flag, unsigned seq) {
@@ -1873,31 +1900,39 @@ __global__ void __launch_bounds__(1024) neo__handoff_kernel(float *__restrict__ 
             while (neo__ld_acquire_sys(flag) != seq) {}
         __syncthreads();
     }
-    /* Rows side by side: wpr warps a row (all of them for one row), so that a batch's many rows
-       cost a few round trips over PCIe, not one each. */
-    const unsigned nw = blockDim.x / 32, warp = threadIdx.x / 32, wpr = rows >= nw || !rows ? 1 : nw / (unsigned)rows;
-    const unsigned tpr = wpr * 32, t = (warp % wpr) * 32 + (threadIdx.x & 31);
-    for (size_t r = warp / wpr; r < rows; r += nw / wpr) {
-        const float *s = src + r * sp;
-        float       *d = dst + r * dp;
-        for (size_t c0 = t; c0 < w; c0 += 8 * (size_t)tpr) {
-            float v[8];
-#pragma unroll
-            for (int k = 0; k < 8; k++) { /* all eight loads issued before any store: one round trip */
-                const size_t c = c0 + (size_t)k * tpr;
-                v[k] = c < w ? (AWAIT ? __ldcv(s + c) : s[c]) : 0.0f; /* .cv: the host rewrote it since the last call */
-            }
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const size_t c = c0 + (size_t)k * tpr;
-                if (c < w) d[c] = v[k];
-            }
-        }
-    }
+    neo__rows_copy<AWAIT>(dst, dp, src, sp, w, rows);
     if (!AWAIT) {
         __threadfence_system(); /* each thread's rows reach host memory before the flag */
         __syncthreads();
         if (threadIdx.x == 0) neo__st_release_sys(flag, seq);
+    }
+}
+
+/* The handoff inside a graph (neo__dev_attn.ring / answer): the replay's number is the bell's
+   own count, which only these kernels write, in stream order. RING: count + 1, the rows, the
+   length, then the ring once all of it is visible to the host. ANSWER: waits for the host's
+   answer to this count, then the rows. */
+template <bool RING>
+__global__ void __launch_bounds__(1024) neo__bell_kernel(float *__restrict__ dst, size_t dp, const float *__restrict__ src, size_t sp,
+                                                         size_t w, size_t rows, unsigned *bell, const int *len) {
+    __shared__ unsigned s_seq;
+    neo__pdl_trigger();
+    if (threadIdx.x == 0) {
+        const unsigned seq = neo__ld_acquire_sys(bell + NEO__BELL_SEQ) + (RING ? 1u : 0u);
+        if (!RING)
+            while (neo__ld_acquire_sys(bell + NEO__BELL_DONE) != seq) {}
+        s_seq = seq;
+    }
+    __syncthreads();
+    neo__rows_copy<!RING>(dst, dp, src, sp, w, rows);
+    if (RING) {
+        if (threadIdx.x == 0) bell[NEO__BELL_LEN] = (unsigned)*len;
+        __threadfence_system(); /* the rows and the length reach host memory before the ring */
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            bell[NEO__BELL_SEQ] = s_seq;
+            neo__st_release_sys(bell + NEO__BELL_RING, s_seq);
+        }
     }
 }
 
@@ -2108,8 +2143,13 @@ static int neo__cu_host_alloc(void *state, void **ptr, size_t bytes) {
     *ptr = NULL;
     if (!bytes) return NEO_OK;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    /* with unified addressing (every sm_90 system) kernels use the same pointer: the handoff does */
+    /* with unified addressing (every sm_90 system) kernels use the same pointer: the handoff does.
+       Relaxed for this thread: a captured call's handoff (a bell) is made while its stream is
+       being captured, which a stricter mode would end at this call. */
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t e = cudaHostAlloc(ptr, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     if (e == cudaSuccess) return NEO_OK;
     *ptr = NULL;
     (void)cudaGetLastError();
@@ -2170,6 +2210,39 @@ static int neo__cu_copy_signal(void *state, void *dst, size_t dst_pitch, const v
 static int neo__cu_await_copy(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
                               size_t rows, const unsigned *flag, unsigned seq, int stream) {
     return neo__cu_handoff(state, dst, dst_pitch, src, src_pitch, width, rows, (unsigned *)flag, seq, stream, true);
+}
+/* ring and answer (neo__dev_attn): the handoff's checks, without the refusal under capture
+   (graphs are where they belong) */
+static int neo__cu_bell(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows,
+                        unsigned *bell, const int *len, int stream, bool ring) {
+    int          ok;
+    cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
+    if (!ok || !bell || (uintptr_t)bell % 4 || (ring && (!len || (uintptr_t)len % 4))) return NEO_ERR_INVALID_ARG;
+    if (width && rows && (!dst || !src || dst_pitch < width || src_pitch < width)) return NEO_ERR_INVALID_ARG;
+    if ((width | dst_pitch | src_pitch) % 4 || (uintptr_t)dst % 4 || (uintptr_t)src % 4) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    if (!width) rows = 0;
+    if (ring)
+        neo__bell_kernel<true><<<1, 1024, 0, s>>>((float *)dst, dst_pitch / 4, (const float *)src, src_pitch / 4, width / 4, rows, bell, len);
+    else
+        neo__bell_kernel<false><<<1, 1024, 0, s>>>((float *)dst, dst_pitch / 4, (const float *)src, src_pitch / 4, width / 4, rows, bell, len);
+    return neo__cu_launched();
+}
+static int neo__cu_ring(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows,
+                        unsigned *bell, const int *len, int stream) {
+    return neo__cu_bell(state, dst, dst_pitch, src, src_pitch, width, rows, bell, len, stream, true);
+}
+static int neo__cu_answer(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows,
+                          unsigned *bell, int stream) {
+    return neo__cu_bell(state, dst, dst_pitch, src, src_pitch, width, rows, bell, NULL, stream, false);
+}
+/* fn(arg) on CUDA's host thread once the stream reaches it (a graph's host node when captured) */
+static int neo__cu_host_fn(void *state, void (*fn)(void *), void *arg, int stream) {
+    int          ok;
+    cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
+    if (!ok || !fn) return NEO_ERR_INVALID_ARG;
+    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    return cudaLaunchHostFunc(s, fn, arg) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
 }
 static int neo__cu_merge_states(void *state, const neo__merge_args *m, int stream) {
     int          ok;
@@ -3054,6 +3127,9 @@ extern "C" int neo__cuda_get_attn(int abi_version, neo__dev_attn *t) {
     t->launch_async = neo__cu_launch_async;
     t->attend_batch = neo__cu_attend_batch;
     t->merge = neo__cu_merge_states;
+    t->ring = neo__cu_ring;
+    t->answer = neo__cu_answer;
+    t->host_fn = neo__cu_host_fn;
     t->set_length = neo__cu_set_length;
     return (int)NEO_OK;
 }
