@@ -46,6 +46,8 @@
        NEO_ATTN_NO_THREADS       0             1 = no pthread pool; every parallel loop runs inline
        NEO_ATTN_NO_SIMD          0             1 = only the portable scalar kernels
        NEO_ATTN_SPIN_US          300           how long idle pool workers spin before sleeping
+       NEO_ATTN_LISTEN_US        2000          how long the listener of captured ON calls spins
+                                               after the last one before sleeping (CUDA GRAPHS)
        NEO_ATTN_STAGE_BYTES      16 MiB        stream-back chunk of a split layer (two are allocated)
        NEO_ATTN_DECODE_HOOK(e,t,th) nothing    a profiler's probe, called by CPU decode task t on
                                                thread th: e = 0 it starts, 1 its chunk is attended,
@@ -221,16 +223,32 @@
    calls would (within the tolerance: the plan is sized for n_ctx, not for one length). Capture
    a step once and replay it for every token. Captured calls change nothing on the host:
    neo_layer_length (and the next eager call) counts replayed appends once neo_runtime_sync has
-   returned, so call it between replays and eager calls on the same layers. A replayed append
+   returned, so call it between replays and eager calls on the same runtime. A replayed append
    that would pass n_ctx writes nothing and its decode attends what is there; the next
    neo_runtime_sync returns NEO_ERR_FULL (and logs which layer). Under capture each layer of a
-   batch append finds out for itself (not all or nothing). Layers with no split, and split
-   layers under OFF (or AUTO once it has chosen OFF), can be captured; a captured split layer's
-   host heads are attended in place, the GPU reading their pinned memory over the bus (a
-   stream-back's chunk count depends on the length, which a graph cannot know). ON, HYBRID and
-   AUTO still measuring need the CPU at call time and refuse, as do calls that wait for the
-   device or allocate (layer and session create, destroy and step, truncate, prefill, moving
-   heads, neo_runtime_sync): NEO_ERR_UNSUPPORTED with a log line, the capture left valid.
+   batch append finds out for itself (not all or nothing), and a batch decode is each layer's
+   own decode. What a capture holds, by pipeline:
+     no split, OFF      kernels only. A captured split layer's host heads are attended in
+                        place, the GPU reading their pinned memory over the bus (a stream-back's
+                        chunk count depends on the length, which a graph cannot know).
+     ON                 the CPU half too, with no host call per layer per replay: the graph
+                        rings a bell in pinned memory (the device counts the replays and writes
+                        the queries and the length there), the runtime's listener thread
+                        attends the host heads on the pool and answers, and the graph's next
+                        kernel waits for the answer and pulls the output up. The listener spins
+                        while bells ring and for NEO_ATTN_LISTEN_US microseconds after the last,
+                        then dozes, looking once a millisecond; each captured step wakes it with
+                        one host function, run on a side branch of the graph so that the wake-up
+                        is off the critical path (a step whose ON layers are further apart than
+                        NEO_ATTN_LISTEN_US finds it dozing: up to a millisecond late).
+                        While such a graph may run, the pool is the listener's: make no other
+                        call on the runtime until neo_runtime_sync (or a sync of the stream).
+     AUTO               as the pipeline it has chosen; still measuring, it refuses.
+     HYBRID             refuses (its split of the cells depends on the length).
+   Calls that wait for the device or allocate (layer and session create, destroy and step,
+   truncate, prefill, moving heads, neo_runtime_sync) refuse on a capturing stream too:
+   NEO_ERR_UNSUPPORTED with a log line, the capture left valid. The decode loop captures its own
+   step with neo_session_desc.graphs.
 
    THREADS AND DETERMINISM
    -----------------------
@@ -3716,13 +3734,14 @@ NEO_ATTN__PRIVATE int neo__hybrid_cut(int len, float share) {
    memory, the runtime's listener thread, which watches every bell, attends them on the pool and
    answers, and the graph's answer op waits for that and pulls the output up. No host call runs
    per layer per replay. The listener spins while bells ring and for NEO_ATTN_LISTEN_US after the
-   last one, then sleeps; the first ON decode of each capture also captures a host function that
-   wakes it, which a replay runs on the COPY stream, joined only before that call's answer (which
-   waits for the listener anyway), so the wake-up is off the critical path.
+   last one, then dozes (neo__listener_main); the first ON decode of each capture also captures a
+   host function that wakes it, which a replay runs on the COPY stream, joined only before that
+   call's answer (which waits for the listener anyway), so the wake-up is off the critical path.
    ============================================================================================= */
 #ifndef NEO_ATTN_LISTEN_US
 #define NEO_ATTN_LISTEN_US 2000
 #endif
+#define NEO__LISTEN_DOZE_US 1000
 
 typedef struct neo__bell {
     neo_layer        *L;      /* or NULL once the layer is gone (the bell is then never rung) */
@@ -3767,25 +3786,42 @@ NEO_ATTN__PRIVATE void neo__bell_serve(neo_runtime *rt, neo__bell *b, unsigned r
 }
 
 #if !NEO_ATTN_NO_THREADS
-/* The listener: asleep until woken, then serving every bell that rings until none has for
-   NEO_ATTN_LISTEN_US. */
+/* One look at every bell, serving those that rang; how many did. */
+NEO_ATTN__PRIVATE int neo__bells_scan(neo_runtime *rt, neo__bells *B) {
+    int served = 0;
+    for (neo__bell *b = __atomic_load_n(&B->list, __ATOMIC_ACQUIRE); b; b = b->next) {
+        unsigned r = __atomic_load_n(&b->word[NEO__BELL_RING], __ATOMIC_ACQUIRE);
+        if (r != b->seen) neo__bell_serve(rt, b, r), served++;
+    }
+    return served;
+}
+
+/* The listener: spinning over the bells from a wake-up until none has rung for
+   NEO_ATTN_LISTEN_US, then dozing: a look every NEO__LISTEN_DOZE_US until woken or a bell has
+   rung. A replay's wake-up comes before its first ring; the dozes make sure that a ring whose
+   wake-up was spent (a step whose ON layers are further apart than NEO_ATTN_LISTEN_US) is still
+   answered, one doze late at worst. */
 NEO_ATTN__PRIVATE void *neo__listener_main(void *arg) {
     neo_runtime *rt = (neo_runtime *)arg;
     neo__bells  *B = rt->bells;
     for (;;) {
+        int woken, quit;
         pthread_mutex_lock(&B->mu);
-        while (!B->wake && !B->quit) pthread_cond_wait(&B->cv, &B->mu);
+        if (!B->wake && !B->quit) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += NEO__LISTEN_DOZE_US * 1000L;
+            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&B->cv, &B->mu, &ts);
+        }
+        woken = B->wake, quit = B->quit;
         B->wake = 0;
         pthread_mutex_unlock(&B->mu);
+        if (quit) return NULL;
+        if (!neo__bells_scan(rt, B) && !woken) continue;
         for (double idle = neo__now_us(); neo__now_us() - idle < NEO_ATTN_LISTEN_US;) {
             if (__atomic_load_n(&B->quit, __ATOMIC_ACQUIRE)) return NULL;
-            for (neo__bell *b = __atomic_load_n(&B->list, __ATOMIC_ACQUIRE); b; b = b->next) {
-                unsigned r = __atomic_load_n(&b->word[NEO__BELL_RING], __ATOMIC_ACQUIRE);
-                if (r != b->seen) {
-                    neo__bell_serve(rt, b, r);
-                    idle = neo__now_us();
-                }
-            }
+            if (neo__bells_scan(rt, B)) idle = neo__now_us();
             neo__cpu_relax();
         }
     }

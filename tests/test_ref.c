@@ -1494,7 +1494,8 @@ static void g_drop(gcap *g) {
 }
 
 /* Under a capture, the calls a graph cannot hold refuse and leave the capture valid; so does the
-   decode of a split layer under AUTO still measuring or HYBRID. */
+   decode of a split layer under AUTO still measuring or HYBRID (and ON in a build without
+   threads: no listener). */
 static void graph_refusals(gcap *g, neo_layer *l, neo_layer *const *split, int n_split, float *dq, float *dout) {
     neo_layer     *made = NULL;
     neo_layer_desc d = shape(4, 2, 64, 0, 64, NEO_TYPE_F16);
@@ -1677,6 +1678,7 @@ static void graph_on(gcap *g) {
     graph_replays(g, &d[3], d[3].n_ctx - 30, 0);
     d[1].gpu_heads = 3;
     graph_replays(g, &d[1], 190, 0);
+#if !NEO_ATTN_NO_THREADS
     /* ON: each replay rings the listener, which attends the host heads on the pool */
     d[0].pipeline = NEO_PIPELINE_ON;
     graph_replays(g, &d[0], 1, 0);
@@ -1685,24 +1687,26 @@ static void graph_on(gcap *g) {
     graph_replays(g, &d[2], 100, 0);
     d[3].pipeline = NEO_PIPELINE_ON; /* every head on the host */
     graph_replays(g, &d[3], d[3].n_ctx - 20, 0);
+#endif
     graph_batch(g);
     {
-        neo_layer     *l = NULL, *split[2] = {NULL, NULL};
+        neo_layer     *l = NULL, *split[3] = {NULL, NULL, NULL};
         neo_layer_desc a = shape(4, 2, 64, 0, 64, NEO_TYPE_F16);
         float         *dq = g_alloc(g, 4 * 64), *dout = g_alloc(g, 4 * 64), *dk = g_alloc(g, 2 * 64);
         float          z[2 * 64] = {0};
         int            ok = CHECK(dq && dout && dk) && CHECK_STATUS(neo_layer_create(g->rt, &a, &l), NEO_OK);
         check_context("graph refusals: layers");
         if (ok) g_put(g, dk, z, 2 * 64), CHECK_STATUS(neo_attn_append(l, dk, dk, 1), NEO_OK);
-        for (int i = 0; i < 2 && ok; i++) {
+        for (int i = 0; i < 3 && ok; i++) { /* ON too where there is no thread to listen */
             neo_layer_desc b = a;
-            b.gpu_heads = 1, b.pipeline = i == 0 ? NEO_PIPELINE_AUTO : NEO_PIPELINE_HYBRID;
+            b.gpu_heads = 1, b.pipeline = i == 0 ? NEO_PIPELINE_AUTO : i == 1 ? NEO_PIPELINE_HYBRID : NEO_PIPELINE_ON;
+            if (i == 2 && !NEO_ATTN_NO_THREADS) break;
             ok = CHECK_STATUS(neo_layer_create(g->rt, &b, &split[i]), NEO_OK) &&
                  CHECK_STATUS(neo_attn_append(split[i], dk, dk, 1), NEO_OK);
         }
-        if (ok) graph_refusals(g, l, split, 2, dq, dout);
+        if (ok) graph_refusals(g, l, split, NEO_ATTN_NO_THREADS ? 3 : 2, dq, dout);
         neo_layer_destroy(l);
-        for (int i = 0; i < 2; i++) neo_layer_destroy(split[i]);
+        for (int i = 0; i < 3; i++) neo_layer_destroy(split[i]);
         g_free(g, dq), g_free(g, dout), g_free(g, dk);
     }
 }
