@@ -81,8 +81,9 @@
                                                 split with the pipeline off is M)
            H  split 1/2, pipeline HYBRID at the joint ceiling's CPU share
            BG B with neo_session_desc.graphs: each step replayed from the session's CUDA graph
-           MG M from a CUDA graph: the host heads read in place over the bus (ON and HYBRID
-              cannot be captured, so N and H have no graph row)
+           MG M from a CUDA graph: the host heads read in place over the bus
+           NG N from a CUDA graph: each layer rings the runtime's listener, which attends the host
+              heads on the pool (HYBRID cannot be captured: H has no graph row)
          Bound per token: weights + KV bytes over the HBM rate; for splits the host half over
          pinned H2D (M), over DRAM read per layer alongside the GPU half (N), or over the CPU + DMA
          joint read alongside it (H), as for the attention rows. The note gives the median step
@@ -929,7 +930,7 @@ static void e2e_graph_probe(neo_session *s, int token, double *eager_us, double 
 }
 
 static void run_e2e(void) {
-    enum { NR = 7 }; /* runs */
+    enum { NR = 8 }; /* runs */
     int    ctx = opt.e2e_ctx ? opt.e2e_ctx : opt.quick ? 256 : 4096, gen = opt.quick ? 32 : 128;
     double t_build;
     neo_model *m = make_model(ctx + gen, &t_build);
@@ -950,7 +951,8 @@ static void run_e2e(void) {
                   {"O", "no split, --neo-pipeline off", 0, NEO_PIPELINE_OFF, 0},
                   {"H", "split 1/2, pipeline HYBRID (CPU share from the joint ceiling)", 1, NEO_PIPELINE_HYBRID, 0},
                   {"BG", "no split, each step replayed from a CUDA graph", 0, NEO_PIPELINE_OFF, 1},
-                  {"MG", "split 1/2, OFF from a CUDA graph (host heads read in place)", 1, NEO_PIPELINE_OFF, 1}};
+                  {"MG", "split 1/2, OFF from a CUDA graph (host heads read in place)", 1, NEO_PIPELINE_OFF, 1},
+                  {"NG", "split 1/2, ON from a CUDA graph (the listener attends the host heads)", 1, NEO_PIPELINE_ON, 1}};
     float *logits = (float *)xmalloc((size_t)mi.vocab_size * sizeof(float));
     int   *tok = (int *)xmalloc(NR * (size_t)gen * sizeof(int)); /* [run][gen] */
     double *st_us = (double *)xmalloc(NR * (size_t)gen * sizeof(double));
@@ -1046,8 +1048,9 @@ static void run_e2e(void) {
         emit(&r);
     }
     printf("# e2e ratios: N/M = %.3f, N/B = %.3f, M/B = %.3f, O/B = %.3f, H/N = %.3f, H/M = %.3f; with graphs: BG/B = %.3f, "
-           "MG/M = %.3f, N/MG = %.3f, N/BG = %.3f\n", tps[2] / tps[1], tps[2] / tps[0], tps[1] / tps[0], tps[3] / tps[0],
-           tps[4] / tps[2], tps[4] / tps[1], tps[5] / tps[0], tps[6] / tps[1], tps[2] / tps[6], tps[2] / tps[5]);
+           "MG/M = %.3f, NG/N = %.3f, NG/MG = %.3f, NG/BG = %.3f, NG/M = %.3f\n", tps[2] / tps[1], tps[2] / tps[0], tps[1] / tps[0],
+           tps[3] / tps[0], tps[4] / tps[2], tps[4] / tps[1], tps[5] / tps[0], tps[6] / tps[1], tps[7] / tps[2], tps[7] / tps[6],
+           tps[7] / tps[5], tps[7] / tps[1]);
     fflush(stdout);
     free(tok);
     free(st_us);
