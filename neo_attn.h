@@ -3947,6 +3947,11 @@ NEO_ATTN__PRIVATE neo_status neo__attend_rung(neo_layer *L, const float *q, floa
                                        NEO__STREAM_MAIN);
 }
 
+/* 1 when a captured decode of L rings a bell: a split layer under ON, or AUTO that chose it. */
+NEO_ATTN__PRIVATE int neo__rings(const neo_layer *L) {
+    return neo__is_split(L) && (L->pipeline == NEO_PIPELINE_ON || (L->pipeline == NEO_PIPELINE_AUTO && L->auto_choice == NEO_PIPELINE_ON));
+}
+
 /* The pipeline a split layer's decode runs, for the log. */
 NEO_ATTN__PRIVATE const char *neo__pipeline_name(const neo_layer *L) {
     static const char *const names[] = {"OFF", "ON", "AUTO", "HYBRID"}, *const chose[] = {"AUTO (chose OFF)", "AUTO (chose ON)",
@@ -3970,8 +3975,7 @@ NEO_ATTN__PRIVATE neo_status neo__attend_captured(neo_layer *L, const float *q, 
     neo_runtime   *rt = L->rt;
     neo__attn_args a;
     neo_status     s;
-    if (neo__is_split(L) && (L->pipeline == NEO_PIPELINE_ON || (L->pipeline == NEO_PIPELINE_AUTO && L->auto_choice == NEO_PIPELINE_ON)))
-        return neo__attend_rung(L, q, out);
+    if (neo__rings(L)) return neo__attend_rung(L, q, out);
     neo__layer_args(L, &a, q, n_tokens, out, 1);
     a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
     if ((s = neo__gpu_half(rt, &a)) != NEO_OK || L->gpu_heads == L->n_head_kv) return s;
@@ -5256,6 +5260,7 @@ NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int
     for (int l = 0; l < s->m->info.n_layers; l++) { /* what the replay did on the device */
         s->layers[l]->len++;
         s->layers[l]->n_decode++;
+        s->layers[l]->n_overlapped += neo__rings(s->layers[l]);
     }
     return NEO_OK;
 }
