@@ -247,8 +247,10 @@
      HYBRID             refuses (its split of the cells depends on the length).
    Calls that wait for the device or allocate (layer and session create, destroy and step,
    truncate, prefill, moving heads, neo_runtime_sync) refuse on a capturing stream too:
-   NEO_ERR_UNSUPPORTED with a log line, the capture left valid. The decode loop captures its own
-   step with neo_session_desc.graphs.
+   NEO_ERR_UNSUPPORTED with a log line, the capture left valid. A graph holds the layers' memory
+   as it was when captured: destroying a layer or moving its heads (neo_layer_set_gpu_heads)
+   retires the graphs that hold it (capture again); truncating does not. The decode loop
+   captures its own step with neo_session_desc.graphs.
 
    THREADS AND DETERMINISM
    -----------------------
