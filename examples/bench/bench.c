@@ -83,7 +83,8 @@
            BG B with neo_session_desc.graphs: each step replayed from the session's CUDA graph
            MG M from a CUDA graph: the host heads read in place over the bus
            NG N from a CUDA graph: each layer rings the runtime's listener, which attends the host
-              heads on the pool (HYBRID cannot be captured: H has no graph row)
+              heads on the pool (HYBRID cannot be captured: H has no graph row); its note gives
+              one layer's CPU half timed alone, what a ring costs beyond it being the handoff
          Bound per token: weights + KV bytes over the HBM rate; for splits the host half over
          pinned H2D (M), over DRAM read per layer alongside the GPU half (N), or over the CPU + DMA
          joint read alongside it (H), as for the attention rows. The note gives the median step
@@ -929,6 +930,28 @@ static void e2e_graph_probe(neo_session *s, int token, double *eager_us, double 
     CU(cudaGraphDestroy(g));
 }
 
+/* The CPU half of one split layer alone, as the listener runs it for a graph's ring (its host
+   heads at the layer's length, on the runtime's pool, host queries): median of 64, µs. What a
+   ring costs beyond it is the handoff. */
+static double e2e_cpu_half_us(neo_session *s) {
+    neo_layer     *L = s->layers[0];
+    neo__attn_args c;
+    size_t         nq = (size_t)L->n_head * (size_t)L->head_dim, no = (size_t)L->n_head * (size_t)L->head_dim_v;
+    float         *q = (float *)xmalloc(nq * sizeof(float)), *o = (float *)xmalloc(no * sizeof(float));
+    double         t[64];
+    for (size_t i = 0; i < nq; i++) q[i] = 0.01f * (float)(i % 97);
+    check(neo_runtime_sync(s->rt), "neo_runtime_sync");
+    neo__layer_args_at(L, &c, q, 1, o, 0, L->len);
+    c.k = L->k_host, c.v = L->v_host, c.kv_h0 = c.h0 = L->gpu_heads, c.h1 = L->n_head_kv;
+    for (int r = 0; r < 64; r++) {
+        double t0 = now_s();
+        neo__cpu_attend(s->rt, &c);
+        t[r] = (now_s() - t0) * 1e6;
+    }
+    free(q), free(o);
+    return median(t, 64);
+}
+
 static void run_e2e(void) {
     enum { NR = 8 }; /* runs */
     int    ctx = opt.e2e_ctx ? opt.e2e_ctx : opt.quick ? 256 : 4096, gen = opt.quick ? 32 : 128;
@@ -1008,8 +1031,9 @@ static void run_e2e(void) {
             }
         }
     for (int ri = 0; ri < NR; ri++) {
-        double probe_eager = -1, probe_graph = -1;
+        double probe_eager = -1, probe_graph = -1, cpu_half = -1;
         if (!runs[ri].graphs) e2e_graph_probe(S[ri], t[ri], &probe_eager, &probe_graph); /* (the session's own graph is the row) */
+        else if (runs[ri].pipe == NEO_PIPELINE_ON) cpu_half = e2e_cpu_half_us(S[ri]);
         neo_layer_info li;
         check(neo_session_get_info(S[ri], &li), "neo_session_get_info");
         neo_session_destroy(S[ri]);
@@ -1026,9 +1050,11 @@ static void run_e2e(void) {
             double hyb = W / (C.hbm * 1e9) + (g > hj ? g : hj);
             bound = runs[ri].pipe == NEO_PIPELINE_OFF ? off : runs[ri].pipe == NEO_PIPELINE_ON ? on : hyb;
         }
-        char name[20], probe[80];
+        char name[20], probe[112];
         snprintf(name, sizeof name, "%s", runs[ri].name);
-        if (runs[ri].graphs) snprintf(probe, sizeof probe, "every step replayed from the session's CUDA graph");
+        if (runs[ri].graphs && cpu_half >= 0)
+            snprintf(probe, sizeof probe, "every step replayed from the session's CUDA graph; one layer's CPU half alone %.1fus", cpu_half);
+        else if (runs[ri].graphs) snprintf(probe, sizeof probe, "every step replayed from the session's CUDA graph");
         else if (probe_graph < 0) snprintf(probe, sizeof probe, "one step with argmax: eager %.0fus, CUDA graph n/a (cannot be captured)", probe_eager);
         else snprintf(probe, sizeof probe, "one step with argmax: eager %.0fus, CUDA graph %.0fus", probe_eager, probe_graph);
         brow r = row_new("e2e", "qwen2.5-0.5b", ctx, name);
