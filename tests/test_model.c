@@ -592,6 +592,44 @@ static void test_step_argmax(neo_model *m) {
     }
 }
 
+/* A session replaying its step from a graph, truncated and stepped on, against one stepping
+   without graphs through the same tokens: the same logits (bitwise: the stand-in's graph runs the
+   same ops), for no split, OFF and ON; and steps after the graph's capture past a truncation. */
+static void test_session_graph_truncate(neo_model *m) {
+    static const neo_pipeline pipes[3] = {NEO_PIPELINE_OFF, NEO_PIPELINE_OFF, NEO_PIPELINE_ON};
+    neo_runtime     *rt = NULL;
+    neo_runtime_desc rd = {0};
+    float            la[512], lb[512];
+    rd.n_threads = 2, rd.gpu = 1, rd.gpu_standin = 1;
+    check_context("session graphs and truncation");
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return;
+    for (int c = 0; c < 3; c++) {
+        neo_session     *a = NULL, *b = NULL;
+        neo_session_desc sd = {0};
+        int              same = 1, tok = 3;
+        sd.kv_type = NEO_TYPE_F16, sd.gpu_heads = c == 0 ? 0 : 2, sd.pipeline = pipes[c];
+        check_context("session graphs and truncation, case %d", c);
+        if (CHECK_STATUS(neo_session_create(rt, m, &sd, &a), NEO_OK)) {
+            sd.graphs = 1;
+            if (CHECK_STATUS(neo_session_create(rt, m, &sd, &b), NEO_OK)) {
+                for (int i = 0; i < 60 && same; i++) {
+                    if (i == 30) { /* back to 12 tokens on both, then on */
+                        CHECK_STATUS(neo_session_truncate(a, 12), NEO_OK);
+                        CHECK_STATUS(neo_session_truncate(b, 12), NEO_OK);
+                    }
+                    if (!CHECK_STATUS(neo_session_step(a, tok, la), NEO_OK) || !CHECK_STATUS(neo_session_step(b, tok, lb), NEO_OK)) break;
+                    same = memcmp(la, lb, sizeof la) == 0;
+                    tok = argmax(la, 512);
+                }
+                CHECK(same && neo_session_length(a) == neo_session_length(b) && neo_session_length(b) == 42);
+                CHECK(b->graph != NULL);
+            }
+        }
+        neo_session_destroy(a), neo_session_destroy(b);
+    }
+    neo_runtime_destroy(rt);
+}
+
 static void test_stories(neo_runtime *rt) {
     char path[4200];
     unsigned char *file;
@@ -615,6 +653,7 @@ static void test_stories(neo_runtime *rt) {
         CHECK(mi.weight_bytes == 1040128);
         test_stories_decode(m, file);
         test_step_argmax(m);
+        test_session_graph_truncate(m);
     }
     neo_model_destroy(m);
     test_stories_loader(rt, file, size);
