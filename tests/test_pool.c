@@ -3,9 +3,10 @@
    machine has cores (at most 48; workers that miss jobs), give bitwise the output of a 1-thread runtime for
    many decode and prefill calls on long, many-head layers (chunk splitting and merging); runtimes
    created and destroyed over and over; independent runtimes driven from several threads at once;
-   a stories260K session with 4 threads (NEO_MODEL_DIR, default tests/data); and all of that's bitwise checks once more through an
-   engine's own parallel-for (neo_runtime_desc.parallel_for) instead of the runtime's pool. The
-   seed is printed; NEO_TEST_SEED=N repeats a run. */
+   a stories260K session with 4 threads (NEO_MODEL_DIR, default tests/data); captured ON calls
+   replayed with the listener thread serving them; and all of that's bitwise checks once more
+   through an engine's own parallel-for (neo_runtime_desc.parallel_for) instead of the runtime's
+   pool. The seed is printed; NEO_TEST_SEED=N repeats a run. */
 #define NEO_ATTN_IMPLEMENTATION
 #include "neo_attn.h"
 
@@ -301,6 +302,59 @@ static void test_session(neo_runtime *rt1, neo_runtime *rt4) {
     neo_model_destroy(m);
 }
 
+/* --- the listener of captured ON calls (CUDA GRAPHS) --- */
+
+/* A split ON layer's append + decode recorded by the stand-in (its graph) and replayed: the
+   listener thread attends the host heads on a pool of 1 or 4 threads or the engine's; every
+   replay's output is bitwise that of the same calls made eagerly on a 1-thread runtime. */
+static void test_graph_listener(void) {
+    enum { NG = 3 };
+    neo_runtime   *rg[NG + 1] = {NULL, NULL, NULL, NULL}; /* [NG]: the eager twin */
+    neo_layer     *l[NG + 1] = {NULL, NULL, NULL, NULL};
+    neo__sgraph   *g[NG] = {NULL, NULL, NULL};
+    neo_layer_desc d = {0};
+    float *k = rng_alloc(1000 * 8 * 64), *v = rng_alloc(1000 * 8 * 64), *q = rng_alloc(32 * 64);
+    float  kt[8 * 64], vt[8 * 64], qt[32 * 64], out[NG + 1][32 * 64];
+    int    r, rep, ok = 1;
+    d.n_head = 32, d.n_head_kv = 8, d.head_dim = 64, d.n_ctx = 1200, d.gpu_heads = 3, d.pipeline = NEO_PIPELINE_ON;
+    for (r = 0; r <= NG; r++) {
+        neo_runtime_desc rd = {0};
+        rd.n_threads = r == 1 ? 4 : r == 2 ? ENG_THREADS : 1, rd.gpu = 1, rd.gpu_standin = 1;
+        if (r == 2) rd.parallel_for = eng_parallel_for;
+        check_context("graph listener: runtime %d", r);
+        if (!CHECK_STATUS(neo_runtime_create(&rd, &rg[r]), NEO_OK) || !CHECK_STATUS(neo_layer_create(rg[r], &d, &l[r]), NEO_OK) ||
+            !CHECK(k && v && q) || !CHECK_STATUS(neo_attn_append(l[r], k, v, 1000), NEO_OK))
+            goto done;
+        if (r == NG) break;
+        if (!CHECK_STATUS(neo__standin_capture_begin(rg[r]), NEO_OK)) goto done;
+        CHECK_STATUS(neo_attn_append(l[r], kt, vt, 1), NEO_OK);
+        CHECK_STATUS(neo_attn_decode(l[r], qt, out[r]), NEO_OK);
+        if (!CHECK_STATUS(neo__standin_capture_end(rg[r], &g[r]), NEO_OK)) goto done;
+    }
+    check_context("graph listener: replays");
+    for (rep = 0; rep < (quick ? 8 : 40); rep++) {
+        for (int i = 0; i < 8 * 64; i++) kt[i] = rng_f(), vt[i] = rng_f();
+        for (int i = 0; i < 32 * 64; i++) qt[i] = rng_f();
+        memset(out, 0xFF, sizeof out);
+        for (r = 0; r < NG; r++) CHECK_STATUS(neo__standin_replay(rg[r], g[r]), NEO_OK);
+        CHECK_STATUS(neo_attn_append(l[NG], kt, vt, 1), NEO_OK);
+        CHECK_STATUS(neo_attn_decode(l[NG], qt, out[NG]), NEO_OK);
+        for (r = 0; r < NG; r++) ok &= memcmp(out[r], out[NG], sizeof out[r]) == 0;
+    }
+    for (r = 0; r < NG; r++) {
+        CHECK_STATUS(neo_runtime_sync(rg[r]), NEO_OK);
+        CHECK(neo_layer_length(l[r]) == neo_layer_length(l[NG]));
+    }
+    CHECK(ok);
+done:
+    for (r = 0; r <= NG; r++) {
+        if (r < NG && rg[r]) neo__standin_graph_free(rg[r], g[r]);
+        neo_layer_destroy(l[r]);
+        neo_runtime_destroy(rg[r]);
+    }
+    free(k), free(v), free(q);
+}
+
 int main(void) {
     const char *env = getenv("NEO_TEST_SEED");
     unsigned long long seed =
@@ -324,6 +378,7 @@ int main(void) {
         check_context("the engine's parallel-for");
         CHECK(eng_calls > calls0);
         test_split_threads();
+        test_graph_listener();
         /* the expected output of the churn and concurrency tests, from the 1-thread runtime */
         d.n_head = 16, d.n_head_kv = 4, d.head_dim = 32, d.n_ctx = 600;
         check_context("1-thread reference");
