@@ -61,6 +61,12 @@ else
     row "native image" $r "$img"
 fi
 
+# mini-chat on stories260K (sections 3 and 4)
+MCB="./$B/cuda/mini-chat $DIR/stories260K.bin -z $DIR/tok512.bin -t 0 -n 256 -i"
+MC="timeout 120 $MCB"
+P="Once upon a time"
+REF=$DIR/reference/greedy-once-upon-a-time.txt
+
 if [ "${GPU_CHECK_SAN:-1}" != only ]; then
 # --- 2. kernels and the API suite ---
 if timeout 300 ./$B/test_cuda_ops >"$OUT/test_cuda_ops.log" 2>&1; then r=PASS; else r=FAIL; fi
@@ -89,10 +95,6 @@ row "  split cases x4, 1 CPU thread (timing)" $r "$(grep 'cuda ' "$OUT/test_ref_
 
 # --- 3. end-to-end checks with mini-chat ---
 # a hang (the both-halves handoff waits on flags) is a failure, not a lost device call
-MCB="./$B/cuda/mini-chat $DIR/stories260K.bin -z $DIR/tok512.bin -t 0 -n 256 -i"
-MC="timeout 120 $MCB"
-P="Once upon a time"
-REF=$DIR/reference/greedy-once-upon-a-time.txt
 $MC "$P" --gpu >"$OUT/B.txt" 2>"$OUT/B.err"
 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline off >"$OUT/M.txt" 2>"$OUT/M.err"
 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on >"$OUT/N.txt" 2>"$OUT/N.err"
@@ -137,16 +139,21 @@ fi # sections 2 and 3
 if [ "${GPU_CHECK_SAN:-1}" = 0 ]; then
     row "compute-sanitizer" SKIP "GPU_CHECK_SAN=0"
 elif command -v compute-sanitizer >/dev/null 2>&1; then
+    # one row a run, each with its own time limit, so that one that hangs costs its limit alone
+    san() { # san TOOL NAME LIMIT_S COMMAND...
+        tool=$1 name=$2 lim=$3
+        shift 3
+        t0=$(date +%s)
+        if timeout "$lim" compute-sanitizer --tool "$tool" --error-exitcode 9 "$@" >"$OUT/san_${tool}_$name.log" 2>&1; then r=PASS
+        else r=FAIL; fi
+        row "compute-sanitizer $tool: $name" $r "$(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/san_${tool}_$name.log" | tr '\n' ' ')$(($(date +%s) - t0)) s"
+    }
     for tool in memcheck racecheck; do
         # test_cuda_ops asks for 1 PiB on purpose (the out-of-memory statuses): not an error here
-        if timeout 400 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 ./$B/test_cuda_ops --quick \
-               >"$OUT/san_$tool.log" 2>&1 &&
-           timeout 400 compute-sanitizer --tool $tool --error-exitcode 9 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on -n 40 \
-               >"$OUT/san_${tool}_mc.log" 2>&1 &&
-           timeout 400 compute-sanitizer --tool $tool --error-exitcode 9 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline hybrid \
-               -n 40 >"$OUT/san_${tool}_mch.log" 2>&1; then r=PASS; else r=FAIL; fi
-        row "compute-sanitizer $tool" $r "$(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$OUT/san_$tool.log" "$OUT/san_${tool}_mc.log" \
-            "$OUT/san_${tool}_mch.log" | tr '\n' ' ')"
+        san $tool kernels 400 --report-api-errors no ./$B/test_cuda_ops --quick
+        san $tool on 150 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on -n 40
+        san $tool on-graph 150 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on --cuda-graphs on -n 40
+        san $tool hybrid 150 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline hybrid -n 40
     done
 else
     row "compute-sanitizer" FAIL "not found"
