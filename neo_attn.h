@@ -243,6 +243,9 @@
                         NEO_ATTN_LISTEN_US finds it dozing: up to a millisecond late).
                         While such a graph may run, the pool is the listener's: make no other
                         call on the runtime until neo_runtime_sync (or a sync of the stream).
+                        Each captured ON decode keeps its bell (a few pinned rows) for the
+                        runtime's life: capture a step once and replay it, rather than
+                        capturing anew for every token.
      AUTO               as the pipeline it has chosen; still measuring, it refuses.
      HYBRID             refuses (its split of the cells depends on the length).
    Calls that wait for the device or allocate (layer and session create, destroy and step,
