@@ -885,6 +885,69 @@ done:
             fprintf(stderr, "    %d lines, the last: \"%s\" (wanted \"%s\")\n", log_lines - n0_, log_last, word);      \
     } while (0)
 
+/* While the stream is being captured into a CUDA graph (the stand-in's recording), every call a
+   graph cannot hold refuses, says why, and leaves the capture valid; a session made before the
+   capture refuses its step and truncation, and a session with graphs on a CPU runtime runs
+   without them. */
+static void test_capture_refusals(void) {
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL;
+    neo_layer       *l = NULL, *hy = NULL, *made = NULL;
+    neo_layer_desc   d = base_desc();
+    synth_cfg        sc = {16, 24, 2, 4, 2, 32, 3};
+    size_t           size = 0;
+    unsigned char   *buf = synth_build(&sc, 13, &size);
+    neo_model       *m = NULL;
+    neo_session     *s = NULL;
+    neo_session_desc sd = {0};
+    neo__sgraph     *g = NULL;
+    static float     k[2 * 16], v[2 * 16], q[8 * 16], out[8 * 16], logits[32];
+    rd.log = test_log, rd.n_threads = 2, rd.gpu = 1, rd.gpu_standin = 1;
+    check_context("capture refusals: setup");
+    if (!CHECK(buf) || !CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK) || !CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) ||
+        !CHECK_STATUS(neo_model_load_memory(buf, size, &m), NEO_OK) || !CHECK_STATUS(neo_session_create(rt, m, &sd, &s), NEO_OK))
+        goto done;
+    d.gpu_heads = 1, d.pipeline = NEO_PIPELINE_HYBRID;
+    if (!CHECK_STATUS(neo_layer_create(rt, &d, &hy), NEO_OK)) goto done;
+    CHECK_STATUS(neo_attn_append(l, k, v, 1), NEO_OK);
+    CHECK_STATUS(neo_attn_append(hy, k, v, 1), NEO_OK);
+    if (!CHECK_STATUS(neo__standin_capture_begin(rt), NEO_OK)) goto done;
+    EXPECT_LOG(neo_layer_create(rt, &d, &made), NEO_ERR_UNSUPPORTED, "captured into a CUDA graph");
+    CHECK(made == NULL);
+    EXPECT_LOG(neo_attn_prefill(l, q, 1, out), NEO_ERR_UNSUPPORTED, "captured into a CUDA graph");
+    EXPECT_LOG(neo_layer_truncate(l, 0), NEO_ERR_UNSUPPORTED, "captured into a CUDA graph");
+    EXPECT_LOG(neo_layer_set_gpu_heads(l, 1), NEO_ERR_UNSUPPORTED, "captured into a CUDA graph");
+    EXPECT_LOG(neo_runtime_sync(rt), NEO_ERR_UNSUPPORTED, "captured into a CUDA graph");
+    EXPECT_LOG(neo_session_step(s, 1, logits), NEO_ERR_UNSUPPORTED, "captured into a CUDA graph");
+    EXPECT_LOG(neo_session_truncate(s, 0), NEO_ERR_UNSUPPORTED, "captured into a CUDA graph");
+    EXPECT_LOG(neo_attn_decode(hy, q, out), NEO_ERR_UNSUPPORTED, "pipeline HYBRID");
+    EXPECT_LOG(neo_attn_decode_batch(&hy, 1, q, out), NEO_ERR_UNSUPPORTED, "pipeline HYBRID");
+    CHECK_STATUS(neo_attn_decode(l, q, out), NEO_OK); /* the capture goes on */
+    check_context("capture refusals: the capture is still valid");
+    CHECK_STATUS(neo__standin_capture_end(rt, &g), NEO_OK);
+    CHECK(g && g->n == 1 && neo_layer_length(l) == 1);
+    neo__standin_graph_free(rt, g);
+done:
+    neo_session_destroy(s);
+    neo_layer_destroy(l), neo_layer_destroy(hy);
+    neo_runtime_destroy(rt);
+    if (m) { /* graphs asked of a CPU runtime: steps run without them */
+        neo_runtime_desc cd = {0};
+        neo_runtime     *crt = NULL;
+        check_context("capture refusals: graphs on a CPU runtime");
+        cd.n_threads = 1, cd.log = test_log, sd.graphs = 1;
+        if (CHECK_STATUS(neo_runtime_create(&cd, &crt), NEO_OK) && CHECK_STATUS(neo_session_create(crt, m, &sd, &s), NEO_OK))
+            CHECK_STATUS(neo_session_step(s, 1, logits), NEO_OK), CHECK(s->graph == NULL);
+        sd.graphs = 2;
+        neo_session *bad = NULL;
+        if (crt) EXPECT_LOG(neo_session_create(crt, m, &sd, &bad), NEO_ERR_INVALID_ARG, "graphs");
+        neo_session_destroy(s);
+        neo_runtime_destroy(crt);
+    }
+    neo_model_destroy(m);
+    free(buf);
+}
+
 static void test_refusals_logged(void) {
     neo_runtime_desc rd = {0};
     neo_runtime     *rt = NULL;
@@ -1621,6 +1684,7 @@ int main(void) {
         neo_runtime_destroy(rt);
     }
     test_refusals_logged();
+    test_capture_refusals();
     test_cpu_out_of_memory();
     test_one_call_at_a_time();
     test_prefill_slices();
