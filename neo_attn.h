@@ -176,9 +176,8 @@
                         memory and flags; the GPU heads follow on that stream, then a kernel
                         that polls a flag the pool sets and pulls the CPU half's output up.
                         No CUDA call sits between the halves (with CUDA_LAUNCH_BLOCKING=1 the
-                        last two are enqueued after the CPU half instead). The CPU half runs
-                        at call time, so such a call cannot go into a CUDA graph (see CUDA
-                        GRAPHS).
+                        last two are enqueued after the CPU half instead). Captured into a CUDA
+                        graph, the CPU half is started by the graph itself (see CUDA GRAPHS).
      NEO_PIPELINE_HYBRID  the host half read by the CPU and by the copy engine at once: of its
                         cells [0, len), the pool attends [0, c) into an online-softmax state
                         while [c, len) are streamed back and attended on the GPU as under OFF;
@@ -186,7 +185,8 @@
                         stream-back never waits for the CPU) and merges the two, sinks added
                         once, into the host heads' output. c = cpu_share * len, rounded; a
                         decode where that leaves one side no cell runs as ON or OFF, and a
-                        prefill runs as OFF. Like ON it cannot be captured into a CUDA graph.
+                        prefill runs as OFF. It cannot be captured into a CUDA graph (its cut
+                        depends on the length, which a graph's replays change).
      NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; when the host half's
                         valid cells fill a stream-back chunk, the hybrid is timed next with the
                         CPU share that makes both engines finish together by those timings,

@@ -887,8 +887,9 @@ static void e2e_step(neo_session *s, int token, float *logits, int vocab, double
 
 /* The same step (argmax on the device, no logits copy) eager and as a CUDA graph captured once
    and replayed, wall time each, median of reps: what a graph of the step would take off. The
-   replay rewrites cell pos, so the session is truncated back after each. -1 when the step cannot
-   be captured (a split layer's both-halves call refuses a capturing stream). */
+   replay rewrites cell pos, so the session is truncated back after each. The step's eager path is
+   captured as it is (host lengths baked in), which a both-halves call refuses: -1 then (the G
+   runs capture it the library's way, through neo_session_desc.graphs). */
 static void e2e_graph_probe(neo_session *s, int token, double *eager_us, double *graph_us) {
     neo__dev_model *D = &s->rt->model;
     void           *S = s->rt->dev_state;
@@ -1055,7 +1056,7 @@ static void run_e2e(void) {
         if (runs[ri].graphs && cpu_half >= 0)
             snprintf(probe, sizeof probe, "every step replayed from the session's CUDA graph; one layer's CPU half alone %.1fus", cpu_half);
         else if (runs[ri].graphs) snprintf(probe, sizeof probe, "every step replayed from the session's CUDA graph");
-        else if (probe_graph < 0) snprintf(probe, sizeof probe, "one step with argmax: eager %.0fus, CUDA graph n/a (cannot be captured)", probe_eager);
+        else if (probe_graph < 0) snprintf(probe, sizeof probe, "one step with argmax: eager %.0fus, CUDA graph n/a (the eager path refuses)", probe_eager);
         else snprintf(probe, sizeof probe, "one step with argmax: eager %.0fus, CUDA graph %.0fus", probe_eager, probe_graph);
         brow r = row_new("e2e", "qwen2.5-0.5b", ctx, name);
         r.layers = mi.n_layers;
