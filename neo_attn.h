@@ -243,6 +243,8 @@
                         NEO_ATTN_LISTEN_US finds it dozing: up to a millisecond late).
                         While such a graph may run, the pool is the listener's: make no other
                         call on the runtime until neo_runtime_sync (or a sync of the stream).
+                        An engine's neo_runtime_desc.parallel_for is then called from the
+                        listener's thread.
                         Each captured ON decode keeps its bell (a few pinned rows) for the
                         runtime's life: capture a step once and replay it, rather than
                         capturing anew for every token.
