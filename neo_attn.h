@@ -2022,6 +2022,8 @@ struct neo_runtime {
     struct neo_layer *graphed;   /* layers with a captured append (neo_layer.gnext): sync reads their lengths */
     struct neo__sgraph *sg_rec;  /* the stand-in's graph being recorded, or NULL (>>standin) */
     struct neo__bells *bells;    /* captured both-halves calls and their listener (>>bells), made with the first */
+    int         *lens;           /* pinned [2 * graphed layers]: their device lengths, read back by neo_runtime_sync */
+    size_t       lens_bytes;
 };
 
 typedef void (*neo__log_fn)(void *user, neo_log_level level, const char *msg);
@@ -2968,6 +2970,7 @@ NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     neo__pool_wait(&rt->pool); /* a detached CPU half writes the buffers freed below */
     neo__split_release(rt);
     neo__batch_release(rt);
+    rt->mem.host_free(rt->dev_state, rt->lens);
     if (rt->sg_rec) neo__standin_graph_free(rt, rt->sg_rec);
     neo__bells_release(rt);
     rt->mem.release(rt->dev_state);
@@ -4626,18 +4629,22 @@ NEO_ATTN__PUBLIC int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layer
    (NEO_ERR_FULL) and clears. */
 NEO_ATTN__PRIVATE neo_status neo__runtime_sync(neo_runtime *rt) {
     neo_status s, c;
-    int        full = 0;
+    int        full = 0, n = 0, i = 0;
+    neo_layer *L;
     neo__pool_wait(&rt->pool);
     s = (neo_status)rt->mem.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
     c = (neo_status)rt->mem.stream_sync(rt->dev_state, NEO__STREAM_COPY);
-    if (s == NEO_OK) s = c;
-    for (neo_layer *L = rt->graphed; L && s == NEO_OK; L = L->gnext) {
-        int len[2];
-        if ((s = neo__dev_copy(rt, len, L->len_dev, sizeof len)) != NEO_OK || (s = neo__dev_sync(rt)) != NEO_OK) break;
-        L->len = len[0];
-        if (!len[1]) continue;
+    if (s != NEO_OK || c != NEO_OK || !rt->graphed) return s != NEO_OK ? s : c;
+    /* every captured layer's length in one round trip (an engine syncs once a token) */
+    for (L = rt->graphed; L; L = L->gnext) n++;
+    if ((s = neo__rt_buffer(rt, (void **)&rt->lens, &rt->lens_bytes, sizeof(int) * 2 * (size_t)n, 1)) != NEO_OK) return s;
+    for (L = rt->graphed; L && s == NEO_OK; L = L->gnext, i++) s = neo__dev_copy(rt, rt->lens + 2 * i, L->len_dev, 2 * sizeof(int));
+    if (s != NEO_OK || (s = neo__dev_sync(rt)) != NEO_OK) return s;
+    for (L = rt->graphed, i = 0; L && s == NEO_OK; L = L->gnext, i++) {
+        L->len = rt->lens[2 * i];
+        if (!rt->lens[2 * i + 1]) continue;
         full++;
-        s = (neo_status)rt->attn.set_length(rt->dev_state, L->len_dev, len[0], NEO__STREAM_MAIN);
+        s = (neo_status)rt->attn.set_length(rt->dev_state, L->len_dev, L->len, NEO__STREAM_MAIN);
         neo__log(rt, NEO_LOG_WARN, "neo_runtime_sync: a replayed append found a %d/%d/%d layer full (n_ctx %d) and wrote "
                  "nothing", L->n_head, L->n_head_kv, L->head_dim, L->n_ctx);
     }

@@ -1433,20 +1433,11 @@ static void g_free(const gcap *g, float *p) {
     (void)g;
     free(p);
 }
-static void g_put(const gcap *g, float *dst, const float *src, size_t n) {
+/* n floats between the host and the capture's buffers (device memory on a real GPU) */
+static void g_copy(const gcap *g, float *dst, const float *src, size_t n) {
 #if NEO_TEST_CUDA
     if (g->cuda) {
-        CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
-        return;
-    }
-#endif
-    (void)g;
-    memcpy(dst, src, n * sizeof(float));
-}
-static void g_get(const gcap *g, float *dst, const float *src, size_t n) {
-#if NEO_TEST_CUDA
-    if (g->cuda) {
-        CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+        CHECK(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDefault) == cudaSuccess);
         return;
     }
 #endif
@@ -1539,7 +1530,7 @@ static void graph_replays(gcap *g, const neo_layer_desc *d, int len0, int trunc)
         goto done;
     for (int t = 0; t < len0; t++) { /* eagerly, one token a call */
         rng_fill(k, nk, -2.0f, 2.0f), rng_fill(v, nv, -2.0f, 2.0f);
-        g_put(g, dk, k, nk), g_put(g, dv, v, nv);
+        g_copy(g, dk, k, nk), g_copy(g, dv, v, nv);
         CHECK_STATUS(neo_attn_append(l, dk, dv, 1), NEO_OK);
         for (e = 0; e < nk; e++) c.ks[(size_t)c.len * nk + e] = stored(d->kv_type, k[e]);
         for (e = 0; e < nv; e++) c.vs[(size_t)c.len * nv + e] = stored(d->kv_type, v[e]);
@@ -1558,7 +1549,7 @@ static void graph_replays(gcap *g, const neo_layer_desc *d, int len0, int trunc)
         }
         rng_fill(k, nk, -2.0f, 2.0f), rng_fill(v, nv, -2.0f, 2.0f), rng_fill(q, nq, -2.0f, 2.0f);
         for (e = 0; e < no; e++) out[e] = u2f(0x7FC0DEADu);
-        g_put(g, dk, k, nk), g_put(g, dv, v, nv), g_put(g, dq, q, nq), g_put(g, dout, out, no);
+        g_copy(g, dk, k, nk), g_copy(g, dv, v, nv), g_copy(g, dq, q, nq), g_copy(g, dout, out, no);
         g_replay(g);
         CHECK_STATUS(neo_runtime_sync(g->rt), full ? NEO_ERR_FULL : NEO_OK);
         if (!full) {
@@ -1574,7 +1565,7 @@ static void graph_replays(gcap *g, const neo_layer_desc *d, int len0, int trunc)
             c.len = held;
             reference(&c, q, 1, ref);
             c.len = keep;
-            g_get(g, out, dout, no);
+            g_copy(g, out, dout, no);
             for (e = 0; e < no; e++) {
                 double diff = (double)out[e] - ref[e];
                 num += diff * diff, den += ref[e] * ref[e];
@@ -1618,7 +1609,7 @@ static void graph_batch(gcap *g) {
         if (!CHECK(c[i].ks && c[i].vs) || !CHECK_STATUS(neo_layer_create(g->rt, &d, &l[i]), NEO_OK)) goto done;
         for (int t = 0; t < len0[i]; t++) {
             rng_fill(k, nk, -2.0f, 2.0f), rng_fill(v, nk, -2.0f, 2.0f);
-            g_put(g, dk, k, nk), g_put(g, dv, v, nk);
+            g_copy(g, dk, k, nk), g_copy(g, dv, v, nk);
             CHECK_STATUS(neo_attn_append(l[i], dk, dv, 1), NEO_OK);
             for (size_t e = 0; e < nk; e++)
                 c[i].ks[(size_t)t * nk + e] = stored(d.kv_type, k[e]), c[i].vs[(size_t)t * nk + e] = stored(d.kv_type, v[e]);
@@ -1632,10 +1623,10 @@ static void graph_batch(gcap *g) {
     for (int r = 0; r < 5; r++) {
         rng_fill(k, NB * nk, -2.0f, 2.0f), rng_fill(v, NB * nk, -2.0f, 2.0f), rng_fill(q, NB * nq, -2.0f, 2.0f);
         for (size_t e = 0; e < NB * no; e++) out[e] = u2f(0x7FC0DEADu);
-        g_put(g, dk, k, NB * nk), g_put(g, dv, v, NB * nk), g_put(g, dq, q, NB * nq), g_put(g, dout, out, NB * no);
+        g_copy(g, dk, k, NB * nk), g_copy(g, dv, v, NB * nk), g_copy(g, dq, q, NB * nq), g_copy(g, dout, out, NB * no);
         g_replay(g);
         CHECK_STATUS(neo_runtime_sync(g->rt), NEO_OK);
-        g_get(g, out, dout, NB * no);
+        g_copy(g, out, dout, NB * no);
         for (int i = 0; i < NB; i++) {
             double num = 0.0, den = 0.0, err;
             for (size_t e = 0; e < nk; e++) {
@@ -1696,7 +1687,7 @@ static void graph_on(gcap *g) {
         float          z[2 * 64] = {0};
         int            ok = CHECK(dq && dout && dk) && CHECK_STATUS(neo_layer_create(g->rt, &a, &l), NEO_OK);
         check_context("graph refusals: layers");
-        if (ok) g_put(g, dk, z, 2 * 64), CHECK_STATUS(neo_attn_append(l, dk, dk, 1), NEO_OK);
+        if (ok) g_copy(g, dk, z, 2 * 64), CHECK_STATUS(neo_attn_append(l, dk, dk, 1), NEO_OK);
         for (int i = 0; i < 3 && ok; i++) { /* ON too where there is no thread to listen */
             neo_layer_desc b = a;
             b.gpu_heads = 1, b.pipeline = i == 0 ? NEO_PIPELINE_AUTO : i == 1 ? NEO_PIPELINE_HYBRID : NEO_PIPELINE_ON;
