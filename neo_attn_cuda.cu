@@ -2181,13 +2181,16 @@ static int neo__cu_copy2d(void *state, void *dst, size_t dst_pitch, const void *
                                     : cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, s);
     return e == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
 }
+/* 1 when the handoff's rows (widths and pitches in bytes) can be copied as floats */
+static bool neo__cu_rows_ok(const void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows) {
+    if (width && rows && (!dst || !src || dst_pitch < width || src_pitch < width)) return false;
+    return (width | dst_pitch | src_pitch) % 4 == 0 && (uintptr_t)dst % 4 == 0 && (uintptr_t)src % 4 == 0;
+}
 static int neo__cu_handoff(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
                            size_t rows, unsigned *flag, unsigned seq, int stream, bool await) {
     int          ok;
     cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
-    if (!ok || !flag || (uintptr_t)flag % 4) return NEO_ERR_INVALID_ARG;
-    if (width && rows && (!dst || !src || dst_pitch < width || src_pitch < width)) return NEO_ERR_INVALID_ARG;
-    if ((width | dst_pitch | src_pitch) % 4 || (uintptr_t)dst % 4 || (uintptr_t)src % 4) return NEO_ERR_INVALID_ARG;
+    if (!ok || !flag || (uintptr_t)flag % 4 || !neo__cu_rows_ok(dst, dst_pitch, src, src_pitch, width, rows)) return NEO_ERR_INVALID_ARG;
     if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
     /* A graph being captured would hold these kernels while the CPU half waits now for a flag
        only they can set: say so instead of hanging. */
@@ -2217,9 +2220,9 @@ static int neo__cu_bell(void *state, void *dst, size_t dst_pitch, const void *sr
                         unsigned *bell, const int *len, int stream, bool ring) {
     int          ok;
     cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
-    if (!ok || !bell || (uintptr_t)bell % 4 || (ring && (!len || (uintptr_t)len % 4))) return NEO_ERR_INVALID_ARG;
-    if (width && rows && (!dst || !src || dst_pitch < width || src_pitch < width)) return NEO_ERR_INVALID_ARG;
-    if ((width | dst_pitch | src_pitch) % 4 || (uintptr_t)dst % 4 || (uintptr_t)src % 4) return NEO_ERR_INVALID_ARG;
+    if (!ok || !bell || (uintptr_t)bell % 4 || (ring && (!len || (uintptr_t)len % 4)) ||
+        !neo__cu_rows_ok(dst, dst_pitch, src, src_pitch, width, rows))
+        return NEO_ERR_INVALID_ARG;
     if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
     if (!width) rows = 0;
     if (ring)
