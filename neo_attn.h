@@ -3586,21 +3586,25 @@ NEO_ATTN__PRIVATE int neo__both_pull(const neo__both *B) {
                                NEO__STREAM_MAIN);
 }
 
-/* The hybrid's device work after the queries: the device half, the stream-back of the host cells
-   [cut, len) into d_state (it waits for nothing of the CPU's), then the CPU's state pulled up and
-   the two merged into the host heads' output. COPY is ordered after START only once the queries'
+/* The hybrid's device work that needs nothing of the CPU's: the device half and the stream-back
+   of the host cells [cut, len) into d_state. COPY is ordered after START only once the queries'
    copy_signal has gone through: on a capturing stream that refuses, and a COPY stream forked into
    the capture would leave it unjoined. The host rows depend only on earlier work on MAIN. */
-NEO_ATTN__PRIVATE int neo__hybrid_device(const neo__both *B) {
+NEO_ATTN__PRIVATE int neo__hybrid_start(const neo__both *B) {
+    neo_layer   *L = B->L;
+    neo_runtime *rt = L->rt;
+    int          s, chunk = 0;
+    if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK || (s = neo__gpu_half(rt, &B->g)) != NEO_OK)
+        return s;
+    return neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk);
+}
+
+/* The hybrid's CPU state merged with the stream-back's into the host heads' output. */
+NEO_ATTN__PRIVATE int neo__hybrid_merge(const neo__both *B) {
     neo_layer      *L = B->L;
     neo_runtime    *rt = L->rt;
     neo__merge_args m;
-    int             s, chunk = 0;
-    if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
-        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK ||
-        (s = neo__gpu_half(rt, &B->g)) != NEO_OK || (s = neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk)) != NEO_OK ||
-        (s = neo__both_pull(B)) != NEO_OK)
-        return s;
     memset(&m, 0, sizeof m);
     m.a = B->pull;
     m.b = (const float *)rt->split->d_state;
@@ -3614,16 +3618,21 @@ NEO_ATTN__PRIVATE int neo__hybrid_device(const neo__both *B) {
     return rt->attn.merge(rt->dev_state, &m, NEO__STREAM_MAIN);
 }
 
-/* The device's work after the queries: ON's device half and pull, or the hybrid's. */
-NEO_ATTN__PRIVATE int neo__both_device(const neo__both *B) {
+/* The device's work after the queries, in two parts: part 0 needs nothing of the CPU's (the
+   device half, and the hybrid's stream-back); part 1 waits for the CPU half's output flag (the
+   pull, and the hybrid's merge). A launch queued behind the pull's waiting kernel may itself wait
+   for that kernel (compute-sanitizer serialises launches so, and so does a full launch queue), so
+   a caller that still has CPU tasks to take launches nothing after the pull: ON's pull is the
+   call's last launch, and the hybrid's part 1 is launched once the caller has left the pool. */
+NEO_ATTN__PRIVATE int neo__both_device(const neo__both *B, int part) {
     int s;
-    if (B->cut) return neo__hybrid_device(B);
-    if ((s = neo__gpu_half(B->L->rt, &B->g)) != NEO_OK) return s;
-    return neo__both_pull(B);
+    if (part == 0) return B->cut ? neo__hybrid_start(B) : (int)neo__gpu_half(B->L->rt, &B->g);
+    if ((s = neo__both_pull(B)) != NEO_OK || !B->cut) return s;
+    return neo__hybrid_merge(B);
 }
 
 /* The device's part, run by the caller once the pool has the CPU half. A device whose launches
-   return at once gets all its ops now; the stand-in, which runs ops at once (and on this pool),
+   return at once gets all its ops now (but the hybrid's part 1, see neo__both_device); the stand-in, which runs ops at once (and on this pool),
    and a device whose launches block (which would wait for a flag not yet set) only the queries. */
 NEO_ATTN__PRIVATE int neo__both_first(neo__both *B) {
     neo_runtime *rt = B->L->rt;
@@ -3631,7 +3640,8 @@ NEO_ATTN__PRIVATE int neo__both_first(neo__both *B) {
     int          s;
     s = rt->attn.copy_signal(rt->dev_state, (char *)S->h_q + B->qoff, B->qrow, (const char *)B->q + B->qoff, B->qrow,
                              B->qrow - B->qoff, (size_t)B->n_tokens, S->hand, B->seq, NEO__STREAM_MAIN);
-    if (s == NEO_OK && B->early) s = neo__both_device(B);
+    if (s == NEO_OK && B->early) s = neo__both_device(B, 0);
+    if (s == NEO_OK && B->early && !B->cut) s = neo__both_device(B, 1);
     /* on failure the CPU half's tasks still wait for their queries: let them run on stale ones
        (their output is never pulled up) */
     if (s != NEO_OK) __atomic_store_n(S->hand, B->seq, __ATOMIC_RELEASE);
@@ -3722,7 +3732,8 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     neo__pool_launch(&rt->pool, &j); /* the workers spin on the query flag ... */
     s = neo__both_first(&B);         /* ... which the device sets */
     neo__pool_help(&rt->pool);
-    if (s == NEO_OK && !B.early) s = neo__both_device(&B);
+    if (s == NEO_OK && !B.early) s = neo__both_device(&B, 0);
+    if (s == NEO_OK && (!B.early || cut)) s = neo__both_device(&B, 1);
     if (s == NEO_OK && B.early && n_tokens == 1) L->n_overlapped++;
     if (s != NEO_OK)
         neo__log(rt, NEO_LOG_ERROR, "%s of a split layer: %s%s", cut ? "the hybrid" : "both halves",

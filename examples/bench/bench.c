@@ -216,7 +216,7 @@ static size_t meminfo_kb(const char *key) {
 /* --- options, rows and output --- */
 
 typedef struct options {
-    int         quick, threads, attn, batch, e2e, cap, cap_ctx, e2e_ctx;
+    int         quick, threads, attn, batch, e2e, cap, sweep, cap_ctx, e2e_ctx;
     double      seconds, reserve_gib;
     const char *csv_path;
 } options;
@@ -803,6 +803,72 @@ static void run_attn(void) {
                 }
             }
         }
+    }
+}
+
+/* sweep (only with --sections sweep): one layer's GPU decode, Llama-3-8B shapes, for each
+   tensor-core block shape (planner's choice, wide, narrow) and cap on the split count, through
+   the kernels' test entry (the planner forced), timed as the gpu rows are (events around
+   back-to-back calls over >= 256 MiB of layers, median): what the planner leaves at each context. */
+int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
+
+static double time_forced(neo_layer **L, int n, int block_shape, int max_splits) {
+    cudaEvent_t e0, e1;
+    double      t[15];
+    for (int r = 0; r < 15; r++) {
+        CU(cudaEventCreate(&e0));
+        CU(cudaEventCreate(&e1));
+        CU(cudaEventRecord(e0, stream));
+        for (int i = 0; i < 64; i++) {
+            neo__attn_args a;
+            neo_layer     *l = L[(r * 64 + i) % n];
+            neo__layer_args(l, &a, dq, 1, dout, 1);
+            a.k = l->k_dev, a.v = l->v_dev, a.h1 = l->n_head_kv;
+            if (neo__cu_test_attend(rt_gpu->dev_state, &a, NEO__STREAM_MAIN, -1, block_shape, max_splits) != NEO_OK) {
+                CU(cudaStreamSynchronize(stream));
+                CU(cudaEventDestroy(e0));
+                CU(cudaEventDestroy(e1));
+                return NAN; /* a shape this device or head_dim cannot take */
+            }
+        }
+        float ms;
+        CU(cudaEventRecord(e1, stream));
+        CU(cudaEventSynchronize(e1));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        t[r] = ms * 1e3 / 64;
+        CU(cudaEventDestroy(e0));
+        CU(cudaEventDestroy(e1));
+    }
+    return median(t, 15);
+}
+
+static void run_sweep(void) {
+    const long ctxs[4] = {1024, 4096, 16384, 65536};
+    const int  caps[12] = {0, 2, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64};
+    for (int ci = 0; ci < 4; ci++) {
+        long           ctx = ctxs[ci];
+        double         gb = (double)kv_layer_bytes(&LLAMA, ctx);
+        int            n = (int)ceil(256.0 * MiB / gb);
+        neo_layer    **L = (neo_layer **)xmalloc((size_t)n * sizeof *L);
+        neo_layer_desc d = shape_desc(&LLAMA, ctx, LLAMA.n_kv, NEO_PIPELINE_OFF);
+        for (int i = 0; i < n; i++) {
+            check(neo_layer_create(rt_gpu, &d, &L[i]), "neo_layer_create");
+            fill_layer(L[i], &LLAMA, ctx, 1);
+        }
+        CU(cudaDeviceSynchronize());
+        printf("# sweep %s %ld: bound %.2f us (HBM copy rate); us by split cap (0 = the planner's count)\n", LLAMA.name, ctx,
+               gb / (C.hbm * 1e9) * 1e6);
+        printf("# %-8s", "shape");
+        for (int k = 0; k < 12; k++) printf(" %6d", caps[k]);
+        printf("\n");
+        for (int shp = -1; shp <= 1; shp++) {
+            printf("# %-8s", shp < 0 ? "planner" : shp ? "narrow" : "wide");
+            for (int k = 0; k < 12; k++) printf(" %6.2f", time_forced(L, n, shp, caps[k]));
+            printf("\n");
+            fflush(stdout);
+        }
+        for (int i = 0; i < n; i++) neo_layer_destroy(L[i]);
+        free(L);
     }
 }
 
@@ -1429,6 +1495,7 @@ int main(int argc, char **argv) {
             opt.batch = strstr(l, "batch") != NULL;
             opt.e2e = strstr(l, "e2e") != NULL;
             opt.cap = strstr(l, "cap") != NULL;
+            opt.sweep = strstr(l, "sweep") != NULL;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             return 0;
@@ -1491,6 +1558,7 @@ int main(int argc, char **argv) {
     if (opt.batch) run_batch();
     if (opt.e2e) run_e2e();
     if (opt.cap) run_capacity();
+    if (opt.sweep) run_sweep();
 
     C.dram_end = bw_median(&bw, 0, 3);
     char note[160];
