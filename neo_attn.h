@@ -600,7 +600,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
 #define NEO__DEV_MEM_ABI 2
-#define NEO__DEV_ATTN_ABI 5
+#define NEO__DEV_ATTN_ABI 6
 #define NEO__DEV_MODEL_ABI 2
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
@@ -634,7 +634,19 @@ typedef struct neo__attn_args {
        *len - n_tokens, and the c1 given is the bound the launch is sized for (the layer's n_ctx).
        A backend that cannot do that refuses with NEO_ERR_UNSUPPORTED. */
     const int   *len;
+    /* 0, or with len a CPU share in (0, 1): the attend starts at the hybrid's cut of the length it
+       reads, c0 = max(c0, neo__hybrid_cut(*len, cut_share)), the cells before it being the CPU's
+       (a captured hybrid decode: >>bells). The cut is floor(fma(share, len, 0.5)) in double, one
+       rounding, so that the device's and the host's cuts of one length are the same cell. A range
+       left empty (the cut at the length) attends no cell: an empty state (m = -inf, l = 0, acc
+       = 0), a continued state unchanged, or the finished output of those. */
+    float        cut_share;
 } neo__attn_args;
+
+/* What every attend checks of cut_share (both implementations): 1 when it can be run. */
+static inline int neo__cut_ok(const neo__attn_args *a) {
+    return a->cut_share == 0.0f || (a->len && a->cut_share > 0.0f && a->cut_share < 1.0f);
+}
 
 /* The device halves of many layers attended together (neo_attn_decode_batch): entry i is a whole
    neo__attn_args of its own (cache, cell range, q, out, sinks, slopes, scale, softcap, kv_type),
@@ -989,6 +1001,15 @@ NEO_ATTN__PRIVATE double neo__now_us(void) {
     struct timespec ts;
     timespec_get(&ts, TIME_UTC);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* The hybrid's cut for a CPU share: round(share * len) cells for the CPU, halves up. One fused
+   rounding (fma), which a compiler never splits, so that the CUDA kernels' cut of a length read on
+   the device (neo__attn_args.cut_share) is this one: below 2^29 cells the product is exact, and
+   this equals floor(share * len + 0.5) however that is compiled. */
+NEO_ATTN__PRIVATE int neo__hybrid_cut(int len, float share) {
+    double c = floor(fma((double)share, (double)len, 0.5));
+    return c < 0.0 ? 0 : c > (double)len ? len : (int)c;
 }
 
 /* =============================================================================================
@@ -2542,16 +2563,18 @@ NEO_ATTN__PRIVATE void neo__host_tables(neo__dev_mem *m, neo__dev_attn *t) {
    recorder. Every op is done before it returns.
    ============================================================================================= */
 /* A recorded graph: while neo_runtime.sg_rec is set, the ops a CUDA graph would hold (append,
-   attend, set_length, copy) are recorded instead of run, and neo__standin_replay runs them again
+   attend, set_length, copy, merge) are recorded instead of run, and neo__standin_replay runs them again
    in order, as a CUDA graph replays its kernels; an op that would end a CUDA capture (a wait for
    the device, a handoff) marks the recording broken. Tests drive it with the three functions
    below; nothing else records. */
-enum { NEO__SG_APPEND, NEO__SG_ATTEND, NEO__SG_SET_LENGTH, NEO__SG_COPY, NEO__SG_MATVEC, NEO__SG_RING, NEO__SG_ANSWER, NEO__SG_HOST_FN };
+enum { NEO__SG_APPEND, NEO__SG_ATTEND, NEO__SG_SET_LENGTH, NEO__SG_COPY, NEO__SG_MATVEC, NEO__SG_RING, NEO__SG_ANSWER, NEO__SG_HOST_FN,
+       NEO__SG_MERGE };
 typedef struct neo__sg_op {
     int              kind;
     neo__append_args ap;
     neo__attn_args   at;
     neo__matvec_args mv;             /* MATVEC: the decode loop's host matvec, fn(ctx, &mv) */
+    neo__merge_args  mg;             /* MERGE */
     int            (*fn)(void *ctx, const neo__matvec_args *a);
     void            *ctx;
     int             *len;            /* SET_LENGTH */
@@ -2609,10 +2632,19 @@ NEO_ATTN__PRIVATE int neo__standin_append(void *state, const neo__append_args *a
     if (a->len) a->len[0] = b.row0 + a->n_tokens;
     return NEO_OK;
 }
+/* An attend of no cell: each query as if every cell weighed 0, through the merge any range ends
+   with (an empty state, a continued one unchanged, or those finished). zero: [head_dim_v] zeros. */
+NEO_ATTN__PRIVATE void neo__attend_none(const neo__attn_args *a, const float *zero) {
+    int G = a->n_head / a->n_head_kv;
+    for (int t = 0; t < a->n_tokens; t++)
+        for (int h = a->h0 * G; h < a->h1 * G; h++) neo__merge_head(a, t, h, -INFINITY, 0.0f, zero);
+}
 NEO_ATTN__PRIVATE int neo__standin_attend(void *state, const neo__attn_args *a, int stream) {
     neo_runtime   *rt = (neo_runtime *)state;
     neo__attn_args b = *a;
     neo__sg_op     op;
+    float         *zero;
+    if (!neo__cut_ok(a)) return NEO_ERR_INVALID_ARG;
     if (rt->sg_rec) {
         memset(&op, 0, sizeof op);
         op.kind = NEO__SG_ATTEND, op.at = *a;
@@ -2621,6 +2653,16 @@ NEO_ATTN__PRIVATE int neo__standin_attend(void *state, const neo__attn_args *a, 
     if (a->len) {
         b.c1 = a->c1 < *a->len ? a->c1 : *a->len;
         b.pos0 = *a->len - a->n_tokens;
+        if (a->cut_share > 0.0f && b.pos0 >= 0) { /* from the hybrid's cut of the length (>>bells) */
+            int cut = neo__hybrid_cut(*a->len, a->cut_share);
+            b.c0 = cut > b.c0 ? cut : b.c0;
+            if (b.c1 <= b.c0) { /* the cut at the length: the CPU has every cell */
+                if (!(zero = (float *)neo__calloc(&rt->alloc, sizeof(float) * (size_t)a->head_dim_v))) return NEO_ERR_NO_MEMORY;
+                neo__attend_none(&b, zero);
+                neo__free(&rt->alloc, zero);
+                return NEO_OK;
+            }
+        }
         if (b.c1 <= b.c0 || b.pos0 < 0) return NEO_ERR_INVALID_ARG;
     }
     return neo__host_attend(state, &b, stream);
@@ -2726,7 +2768,13 @@ NEO_ATTN__PRIVATE int neo__standin_await_copy(void *state, void *dst, size_t dst
     return neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
 }
 NEO_ATTN__PRIVATE int neo__standin_merge(void *state, const neo__merge_args *m, int stream) {
-    return neo__sg_refuse((neo_runtime *)state) != NEO_OK ? NEO_ERR_UNSUPPORTED : neo__host_merge(state, m, stream);
+    neo_runtime *rt = (neo_runtime *)state;
+    neo__sg_op   op;
+    if (!rt->sg_rec) return neo__host_merge(state, m, stream);
+    if (!neo__merge_ok(m)) return NEO_ERR_INVALID_ARG;
+    memset(&op, 0, sizeof op);
+    op.kind = NEO__SG_MERGE, op.mg = *m;
+    return neo__sg_add(rt, &op);
 }
 NEO_ATTN__PRIVATE int neo__standin_launch_async(void *state) {
     (void)state;
@@ -2820,6 +2868,7 @@ NEO_ATTN__PRIVATE neo_status neo__standin_replay(neo_runtime *rt, const neo__sgr
             : op->kind == NEO__SG_RING || op->kind == NEO__SG_ANSWER
                 ? neo__standin_bell(rt, op->kind, op->dst, op->dst_pitch, op->src, op->src_pitch, op->bytes, op->rows, op->bell, op->dlen)
             : op->kind == NEO__SG_HOST_FN ? neo__standin_host_fn(rt, op->host_fn, op->arg, NEO__STREAM_MAIN)
+            : op->kind == NEO__SG_MERGE   ? neo__host_merge(rt, &op->mg, NEO__STREAM_MAIN)
                                           : neo__standin_set_length(rt, op->len, op->value, NEO__STREAM_MAIN);
     }
     return (neo_status)s;
@@ -3586,32 +3635,38 @@ NEO_ATTN__PRIVATE int neo__both_pull(const neo__both *B) {
                                NEO__STREAM_MAIN);
 }
 
-/* The hybrid's device work after the queries: the device half, the stream-back of the host cells
-   [cut, len) into d_state (it waits for nothing of the CPU's), then the CPU's state pulled up and
-   the two merged into the host heads' output. COPY is ordered after START only once the queries'
-   copy_signal has gone through: on a capturing stream that refuses, and a COPY stream forked into
-   the capture would leave it unjoined. The host rows depend only on earlier work on MAIN. */
-NEO_ATTN__PRIVATE int neo__hybrid_device(const neo__both *B) {
-    neo_layer      *L = B->L;
-    neo_runtime    *rt = L->rt;
+/* The hybrid's last step on the device: the CPU's state of the host heads (cpu) and the device's
+   (dev), both [n_head][head_dim_v + 2], merged and finished into their rows of out, sinks added. */
+NEO_ATTN__PRIVATE int neo__hybrid_merge(neo_layer *L, const float *cpu, const float *dev, float *out) {
     neo__merge_args m;
-    int             s, chunk = 0;
-    if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
-        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK ||
-        (s = neo__gpu_half(rt, &B->g)) != NEO_OK || (s = neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk)) != NEO_OK ||
-        (s = neo__both_pull(B)) != NEO_OK)
-        return s;
     memset(&m, 0, sizeof m);
-    m.a = B->pull;
-    m.b = (const float *)rt->split->d_state;
-    m.out = B->out;
+    m.a = cpu;
+    m.b = dev;
+    m.out = out;
     m.sinks = L->sinks_dev;
     m.h0 = L->gpu_heads * L->group;
     m.h1 = L->n_head;
     m.n_tokens = 1;
     m.n_head = L->n_head;
     m.head_dim_v = L->head_dim_v;
-    return rt->attn.merge(rt->dev_state, &m, NEO__STREAM_MAIN);
+    return L->rt->attn.merge(L->rt->dev_state, &m, NEO__STREAM_MAIN);
+}
+
+/* The hybrid's device work after the queries: the device half, the stream-back of the host cells
+   [cut, len) into d_state (it waits for nothing of the CPU's), then the CPU's state pulled up and
+   the two merged into the host heads' output. COPY is ordered after START only once the queries'
+   copy_signal has gone through: on a capturing stream that refuses, and a COPY stream forked into
+   the capture would leave it unjoined. The host rows depend only on earlier work on MAIN. */
+NEO_ATTN__PRIVATE int neo__hybrid_device(const neo__both *B) {
+    neo_layer   *L = B->L;
+    neo_runtime *rt = L->rt;
+    int          s, chunk = 0;
+    if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK ||
+        (s = neo__gpu_half(rt, &B->g)) != NEO_OK || (s = neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk)) != NEO_OK ||
+        (s = neo__both_pull(B)) != NEO_OK)
+        return s;
+    return neo__hybrid_merge(L, B->pull, (const float *)rt->split->d_state, B->out);
 }
 
 /* The device's work after the queries: ON's device half and pull, or the hybrid's. */
@@ -3731,12 +3786,6 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     return (neo_status)s;
 }
 
-/* The hybrid's cut for a CPU share: round(share * len) cells for the CPU. */
-NEO_ATTN__PRIVATE int neo__hybrid_cut(int len, float share) {
-    double c = floor((double)share * (double)len + 0.5);
-    return c < 0.0 ? 0 : c > (double)len ? len : (int)c;
-}
-
 /* Attention of every head of layer L for the last n_tokens cells (q, out: activation memory). */
 /* =============================================================================================
    >>bells: both halves inside a CUDA graph. A captured ON decode rings a bell at each replay
@@ -3755,9 +3804,14 @@ NEO_ATTN__PRIVATE int neo__hybrid_cut(int len, float share) {
 
 typedef struct neo__bell {
     neo_layer        *L;      /* or NULL once the layer is gone (the bell is then never rung) */
+    float             share;  /* 0: ON's bell; in (0, 1): the hybrid's, at this CPU share */
     unsigned         *word;   /* pinned [NEO__BELL_WORDS] (neo__dev_attn.ring), then the rows: */
     float            *h_q;    /* pinned [n_head][head_dim]: the queries (the host heads' written) */
-    float            *h_out;  /* pinned [n_head][head_dim_v]: the output (the host heads' written) */
+    float            *h_out;  /* pinned: ON's output [n_head][head_dim_v], or the hybrid's CPU state
+                                 [n_head][head_dim_v + 2] (the host heads' rows written) */
+    float            *zero;   /* pinned [head_dim_v] zeros, the hybrid's (neo__attend_none) */
+    float            *d_st;   /* the hybrid's, device [2][n_head][head_dim_v + 2]: the device's state
+                                 of the host heads' cells from the cut, then the CPU's pulled up */
     unsigned          seen;   /* the last ring answered (the listener's) */
     struct neo__bell *next;   /* fixed once the bell is published */
 } neo__bell;
@@ -3778,18 +3832,25 @@ NEO_ATTN__PRIVATE int neo__bells_ok(const neo_runtime *rt) {
     return !NEO_ATTN_NO_THREADS && rt->attn.ring && rt->attn.answer && rt->attn.host_fn;
 }
 
-/* The CPU half of a ring: the host heads attended at the length the device read, then answered. */
+/* The CPU half of a ring: the host heads attended at the length the device read, then answered:
+   ON's over every cell into the output, the hybrid's over the cells before its cut of that length
+   (the device takes the rest) into a state, empty when the cut is 0. */
 NEO_ATTN__PRIVATE void neo__bell_serve(neo_runtime *rt, neo__bell *b, unsigned ring) {
     neo_layer     *L = b->L;
     neo__attn_args c;
     int            len = (int)b->word[NEO__BELL_LEN]; /* written before the ring, which was read with acquire */
     if (L && len >= 1 && len <= L->n_ctx) {
-        neo__layer_args_at(L, &c, b->h_q, 1, b->h_out, 0, len);
+        neo__layer_args_at(L, &c, b->h_q, 1, b->share > 0.0f ? NULL : b->h_out, 0, len);
         c.k = L->k_host;
         c.v = L->v_host;
         c.kv_h0 = c.h0 = L->gpu_heads;
         c.h1 = L->n_head_kv;
-        neo__cpu_attend(rt, &c);
+        if (b->share > 0.0f) {
+            c.c1 = neo__hybrid_cut(len, b->share);
+            c.state = b->h_out;
+        }
+        if (c.c1 > 0) neo__cpu_attend(rt, &c);
+        else neo__attend_none(&c, b->zero);
     }
     b->seen = ring;
     __atomic_store_n(&b->word[NEO__BELL_DONE], ring, __ATOMIC_RELEASE);
@@ -3890,6 +3951,7 @@ NEO_ATTN__PRIVATE void neo__bells_release(neo_runtime *rt) {
     for (neo__bell *b = B->list, *n; b; b = n) {
         n = b->next;
         rt->mem.host_free(rt->dev_state, b->word);
+        neo__dev_free(rt, b->d_st);
         neo__free(&rt->alloc, b);
     }
     neo__free(&rt->alloc, B);
@@ -3902,21 +3964,27 @@ NEO_ATTN__PRIVATE void neo__bells_forget(neo_layer *L) {
         if (b->L == L) b->L = NULL;
 }
 
-/* A new bell for a captured decode of L, published to the listener. */
-NEO_ATTN__PRIVATE neo_status neo__bell_new(neo_layer *L, neo__bells *B, neo__bell **out) {
+/* A new bell for a captured decode of L (share: 0 = ON's, else the hybrid's), published to the
+   listener. */
+NEO_ATTN__PRIVATE neo_status neo__bell_new(neo_layer *L, neo__bells *B, float share, neo__bell **out) {
     neo_runtime *rt = L->rt;
-    size_t       qb = (size_t)L->n_head * L->head_dim * sizeof(float), ob = (size_t)L->n_head * L->head_dim_v * sizeof(float);
+    size_t       ow = (size_t)L->head_dim_v + (share > 0.0f ? 2 : 0), zb = share > 0.0f ? (size_t)L->head_dim_v * sizeof(float) : 0;
+    size_t       qb = (size_t)L->n_head * L->head_dim * sizeof(float), ob = (size_t)L->n_head * ow * sizeof(float);
     size_t       wb = NEO__BELL_WORDS * sizeof(unsigned);
     neo__bell   *b = (neo__bell *)neo__calloc(&rt->alloc, sizeof *b);
     neo_status   s;
     if (!b) return NEO_ERR_NO_MEMORY;
-    if ((s = (neo_status)rt->mem.host_alloc(rt->dev_state, (void **)&b->word, wb + qb + ob)) != NEO_OK) {
+    if ((s = (neo_status)rt->mem.host_alloc(rt->dev_state, (void **)&b->word, wb + qb + ob + zb)) != NEO_OK ||
+        (share > 0.0f && (s = neo__dev_alloc(rt, (void **)&b->d_st, 2 * ob)) != NEO_OK)) {
+        rt->mem.host_free(rt->dev_state, b->word);
         neo__free(&rt->alloc, b);
         return s;
     }
-    memset(b->word, 0, wb + qb + ob);
+    memset(b->word, 0, wb + qb + ob + zb);
     b->h_q = (float *)((char *)b->word + wb);
     b->h_out = (float *)((char *)b->word + wb + qb);
+    b->zero = zb ? (float *)((char *)b->word + wb + qb + ob) : NULL;
+    b->share = share;
     b->L = L;
     b->next = B->list;
     __atomic_store_n(&B->list, b, __ATOMIC_RELEASE);
@@ -3924,20 +3992,37 @@ NEO_ATTN__PRIVATE neo_status neo__bell_new(neo_layer *L, neo__bells *B, neo__bel
     return NEO_OK;
 }
 
-/* A captured ON decode: the queries rung, the device half, then the answer pulled up. The first
-   of a capture also captures the listener's wake, forked onto COPY and joined before the answer. */
-NEO_ATTN__PRIVATE neo_status neo__attend_rung(neo_layer *L, const float *q, float *out) {
+/* The hybrid's device work in a graph, after its device half: the host heads' cells from its cut
+   of the length on (the device computes it as the listener does), attended in place into the
+   bell's device state, the GPU reading their pinned memory over the bus as under OFF. */
+NEO_ATTN__PRIVATE neo_status neo__rung_hybrid(neo_layer *L, const float *q, const neo__bell *b) {
+    neo__attn_args a;
+    neo__layer_args(L, &a, q, 1, NULL, 1);
+    a.k = L->k_host, a.v = L->v_host, a.kv_h0 = a.h0 = L->gpu_heads, a.h1 = L->n_head_kv;
+    a.state = b->d_st;
+    a.cut_share = b->share;
+    return (neo_status)L->rt->attn.attend(L->rt->dev_state, &a, NEO__STREAM_MAIN);
+}
+
+/* A captured decode that rings (share: 0 = ON, else the hybrid's CPU share): the queries rung,
+   the device half, ON's answer pulled up into out, or the hybrid's device part of the host heads
+   (neo__rung_hybrid), the CPU's state pulled up, and the two merged into out. The first of a
+   capture also captures the listener's wake, forked onto COPY and joined before the answer. */
+NEO_ATTN__PRIVATE neo_status neo__attend_rung(neo_layer *L, const float *q, float *out, float share) {
     neo_runtime       *rt = L->rt;
-    neo__bells        *B;
-    neo__bell         *b;
+    neo__bells        *B = NULL;
+    neo__bell         *b = NULL;
     neo__attn_args     a;
     unsigned long long id = 0;
-    size_t             qrow = (size_t)L->n_head * L->head_dim * sizeof(float), orow = (size_t)L->n_head * L->head_dim_v * sizeof(float);
+    size_t             ow = (size_t)L->head_dim_v + (share > 0.0f ? 2 : 0); /* floats a head answers: out, or (m, l, acc) */
+    size_t             qrow = (size_t)L->n_head * L->head_dim * sizeof(float), orow = (size_t)L->n_head * ow * sizeof(float);
     size_t             qoff = (size_t)L->gpu_heads * L->group * L->head_dim * sizeof(float);
-    size_t             ooff = (size_t)L->gpu_heads * L->group * L->head_dim_v * sizeof(float);
+    size_t             ooff = (size_t)L->gpu_heads * L->group * ow * sizeof(float);
     int                s, wake;
     void              *S = rt->dev_state;
-    if ((s = neo__bells_get(rt, &B)) != NEO_OK || (s = neo__bell_new(L, B, &b)) != NEO_OK) return (neo_status)s;
+    float             *dst;
+    if ((s = neo__bells_get(rt, &B)) != NEO_OK || (s = neo__bell_new(L, B, share, &b)) != NEO_OK) return (neo_status)s;
+    dst = share > 0.0f ? b->d_st + (size_t)L->n_head * ow : out;
     rt->mem.capturing(S, NEO__STREAM_MAIN, &id);
     wake = id != B->woke_id;
     if (wake && ((s = rt->mem.record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
@@ -3950,16 +4035,27 @@ NEO_ATTN__PRIVATE neo_status neo__attend_rung(neo_layer *L, const float *q, floa
         return (neo_status)s;
     neo__layer_args(L, &a, q, 1, out, 1);
     a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
-    if ((s = neo__gpu_half(rt, &a)) != NEO_OK) return (neo_status)s;
+    if ((s = neo__gpu_half(rt, &a)) != NEO_OK || (share > 0.0f && (s = neo__rung_hybrid(L, q, b)) != NEO_OK)) return (neo_status)s;
     if (wake && (s = rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_WOKE)) != NEO_OK) return (neo_status)s;
     if (wake) B->woke_id = id;
-    return (neo_status)rt->attn.answer(S, (char *)out + ooff, orow, (const char *)b->h_out + ooff, orow, orow - ooff, 1, b->word,
-                                       NEO__STREAM_MAIN);
+    if ((s = rt->attn.answer(S, (char *)dst + ooff, orow, (const char *)b->h_out + ooff, orow, orow - ooff, 1, b->word,
+                             NEO__STREAM_MAIN)) != NEO_OK || share == 0.0f)
+        return (neo_status)s;
+    return (neo_status)neo__hybrid_merge(L, dst, b->d_st, out);
 }
 
-/* 1 when a captured decode of L rings a bell: a split layer under ON, or AUTO that chose it. */
+/* The CPU share a captured decode of L rings its bell with: the hybrid's (HYBRID, or AUTO that
+   chose it), else 0 (ON's: the CPU takes every host cell). */
+NEO_ATTN__PRIVATE float neo__ring_share(const neo_layer *L) {
+    if (L->pipeline == NEO_PIPELINE_HYBRID) return L->cpu_share;
+    return L->pipeline == NEO_PIPELINE_AUTO && L->auto_choice == NEO_PIPELINE_HYBRID ? L->auto_share : 0.0f;
+}
+
+/* 1 when a captured decode of L rings a bell: a split layer under ON or HYBRID, or AUTO that chose
+   one of them. */
 NEO_ATTN__PRIVATE int neo__rings(const neo_layer *L) {
-    return neo__is_split(L) && (L->pipeline == NEO_PIPELINE_ON || (L->pipeline == NEO_PIPELINE_AUTO && L->auto_choice == NEO_PIPELINE_ON));
+    int p = L->pipeline == NEO_PIPELINE_AUTO ? L->auto_choice : (int)L->pipeline;
+    return neo__is_split(L) && (p == NEO_PIPELINE_ON || p == NEO_PIPELINE_HYBRID);
 }
 
 /* The pipeline a split layer's decode runs, for the log. */
@@ -3971,11 +4067,11 @@ NEO_ATTN__PRIVATE const char *neo__pipeline_name(const neo_layer *L) {
 }
 
 /* 1 when a decode of L can be captured into a CUDA graph: no split, the stream-back (OFF), both
-   halves (ON) where bells can be rung (>>bells), and AUTO once it has chosen one of those. AUTO's
-   probes wait for the device; the hybrid's split of the cells depends on the length. */
+   halves (ON) and the hybrid where bells can be rung (>>bells), and AUTO once it has chosen one of
+   those. AUTO's probes wait for the device. */
 NEO_ATTN__PRIVATE int neo__capturable(const neo_layer *L) {
     int p = L->pipeline != NEO_PIPELINE_AUTO ? (int)L->pipeline : L->auto_decided ? L->auto_choice : (int)NEO_PIPELINE_AUTO;
-    return !neo__is_split(L) || p == NEO_PIPELINE_OFF || (p == NEO_PIPELINE_ON && neo__bells_ok(L->rt));
+    return !neo__is_split(L) || p == NEO_PIPELINE_OFF || ((p == NEO_PIPELINE_ON || p == NEO_PIPELINE_HYBRID) && neo__bells_ok(L->rt));
 }
 
 /* A captured attend: every length is read by the device at replay (neo__attn_args.len). A split
@@ -3985,7 +4081,7 @@ NEO_ATTN__PRIVATE neo_status neo__attend_captured(neo_layer *L, const float *q, 
     neo_runtime   *rt = L->rt;
     neo__attn_args a;
     neo_status     s;
-    if (neo__rings(L)) return neo__attend_rung(L, q, out);
+    if (neo__rings(L)) return neo__attend_rung(L, q, out, neo__ring_share(L));
     neo__layer_args(L, &a, q, n_tokens, out, 1);
     a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
     if ((s = neo__gpu_half(rt, &a)) != NEO_OK || L->gpu_heads == L->n_head_kv) return s;
