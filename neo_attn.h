@@ -185,8 +185,8 @@
                         stream-back never waits for the CPU) and merges the two, sinks added
                         once, into the host heads' output. c = cpu_share * len, rounded; a
                         decode where that leaves one side no cell runs as ON or OFF, and a
-                        prefill runs as OFF. It cannot be captured into a CUDA graph (its cut
-                        depends on the length, which a graph's replays change).
+                        prefill runs as OFF. Captured into a CUDA graph, the cut is made at each
+                        replay from the length then (see CUDA GRAPHS).
      NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; when the host half's
                         valid cells fill a stream-back chunk, the hybrid is timed next with the
                         CPU share that makes both engines finish together by those timings,
@@ -248,8 +248,20 @@
                         Each captured ON decode keeps its bell (a few pinned rows) for the
                         runtime's life: capture a step once and replay it, rather than
                         capturing anew for every token.
-     AUTO               as the pipeline it has chosen; still measuring, it refuses.
-     HYBRID             refuses (its split of the cells depends on the length).
+     HYBRID             as ON, except that the listener attends only the host heads' cells
+                        before the cut of the length the bell carries (cpu_share of them,
+                        rounded as the eager call rounds) into an online-softmax state, while
+                        the GPU attends the cells from that cut on in place, reading their
+                        pinned memory over the bus as under OFF (a stream-back's chunk count
+                        depends on the length), the cut computed on the device from the same
+                        length to the same cell; the graph then pulls the CPU's state up and
+                        merges the two. Where the cut leaves one side no cell (short contexts)
+                        that side's state is empty and weighs nothing. Each captured HYBRID
+                        decode keeps its bell, and two states of the host heads in device memory.
+                        Built with NEO_ATTN_NO_THREADS=1 there is no listener: ON and HYBRID
+                        refuse.
+     AUTO               as the pipeline it has chosen (with the hybrid's share it measured);
+                        still measuring, it refuses.
    Calls that wait for the device or allocate (layer and session create, destroy and step,
    truncate, prefill, moving heads, neo_runtime_sync) refuse on a capturing stream too:
    NEO_ERR_UNSUPPORTED with a log line, the capture left valid. A graph holds the layers' memory
@@ -572,9 +584,9 @@ NEO_ATTN_API void       neo_session_destroy(neo_session *s);   /* NULL is fine *
 /* Runs token at position neo_session_length(s) through every layer and writes logits: [vocab_size]
    (host memory). NEO_ERR_INVALID_ARG for a token outside [0, vocab_size), NEO_ERR_FULL when the
    cache holds n_ctx tokens; on an error nothing changes. With neo_session_desc.graphs, the first
-   step whose layers can all be captured (see CUDA GRAPHS: no layer under ON or HYBRID, AUTO
-   layers once they have chosen OFF) captures the layers and logits into a CUDA graph, and every
-   later step replays it (lengths and positions live on the device); steps before, or where
+   step whose layers can all be captured (see CUDA GRAPHS: no AUTO layer still measuring, and
+   ON and HYBRID need the listener thread) captures the layers and logits into a CUDA graph, and
+   every later step replays it (lengths and positions live on the device); steps before, or where
    capture fails (logged), run as without graphs. The output is the same either way. */
 NEO_ATTN_API neo_status neo_session_step(neo_session *s, int token, float *logits);
 /* The same step, for greedy decoding: *next = the index of the largest logit (the lowest on ties,

@@ -116,8 +116,11 @@
    len[1]). An attend with len reads *len when it runs (neo__attn_live): its kernel, block shape
    and split count are planned on the host for the bound c1 (the layer's n_ctx), and the splits
    share the cells the layer holds then, so a replay gives the bits of an eager attend with that
-   split count. Each attention kernel is compiled twice, with and without (template parameter
-   LEN), so that an eager attend runs exactly the code it ran before lengths moved to the device.
+   split count. A captured hybrid decode's device part (neo__attn_args.cut_share) also starts at the
+   hybrid's cut of that length, computed in the kernel as the host's listener computes it, so that
+   the two sides meet at the same cell. Each attention kernel is compiled twice, with and without
+   (template parameter LEN), so that an eager attend runs exactly the code it ran before lengths
+   moved to the device.
 
    NUMERICS
    --------
