@@ -2575,9 +2575,9 @@ NEO_ATTN__PRIVATE void neo__host_tables(neo__dev_mem *m, neo__dev_attn *t) {
    recorder. Every op is done before it returns.
    ============================================================================================= */
 /* A recorded graph: while neo_runtime.sg_rec is set, the ops a CUDA graph would hold (append,
-   attend, set_length, copy, merge) are recorded instead of run, and neo__standin_replay runs them again
-   in order, as a CUDA graph replays its kernels; an op that would end a CUDA capture (a wait for
-   the device, a handoff) marks the recording broken. Tests drive it with the three functions
+   attend, set_length, copy, merge, a bell's ring and answer) are recorded instead of run, and
+   neo__standin_replay runs them again in order, as a CUDA graph replays its kernels; an op that
+   would end a CUDA capture (a wait for the device, a flagged handoff) marks the recording broken. Tests drive it with the three functions
    below; nothing else records. */
 enum { NEO__SG_APPEND, NEO__SG_ATTEND, NEO__SG_SET_LENGTH, NEO__SG_COPY, NEO__SG_MATVEC, NEO__SG_RING, NEO__SG_ANSWER, NEO__SG_HOST_FN,
        NEO__SG_MERGE };
@@ -3803,11 +3803,14 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
    >>bells: both halves inside a CUDA graph. A captured ON decode rings a bell at each replay
    (neo__dev_attn.ring): the host heads' queries and the layer's length land in the bell's pinned
    memory, the runtime's listener thread, which watches every bell, attends them on the pool and
-   answers, and the graph's answer op waits for that and pulls the output up. No host call runs
-   per layer per replay. The listener spins while bells ring and for NEO_ATTN_LISTEN_US after the
-   last one, then dozes (neo__listener_main); the first ON decode of each capture also captures a
-   host function that wakes it, which a replay runs on the COPY stream, joined only before that
-   call's answer (which waits for the listener anyway), so the wake-up is off the critical path.
+   answers, and the graph's answer op waits for that and pulls the output up. A captured HYBRID
+   decode rings the same way, but the listener attends only the cells before the cut of that
+   length, into a state, while the graph attends the rest in place (neo__rung_hybrid), then pulls
+   the CPU's state up and merges. No host call runs per layer per replay. The listener spins while
+   bells ring and for NEO_ATTN_LISTEN_US after the last one, then dozes (neo__listener_main); the
+   first ringing decode of each capture also captures a host function that wakes it, which a
+   replay runs on the COPY stream, joined only before that call's answer (which waits for the
+   listener anyway), so the wake-up is off the critical path.
    ============================================================================================= */
 #ifndef NEO_ATTN_LISTEN_US
 #define NEO_ATTN_LISTEN_US 2000

@@ -2135,45 +2135,34 @@ fail:
     return rc;
 }
 
-static int neo__cu_dev_alloc(void *state, void **ptr, size_t bytes) {
+/* Device memory, or pinned host memory (host): with unified addressing (every sm_90 system)
+   kernels use a pinned buffer's own pointer, as the handoff does. Relaxed for this thread: a
+   captured call's bell (its pinned rows, and a hybrid's device states) is made while its stream
+   is being captured, which a stricter mode would end at this call. */
+static int neo__cu_alloc(void *state, void **ptr, size_t bytes, bool host) {
     neo__cuda *st = (neo__cuda *)state;
     if (!st || !ptr) return NEO_ERR_INVALID_ARG;
     *ptr = NULL;
     if (!bytes) return NEO_OK;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    /* Relaxed for this thread: a captured hybrid decode's bell (its device states) is made while
-       its stream is being captured, which a stricter mode would end at this call. */
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    cudaError_t e = cudaMalloc(ptr, bytes);
+    cudaError_t e = host ? cudaHostAlloc(ptr, bytes, cudaHostAllocPortable | cudaHostAllocMapped) : cudaMalloc(ptr, bytes);
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (e != cudaSuccess) *ptr = NULL;
-    return neo__cu_err(e);
+    if (e == cudaSuccess) return NEO_OK;
+    *ptr = NULL;
+    if (!host) return neo__cu_err(e);
+    (void)cudaGetLastError();
+    return e == cudaErrorMemoryAllocation ? NEO_ERR_NO_MEMORY : NEO_ERR_DEVICE;
 }
+static int neo__cu_dev_alloc(void *state, void **ptr, size_t bytes) { return neo__cu_alloc(state, ptr, bytes, false); }
 static void neo__cu_dev_free(void *state, void *ptr) {
     neo__cuda *st = (neo__cuda *)state;
     if (!st || !ptr) return;
     (void)cudaSetDevice(st->device);
     (void)cudaFree(ptr);
 }
-static int neo__cu_host_alloc(void *state, void **ptr, size_t bytes) {
-    neo__cuda *st = (neo__cuda *)state;
-    if (!st || !ptr) return NEO_ERR_INVALID_ARG;
-    *ptr = NULL;
-    if (!bytes) return NEO_OK;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    /* with unified addressing (every sm_90 system) kernels use the same pointer: the handoff does.
-       Relaxed for this thread: a captured call's handoff (a bell) is made while its stream is
-       being captured, which a stricter mode would end at this call. */
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    cudaError_t e = cudaHostAlloc(ptr, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (e == cudaSuccess) return NEO_OK;
-    *ptr = NULL;
-    (void)cudaGetLastError();
-    return e == cudaErrorMemoryAllocation ? NEO_ERR_NO_MEMORY : NEO_ERR_DEVICE;
-}
+static int neo__cu_host_alloc(void *state, void **ptr, size_t bytes) { return neo__cu_alloc(state, ptr, bytes, true); }
 static void neo__cu_host_free(void *state, void *ptr) {
     if (!state || !ptr) return;
     (void)cudaFreeHost(ptr);
