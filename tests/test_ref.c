@@ -1083,12 +1083,25 @@ static int count_merge(void *state, const neo__merge_args *m, int stream) {
     return NEO_ERR_INVALID_ARG;
 }
 
+/* The hybrid's cut of the host cells, which a CUDA graph's replays make on both sides (the host's
+   listener and the device's attend) and must make alike: share * len rounded, halves up. */
+static void test_hybrid_cut(void) {
+    static const struct { int len; float share; int cut; } t[] = {
+        {1002, 0.25f, 251}, {1000, 0.0625f, 63}, {1, 0.5f, 1}, {4, 0.1f, 0}, {5, 0.1f, 1}, {5, 0.9f, 4}, {6, 0.9f, 5},
+        {0, 0.5f, 0}, {1 << 30, 0.3f, 322122560}, {(1 << 30) - 1, 0.999f, 1072668095}};
+    check_context("hybrid cut");
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (!CHECK(neo__hybrid_cut(t[i].len, t[i].share) == t[i].cut))
+            fprintf(stderr, "    cut(%d, %.9g) = %d, want %d\n", t[i].len, (double)t[i].share, neo__hybrid_cut(t[i].len, t[i].share), t[i].cut);
+}
+
 static void test_hybrid(void) {
     static const struct { int nh, nkv, hd, dv, gh; } sh[] = {
         {8, 4, 64, 0, 1}, {14, 2, 64, 0, NEO_GPU_HEADS_NONE}, {4, 4, 16, 24, 3}, {16, 2, 100, 36, 1}, {32, 4, 128, 0, 2}};
     static const float shares[] = {0.01f, 0.3f, 0.0f, 0.99f, 0.6f};
     static const int   lens[] = {1, 2, 5, 63, 64, 65, 130, 700, 1500, 3000};
     int k = 0;
+    test_hybrid_cut();
     hyb_rt[0].rt = rts_gpu[1], hyb_rt[1].rt = rts_gpu[3], hyb_rt[2].rt = rt_cuda;
     for (int i = 0; i < 3; i++)
         if (hyb_rt[i].rt) hyb_rt[i].merge = hyb_rt[i].rt->attn.merge, hyb_rt[i].rt->attn.merge = count_merge;
@@ -1683,7 +1696,7 @@ static void graph_on(gcap *g) {
     graph_replays(g, &d[3], d[3].n_ctx - 20, 0);
     /* HYBRID: the listener attends the host heads' cells before the cut of the length the replay
        reads, the device the rest in place, merged. A share of 0.1 cuts at 0 below 5 cells (the
-       device has every cell), 0.9 at the length below 6 (the CPU has every cell); truncated
+       device has every cell), 0.9 at the length below 5 (the CPU has every cell); truncated
        between replays back into those lengths */
     d[0].pipeline = NEO_PIPELINE_HYBRID, d[0].cpu_share = 0.1f;
     graph_replays(g, &d[0], 1, 0);
