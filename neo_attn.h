@@ -185,8 +185,8 @@
                         stream-back never waits for the CPU) and merges the two, sinks added
                         once, into the host heads' output. c = cpu_share * len, rounded; a
                         decode where that leaves one side no cell runs as ON or OFF, and a
-                        prefill runs as OFF. It cannot be captured into a CUDA graph (its cut
-                        depends on the length, which a graph's replays change).
+                        prefill runs as OFF. Captured into a CUDA graph, the cut is made at each
+                        replay from the length then (see CUDA GRAPHS).
      NEO_PIPELINE_AUTO  the first decode calls alternate OFF and ON, timed; when the host half's
                         valid cells fill a stream-back chunk, the hybrid is timed next with the
                         CPU share that makes both engines finish together by those timings,
@@ -248,8 +248,20 @@
                         Each captured ON decode keeps its bell (a few pinned rows) for the
                         runtime's life: capture a step once and replay it, rather than
                         capturing anew for every token.
-     AUTO               as the pipeline it has chosen; still measuring, it refuses.
-     HYBRID             refuses (its split of the cells depends on the length).
+     HYBRID             as ON, except that the listener attends only the host heads' cells
+                        before the cut of the length the bell carries (cpu_share of them,
+                        rounded as the eager call rounds) into an online-softmax state, while
+                        the GPU attends the cells from that cut on in place, reading their
+                        pinned memory over the bus as under OFF (a stream-back's chunk count
+                        depends on the length), the cut computed on the device from the same
+                        length to the same cell; the graph then pulls the CPU's state up and
+                        merges the two. Where the cut leaves one side no cell (short contexts)
+                        that side's state is empty and weighs nothing. Each captured HYBRID
+                        decode keeps its bell, and two states of the host heads in device memory.
+                        Built with NEO_ATTN_NO_THREADS=1 there is no listener: ON and HYBRID
+                        refuse.
+     AUTO               as the pipeline it has chosen (with the hybrid's share it measured);
+                        still measuring, it refuses.
    Calls that wait for the device or allocate (layer and session create, destroy and step,
    truncate, prefill, moving heads, neo_runtime_sync) refuse on a capturing stream too:
    NEO_ERR_UNSUPPORTED with a log line, the capture left valid. A graph holds the layers' memory
@@ -572,9 +584,9 @@ NEO_ATTN_API void       neo_session_destroy(neo_session *s);   /* NULL is fine *
 /* Runs token at position neo_session_length(s) through every layer and writes logits: [vocab_size]
    (host memory). NEO_ERR_INVALID_ARG for a token outside [0, vocab_size), NEO_ERR_FULL when the
    cache holds n_ctx tokens; on an error nothing changes. With neo_session_desc.graphs, the first
-   step whose layers can all be captured (see CUDA GRAPHS: no layer under ON or HYBRID, AUTO
-   layers once they have chosen OFF) captures the layers and logits into a CUDA graph, and every
-   later step replays it (lengths and positions live on the device); steps before, or where
+   step whose layers can all be captured (see CUDA GRAPHS: no AUTO layer still measuring, and
+   ON and HYBRID need the listener thread) captures the layers and logits into a CUDA graph, and
+   every later step replays it (lengths and positions live on the device); steps before, or where
    capture fails (logged), run as without graphs. The output is the same either way. */
 NEO_ATTN_API neo_status neo_session_step(neo_session *s, int token, float *logits);
 /* The same step, for greedy decoding: *next = the index of the largest logit (the lowest on ties,
@@ -600,7 +612,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
 #define NEO__DEV_MEM_ABI 2
-#define NEO__DEV_ATTN_ABI 5
+#define NEO__DEV_ATTN_ABI 6
 #define NEO__DEV_MODEL_ABI 2
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
@@ -634,7 +646,19 @@ typedef struct neo__attn_args {
        *len - n_tokens, and the c1 given is the bound the launch is sized for (the layer's n_ctx).
        A backend that cannot do that refuses with NEO_ERR_UNSUPPORTED. */
     const int   *len;
+    /* 0, or with len a CPU share in (0, 1): the attend starts at the hybrid's cut of the length it
+       reads, c0 = max(c0, neo__hybrid_cut(*len, cut_share)), the cells before it being the CPU's
+       (a captured hybrid decode: >>bells). The cut is floor(fma(share, len, 0.5)) in double, one
+       rounding, so that the device's and the host's cuts of one length are the same cell. A range
+       left empty (the cut at the length) attends no cell: an empty state (m = -inf, l = 0, acc
+       = 0), a continued state unchanged, or the finished output of those. */
+    float        cut_share;
 } neo__attn_args;
+
+/* What every attend checks of cut_share (both implementations): 1 when it can be run. */
+static inline int neo__cut_ok(const neo__attn_args *a) {
+    return a->cut_share == 0.0f || (a->len && a->cut_share > 0.0f && a->cut_share < 1.0f);
+}
 
 /* The device halves of many layers attended together (neo_attn_decode_batch): entry i is a whole
    neo__attn_args of its own (cache, cell range, q, out, sinks, slopes, scale, softcap, kv_type),
@@ -989,6 +1013,15 @@ NEO_ATTN__PRIVATE double neo__now_us(void) {
     struct timespec ts;
     timespec_get(&ts, TIME_UTC);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* The hybrid's cut for a CPU share: round(share * len) cells for the CPU, halves up. One fused
+   rounding (fma), which a compiler never splits, so that the CUDA kernels' cut of a length read on
+   the device (neo__attn_args.cut_share) is this one: below 2^29 cells the product is exact, and
+   this equals floor(share * len + 0.5) however that is compiled. */
+NEO_ATTN__PRIVATE int neo__hybrid_cut(int len, float share) {
+    double c = floor(fma((double)share, (double)len, 0.5));
+    return c < 0.0 ? 0 : c > (double)len ? len : (int)c;
 }
 
 /* =============================================================================================
@@ -2542,16 +2575,18 @@ NEO_ATTN__PRIVATE void neo__host_tables(neo__dev_mem *m, neo__dev_attn *t) {
    recorder. Every op is done before it returns.
    ============================================================================================= */
 /* A recorded graph: while neo_runtime.sg_rec is set, the ops a CUDA graph would hold (append,
-   attend, set_length, copy) are recorded instead of run, and neo__standin_replay runs them again
-   in order, as a CUDA graph replays its kernels; an op that would end a CUDA capture (a wait for
-   the device, a handoff) marks the recording broken. Tests drive it with the three functions
+   attend, set_length, copy, merge, a bell's ring and answer) are recorded instead of run, and
+   neo__standin_replay runs them again in order, as a CUDA graph replays its kernels; an op that
+   would end a CUDA capture (a wait for the device, a flagged handoff) marks the recording broken. Tests drive it with the three functions
    below; nothing else records. */
-enum { NEO__SG_APPEND, NEO__SG_ATTEND, NEO__SG_SET_LENGTH, NEO__SG_COPY, NEO__SG_MATVEC, NEO__SG_RING, NEO__SG_ANSWER, NEO__SG_HOST_FN };
+enum { NEO__SG_APPEND, NEO__SG_ATTEND, NEO__SG_SET_LENGTH, NEO__SG_COPY, NEO__SG_MATVEC, NEO__SG_RING, NEO__SG_ANSWER, NEO__SG_HOST_FN,
+       NEO__SG_MERGE };
 typedef struct neo__sg_op {
     int              kind;
     neo__append_args ap;
     neo__attn_args   at;
     neo__matvec_args mv;             /* MATVEC: the decode loop's host matvec, fn(ctx, &mv) */
+    neo__merge_args  mg;             /* MERGE */
     int            (*fn)(void *ctx, const neo__matvec_args *a);
     void            *ctx;
     int             *len;            /* SET_LENGTH */
@@ -2609,10 +2644,19 @@ NEO_ATTN__PRIVATE int neo__standin_append(void *state, const neo__append_args *a
     if (a->len) a->len[0] = b.row0 + a->n_tokens;
     return NEO_OK;
 }
+/* An attend of no cell: each query as if every cell weighed 0, through the merge any range ends
+   with (an empty state, a continued one unchanged, or those finished). zero: [head_dim_v] zeros. */
+NEO_ATTN__PRIVATE void neo__attend_none(const neo__attn_args *a, const float *zero) {
+    int G = a->n_head / a->n_head_kv;
+    for (int t = 0; t < a->n_tokens; t++)
+        for (int h = a->h0 * G; h < a->h1 * G; h++) neo__merge_head(a, t, h, -INFINITY, 0.0f, zero);
+}
 NEO_ATTN__PRIVATE int neo__standin_attend(void *state, const neo__attn_args *a, int stream) {
     neo_runtime   *rt = (neo_runtime *)state;
     neo__attn_args b = *a;
     neo__sg_op     op;
+    float         *zero;
+    if (!neo__cut_ok(a)) return NEO_ERR_INVALID_ARG;
     if (rt->sg_rec) {
         memset(&op, 0, sizeof op);
         op.kind = NEO__SG_ATTEND, op.at = *a;
@@ -2621,6 +2665,16 @@ NEO_ATTN__PRIVATE int neo__standin_attend(void *state, const neo__attn_args *a, 
     if (a->len) {
         b.c1 = a->c1 < *a->len ? a->c1 : *a->len;
         b.pos0 = *a->len - a->n_tokens;
+        if (a->cut_share > 0.0f && b.pos0 >= 0) { /* from the hybrid's cut of the length (>>bells) */
+            int cut = neo__hybrid_cut(*a->len, a->cut_share);
+            b.c0 = cut > b.c0 ? cut : b.c0;
+            if (b.c1 <= b.c0) { /* the cut at the length: the CPU has every cell */
+                if (!(zero = (float *)neo__calloc(&rt->alloc, sizeof(float) * (size_t)a->head_dim_v))) return NEO_ERR_NO_MEMORY;
+                neo__attend_none(&b, zero);
+                neo__free(&rt->alloc, zero);
+                return NEO_OK;
+            }
+        }
         if (b.c1 <= b.c0 || b.pos0 < 0) return NEO_ERR_INVALID_ARG;
     }
     return neo__host_attend(state, &b, stream);
@@ -2726,7 +2780,13 @@ NEO_ATTN__PRIVATE int neo__standin_await_copy(void *state, void *dst, size_t dst
     return neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
 }
 NEO_ATTN__PRIVATE int neo__standin_merge(void *state, const neo__merge_args *m, int stream) {
-    return neo__sg_refuse((neo_runtime *)state) != NEO_OK ? NEO_ERR_UNSUPPORTED : neo__host_merge(state, m, stream);
+    neo_runtime *rt = (neo_runtime *)state;
+    neo__sg_op   op;
+    if (!rt->sg_rec) return neo__host_merge(state, m, stream);
+    if (!neo__merge_ok(m)) return NEO_ERR_INVALID_ARG;
+    memset(&op, 0, sizeof op);
+    op.kind = NEO__SG_MERGE, op.mg = *m;
+    return neo__sg_add(rt, &op);
 }
 NEO_ATTN__PRIVATE int neo__standin_launch_async(void *state) {
     (void)state;
@@ -2820,6 +2880,7 @@ NEO_ATTN__PRIVATE neo_status neo__standin_replay(neo_runtime *rt, const neo__sgr
             : op->kind == NEO__SG_RING || op->kind == NEO__SG_ANSWER
                 ? neo__standin_bell(rt, op->kind, op->dst, op->dst_pitch, op->src, op->src_pitch, op->bytes, op->rows, op->bell, op->dlen)
             : op->kind == NEO__SG_HOST_FN ? neo__standin_host_fn(rt, op->host_fn, op->arg, NEO__STREAM_MAIN)
+            : op->kind == NEO__SG_MERGE   ? neo__host_merge(rt, &op->mg, NEO__STREAM_MAIN)
                                           : neo__standin_set_length(rt, op->len, op->value, NEO__STREAM_MAIN);
     }
     return (neo_status)s;
@@ -3600,22 +3661,21 @@ NEO_ATTN__PRIVATE int neo__hybrid_start(const neo__both *B) {
     return neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk);
 }
 
-/* The hybrid's CPU state merged with the stream-back's into the host heads' output. */
-NEO_ATTN__PRIVATE int neo__hybrid_merge(const neo__both *B) {
-    neo_layer      *L = B->L;
-    neo_runtime    *rt = L->rt;
+/* The hybrid's last step on the device: the CPU's state of the host heads (cpu) and the device's
+   (dev), both [n_head][head_dim_v + 2], merged and finished into their rows of out, sinks added. */
+NEO_ATTN__PRIVATE int neo__hybrid_merge(neo_layer *L, const float *cpu, const float *dev, float *out) {
     neo__merge_args m;
     memset(&m, 0, sizeof m);
-    m.a = B->pull;
-    m.b = (const float *)rt->split->d_state;
-    m.out = B->out;
+    m.a = cpu;
+    m.b = dev;
+    m.out = out;
     m.sinks = L->sinks_dev;
     m.h0 = L->gpu_heads * L->group;
     m.h1 = L->n_head;
     m.n_tokens = 1;
     m.n_head = L->n_head;
     m.head_dim_v = L->head_dim_v;
-    return rt->attn.merge(rt->dev_state, &m, NEO__STREAM_MAIN);
+    return L->rt->attn.merge(L->rt->dev_state, &m, NEO__STREAM_MAIN);
 }
 
 /* The device's work after the queries, in two parts: part 0 needs nothing of the CPU's (the
@@ -3628,12 +3688,13 @@ NEO_ATTN__PRIVATE int neo__both_device(const neo__both *B, int part) {
     int s;
     if (part == 0) return B->cut ? neo__hybrid_start(B) : (int)neo__gpu_half(B->L->rt, &B->g);
     if ((s = neo__both_pull(B)) != NEO_OK || !B->cut) return s;
-    return neo__hybrid_merge(B);
+    return neo__hybrid_merge(B->L, B->pull, (const float *)B->L->rt->split->d_state, B->out);
 }
 
 /* The device's part, run by the caller once the pool has the CPU half. A device whose launches
-   return at once gets all its ops now (but the hybrid's part 1, see neo__both_device); the stand-in, which runs ops at once (and on this pool),
-   and a device whose launches block (which would wait for a flag not yet set) only the queries. */
+   return at once gets all its ops now (but the hybrid's part 1, see neo__both_device); the
+   stand-in, which runs ops at once (and on this pool), and a device whose launches block (which
+   would wait for a flag not yet set) only the queries. */
 NEO_ATTN__PRIVATE int neo__both_first(neo__both *B) {
     neo_runtime *rt = B->L->rt;
     neo__split  *S = rt->split;
@@ -3742,22 +3803,19 @@ NEO_ATTN__PRIVATE neo_status neo__attend_both(neo_layer *L, const float *q, int 
     return (neo_status)s;
 }
 
-/* The hybrid's cut for a CPU share: round(share * len) cells for the CPU. */
-NEO_ATTN__PRIVATE int neo__hybrid_cut(int len, float share) {
-    double c = floor((double)share * (double)len + 0.5);
-    return c < 0.0 ? 0 : c > (double)len ? len : (int)c;
-}
-
 /* Attention of every head of layer L for the last n_tokens cells (q, out: activation memory). */
 /* =============================================================================================
    >>bells: both halves inside a CUDA graph. A captured ON decode rings a bell at each replay
    (neo__dev_attn.ring): the host heads' queries and the layer's length land in the bell's pinned
    memory, the runtime's listener thread, which watches every bell, attends them on the pool and
-   answers, and the graph's answer op waits for that and pulls the output up. No host call runs
-   per layer per replay. The listener spins while bells ring and for NEO_ATTN_LISTEN_US after the
-   last one, then dozes (neo__listener_main); the first ON decode of each capture also captures a
-   host function that wakes it, which a replay runs on the COPY stream, joined only before that
-   call's answer (which waits for the listener anyway), so the wake-up is off the critical path.
+   answers, and the graph's answer op waits for that and pulls the output up. A captured HYBRID
+   decode rings the same way, but the listener attends only the cells before the cut of that
+   length, into a state, while the graph attends the rest in place (neo__rung_hybrid), then pulls
+   the CPU's state up and merges. No host call runs per layer per replay. The listener spins while
+   bells ring and for NEO_ATTN_LISTEN_US after the last one, then dozes (neo__listener_main); the
+   first ringing decode of each capture also captures a host function that wakes it, which a
+   replay runs on the COPY stream, joined only before that call's answer (which waits for the
+   listener anyway), so the wake-up is off the critical path.
    ============================================================================================= */
 #ifndef NEO_ATTN_LISTEN_US
 #define NEO_ATTN_LISTEN_US 2000
@@ -3766,9 +3824,14 @@ NEO_ATTN__PRIVATE int neo__hybrid_cut(int len, float share) {
 
 typedef struct neo__bell {
     neo_layer        *L;      /* or NULL once the layer is gone (the bell is then never rung) */
+    float             share;  /* 0: ON's bell; in (0, 1): the hybrid's, at this CPU share */
     unsigned         *word;   /* pinned [NEO__BELL_WORDS] (neo__dev_attn.ring), then the rows: */
     float            *h_q;    /* pinned [n_head][head_dim]: the queries (the host heads' written) */
-    float            *h_out;  /* pinned [n_head][head_dim_v]: the output (the host heads' written) */
+    float            *h_out;  /* pinned: ON's output [n_head][head_dim_v], or the hybrid's CPU state
+                                 [n_head][head_dim_v + 2] (the host heads' rows written) */
+    float            *zero;   /* pinned [head_dim_v] zeros, the hybrid's (neo__attend_none) */
+    float            *d_st;   /* the hybrid's, device [2][n_head][head_dim_v + 2]: the device's state
+                                 of the host heads' cells from the cut, then the CPU's pulled up */
     unsigned          seen;   /* the last ring answered (the listener's) */
     struct neo__bell *next;   /* fixed once the bell is published */
 } neo__bell;
@@ -3789,18 +3852,25 @@ NEO_ATTN__PRIVATE int neo__bells_ok(const neo_runtime *rt) {
     return !NEO_ATTN_NO_THREADS && rt->attn.ring && rt->attn.answer && rt->attn.host_fn;
 }
 
-/* The CPU half of a ring: the host heads attended at the length the device read, then answered. */
+/* The CPU half of a ring: the host heads attended at the length the device read, then answered:
+   ON's over every cell into the output, the hybrid's over the cells before its cut of that length
+   (the device takes the rest) into a state, empty when the cut is 0. */
 NEO_ATTN__PRIVATE void neo__bell_serve(neo_runtime *rt, neo__bell *b, unsigned ring) {
     neo_layer     *L = b->L;
     neo__attn_args c;
     int            len = (int)b->word[NEO__BELL_LEN]; /* written before the ring, which was read with acquire */
     if (L && len >= 1 && len <= L->n_ctx) {
-        neo__layer_args_at(L, &c, b->h_q, 1, b->h_out, 0, len);
+        neo__layer_args_at(L, &c, b->h_q, 1, b->share > 0.0f ? NULL : b->h_out, 0, len);
         c.k = L->k_host;
         c.v = L->v_host;
         c.kv_h0 = c.h0 = L->gpu_heads;
         c.h1 = L->n_head_kv;
-        neo__cpu_attend(rt, &c);
+        if (b->share > 0.0f) {
+            c.c1 = neo__hybrid_cut(len, b->share);
+            c.state = b->h_out;
+        }
+        if (c.c1 > 0) neo__cpu_attend(rt, &c);
+        else neo__attend_none(&c, b->zero);
     }
     b->seen = ring;
     __atomic_store_n(&b->word[NEO__BELL_DONE], ring, __ATOMIC_RELEASE);
@@ -3901,6 +3971,7 @@ NEO_ATTN__PRIVATE void neo__bells_release(neo_runtime *rt) {
     for (neo__bell *b = B->list, *n; b; b = n) {
         n = b->next;
         rt->mem.host_free(rt->dev_state, b->word);
+        neo__dev_free(rt, b->d_st);
         neo__free(&rt->alloc, b);
     }
     neo__free(&rt->alloc, B);
@@ -3913,21 +3984,27 @@ NEO_ATTN__PRIVATE void neo__bells_forget(neo_layer *L) {
         if (b->L == L) b->L = NULL;
 }
 
-/* A new bell for a captured decode of L, published to the listener. */
-NEO_ATTN__PRIVATE neo_status neo__bell_new(neo_layer *L, neo__bells *B, neo__bell **out) {
+/* A new bell for a captured decode of L (share: 0 = ON's, else the hybrid's), published to the
+   listener. */
+NEO_ATTN__PRIVATE neo_status neo__bell_new(neo_layer *L, neo__bells *B, float share, neo__bell **out) {
     neo_runtime *rt = L->rt;
-    size_t       qb = (size_t)L->n_head * L->head_dim * sizeof(float), ob = (size_t)L->n_head * L->head_dim_v * sizeof(float);
+    size_t       ow = (size_t)L->head_dim_v + (share > 0.0f ? 2 : 0), zb = share > 0.0f ? (size_t)L->head_dim_v * sizeof(float) : 0;
+    size_t       qb = (size_t)L->n_head * L->head_dim * sizeof(float), ob = (size_t)L->n_head * ow * sizeof(float);
     size_t       wb = NEO__BELL_WORDS * sizeof(unsigned);
     neo__bell   *b = (neo__bell *)neo__calloc(&rt->alloc, sizeof *b);
     neo_status   s;
     if (!b) return NEO_ERR_NO_MEMORY;
-    if ((s = (neo_status)rt->mem.host_alloc(rt->dev_state, (void **)&b->word, wb + qb + ob)) != NEO_OK) {
+    if ((s = (neo_status)rt->mem.host_alloc(rt->dev_state, (void **)&b->word, wb + qb + ob + zb)) != NEO_OK ||
+        (share > 0.0f && (s = neo__dev_alloc(rt, (void **)&b->d_st, 2 * ob)) != NEO_OK)) {
+        rt->mem.host_free(rt->dev_state, b->word);
         neo__free(&rt->alloc, b);
         return s;
     }
-    memset(b->word, 0, wb + qb + ob);
+    memset(b->word, 0, wb + qb + ob + zb);
     b->h_q = (float *)((char *)b->word + wb);
     b->h_out = (float *)((char *)b->word + wb + qb);
+    b->zero = zb ? (float *)((char *)b->word + wb + qb + ob) : NULL;
+    b->share = share;
     b->L = L;
     b->next = B->list;
     __atomic_store_n(&B->list, b, __ATOMIC_RELEASE);
@@ -3935,20 +4012,37 @@ NEO_ATTN__PRIVATE neo_status neo__bell_new(neo_layer *L, neo__bells *B, neo__bel
     return NEO_OK;
 }
 
-/* A captured ON decode: the queries rung, the device half, then the answer pulled up. The first
-   of a capture also captures the listener's wake, forked onto COPY and joined before the answer. */
-NEO_ATTN__PRIVATE neo_status neo__attend_rung(neo_layer *L, const float *q, float *out) {
+/* The hybrid's device work in a graph, after its device half: the host heads' cells from its cut
+   of the length on (the device computes it as the listener does), attended in place into the
+   bell's device state, the GPU reading their pinned memory over the bus as under OFF. */
+NEO_ATTN__PRIVATE neo_status neo__rung_hybrid(neo_layer *L, const float *q, const neo__bell *b) {
+    neo__attn_args a;
+    neo__layer_args(L, &a, q, 1, NULL, 1);
+    a.k = L->k_host, a.v = L->v_host, a.kv_h0 = a.h0 = L->gpu_heads, a.h1 = L->n_head_kv;
+    a.state = b->d_st;
+    a.cut_share = b->share;
+    return (neo_status)L->rt->attn.attend(L->rt->dev_state, &a, NEO__STREAM_MAIN);
+}
+
+/* A captured decode that rings (share: 0 = ON, else the hybrid's CPU share): the queries rung,
+   the device half, ON's answer pulled up into out, or the hybrid's device part of the host heads
+   (neo__rung_hybrid), the CPU's state pulled up, and the two merged into out. The first of a
+   capture also captures the listener's wake, forked onto COPY and joined before the answer. */
+NEO_ATTN__PRIVATE neo_status neo__attend_rung(neo_layer *L, const float *q, float *out, float share) {
     neo_runtime       *rt = L->rt;
-    neo__bells        *B;
-    neo__bell         *b;
+    neo__bells        *B = NULL;
+    neo__bell         *b = NULL;
     neo__attn_args     a;
     unsigned long long id = 0;
-    size_t             qrow = (size_t)L->n_head * L->head_dim * sizeof(float), orow = (size_t)L->n_head * L->head_dim_v * sizeof(float);
+    size_t             ow = (size_t)L->head_dim_v + (share > 0.0f ? 2 : 0); /* floats a head answers: out, or (m, l, acc) */
+    size_t             qrow = (size_t)L->n_head * L->head_dim * sizeof(float), orow = (size_t)L->n_head * ow * sizeof(float);
     size_t             qoff = (size_t)L->gpu_heads * L->group * L->head_dim * sizeof(float);
-    size_t             ooff = (size_t)L->gpu_heads * L->group * L->head_dim_v * sizeof(float);
+    size_t             ooff = (size_t)L->gpu_heads * L->group * ow * sizeof(float);
     int                s, wake;
     void              *S = rt->dev_state;
-    if ((s = neo__bells_get(rt, &B)) != NEO_OK || (s = neo__bell_new(L, B, &b)) != NEO_OK) return (neo_status)s;
+    float             *dst;
+    if ((s = neo__bells_get(rt, &B)) != NEO_OK || (s = neo__bell_new(L, B, share, &b)) != NEO_OK) return (neo_status)s;
+    dst = share > 0.0f ? b->d_st + (size_t)L->n_head * ow : out;
     rt->mem.capturing(S, NEO__STREAM_MAIN, &id);
     wake = id != B->woke_id;
     if (wake && ((s = rt->mem.record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
@@ -3961,16 +4055,27 @@ NEO_ATTN__PRIVATE neo_status neo__attend_rung(neo_layer *L, const float *q, floa
         return (neo_status)s;
     neo__layer_args(L, &a, q, 1, out, 1);
     a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
-    if ((s = neo__gpu_half(rt, &a)) != NEO_OK) return (neo_status)s;
+    if ((s = neo__gpu_half(rt, &a)) != NEO_OK || (share > 0.0f && (s = neo__rung_hybrid(L, q, b)) != NEO_OK)) return (neo_status)s;
     if (wake && (s = rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_WOKE)) != NEO_OK) return (neo_status)s;
     if (wake) B->woke_id = id;
-    return (neo_status)rt->attn.answer(S, (char *)out + ooff, orow, (const char *)b->h_out + ooff, orow, orow - ooff, 1, b->word,
-                                       NEO__STREAM_MAIN);
+    if ((s = rt->attn.answer(S, (char *)dst + ooff, orow, (const char *)b->h_out + ooff, orow, orow - ooff, 1, b->word,
+                             NEO__STREAM_MAIN)) != NEO_OK || share == 0.0f)
+        return (neo_status)s;
+    return (neo_status)neo__hybrid_merge(L, dst, b->d_st, out);
 }
 
-/* 1 when a captured decode of L rings a bell: a split layer under ON, or AUTO that chose it. */
+/* The CPU share a captured decode of L rings its bell with: the hybrid's (HYBRID, or AUTO that
+   chose it), else 0 (ON's: the CPU takes every host cell). */
+NEO_ATTN__PRIVATE float neo__ring_share(const neo_layer *L) {
+    if (L->pipeline == NEO_PIPELINE_HYBRID) return L->cpu_share;
+    return L->pipeline == NEO_PIPELINE_AUTO && L->auto_choice == NEO_PIPELINE_HYBRID ? L->auto_share : 0.0f;
+}
+
+/* 1 when a captured decode of L rings a bell: a split layer under ON or HYBRID, or AUTO that chose
+   one of them. */
 NEO_ATTN__PRIVATE int neo__rings(const neo_layer *L) {
-    return neo__is_split(L) && (L->pipeline == NEO_PIPELINE_ON || (L->pipeline == NEO_PIPELINE_AUTO && L->auto_choice == NEO_PIPELINE_ON));
+    int p = L->pipeline == NEO_PIPELINE_AUTO ? L->auto_choice : (int)L->pipeline;
+    return neo__is_split(L) && (p == NEO_PIPELINE_ON || p == NEO_PIPELINE_HYBRID);
 }
 
 /* The pipeline a split layer's decode runs, for the log. */
@@ -3982,11 +4087,11 @@ NEO_ATTN__PRIVATE const char *neo__pipeline_name(const neo_layer *L) {
 }
 
 /* 1 when a decode of L can be captured into a CUDA graph: no split, the stream-back (OFF), both
-   halves (ON) where bells can be rung (>>bells), and AUTO once it has chosen one of those. AUTO's
-   probes wait for the device; the hybrid's split of the cells depends on the length. */
+   halves (ON) and the hybrid where bells can be rung (>>bells), and AUTO once it has chosen one of
+   those. AUTO's probes wait for the device. */
 NEO_ATTN__PRIVATE int neo__capturable(const neo_layer *L) {
     int p = L->pipeline != NEO_PIPELINE_AUTO ? (int)L->pipeline : L->auto_decided ? L->auto_choice : (int)NEO_PIPELINE_AUTO;
-    return !neo__is_split(L) || p == NEO_PIPELINE_OFF || (p == NEO_PIPELINE_ON && neo__bells_ok(L->rt));
+    return !neo__is_split(L) || p == NEO_PIPELINE_OFF || ((p == NEO_PIPELINE_ON || p == NEO_PIPELINE_HYBRID) && neo__bells_ok(L->rt));
 }
 
 /* A captured attend: every length is read by the device at replay (neo__attn_args.len). A split
@@ -3996,7 +4101,7 @@ NEO_ATTN__PRIVATE neo_status neo__attend_captured(neo_layer *L, const float *q, 
     neo_runtime   *rt = L->rt;
     neo__attn_args a;
     neo_status     s;
-    if (neo__rings(L)) return neo__attend_rung(L, q, out);
+    if (neo__rings(L)) return neo__attend_rung(L, q, out, neo__ring_share(L));
     neo__layer_args(L, &a, q, n_tokens, out, 1);
     a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
     if ((s = neo__gpu_half(rt, &a)) != NEO_OK || L->gpu_heads == L->n_head_kv) return s;

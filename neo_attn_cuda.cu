@@ -116,8 +116,11 @@
    len[1]). An attend with len reads *len when it runs (neo__attn_live): its kernel, block shape
    and split count are planned on the host for the bound c1 (the layer's n_ctx), and the splits
    share the cells the layer holds then, so a replay gives the bits of an eager attend with that
-   split count. Each attention kernel is compiled twice, with and without (template parameter
-   LEN), so that an eager attend runs exactly the code it ran before lengths moved to the device.
+   split count. A captured hybrid decode's device part (neo__attn_args.cut_share) also starts at the
+   hybrid's cut of that length, computed in the kernel as the host's listener computes it, so that
+   the two sides meet at the same cell. Each attention kernel is compiled twice, with and without
+   (template parameter LEN), so that an eager attend runs exactly the code it ran before lengths
+   moved to the device.
 
    NUMERICS
    --------
@@ -300,13 +303,23 @@ struct neo__cu_attn {
     /* Device int or NULL: the layer's length, read when the kernel runs (neo__attn_live); then
        c1 is the bound the launch was planned for and pos0 is not read */
     const int   *len;
+    float        cut_share; /* with len, or 0: start at the hybrid's cut of the length (neo__cu_cut) */
     int          gran;    /* a split's chunk is a multiple of this (the kernel's tile) */
 };
 
-/* The cells and positions of an attend as it runs: c1 (one past the last visible cell), pos0,
+/* The hybrid's cut of a length at a CPU share, as the header's neo__hybrid_cut computes it: one
+   fused rounding in double, so that the device and the host's listener cut at the same cell. */
+__device__ __forceinline__ int neo__cu_cut(int len, float share) {
+    const double c = floor(fma((double)share, (double)len, 0.5));
+    return c < 0.0 ? 0 : c > (double)len ? len : (int)c;
+}
+
+/* The cells and positions of an attend as it runs: c0, c1 (one past the last visible cell), pos0,
    and the cells a split takes. len NULL: what the host planned. len set (a call replayed from a
    CUDA graph attends what the layer holds then): L = *len, c1 = min(c1, L), pos0 = L - n_tokens,
-   and the S planned splits share [c0, c1) in chunks of whole tiles; a split past them is empty
+   c0 the hybrid's cut of L when cut_share is set (a captured hybrid decode's device part: the
+   cells before the cut are the CPU's), and the S planned splits share [c0, c1) in chunks of
+   whole tiles; a split past them (every split when the cut is at L) is empty
    and leaves (m, l, acc) = (-inf, 0, 0), which every merge weighs 0, so the result equals an
    eager attend of [c0, L) with the same split count bit for bit. *len is written by the kernel
    before this one on the stream (the append), so an attend with len is never launched as a
@@ -314,14 +327,15 @@ struct neo__cu_attn {
    neo__pdl_wait returns at once. Every attention kernel is compiled twice, LEN = p.len != NULL,
    so that the eager kernels keep their registers, hence their occupancy, split counts and bits. */
 struct neo__cu_live {
-    int c1, pos0, chunk;
+    int c0, c1, pos0, chunk;
 };
 template <bool LEN> __device__ __forceinline__ neo__cu_live neo__attn_live(const neo__cu_attn &p) {
     if constexpr (!LEN) {
-        return {p.c1, p.pos0, p.chunk};
+        return {p.c0, p.c1, p.pos0, p.chunk};
     } else {
-        const int L = max(*p.len, 0), c1 = min(p.c1, L), n = c1 - p.c0;
-        return {c1, L - p.n_tokens, n > 0 ? ((n + p.S - 1) / p.S + p.gran - 1) / p.gran * p.gran : p.gran};
+        const int L = max(*p.len, 0), c0 = p.cut_share > 0.0f ? max(p.c0, neo__cu_cut(L, p.cut_share)) : p.c0;
+        const int c1 = min(p.c1, L), n = c1 - c0;
+        return {c0, c1, L - p.n_tokens, n > 0 ? ((n + p.S - 1) / p.S + p.gran - 1) / p.gran * p.gran : p.gran};
     }
 }
 
@@ -595,7 +609,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS, NQ >= 8 ? NEO__CU_NQ8_BLOCKS 
     const neo__cu_live lv = neo__attn_live<LEN>(p);
     const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
     const int minpos = lv.pos0 + r0 / p.G;             /* and those after its first query's for some */
-    const int cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
+    const int cb0 = lv.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
     const int ntiles = cb1 > cb0 ? (cb1 - cb0 + WT - 1) / WT : 0;
     const int nw = ntiles > warp ? (ntiles - warp + NW - 1) / NW : 0; /* this warp's tiles */
     uint4    *ring = neo__smem + warp * NS * 2 * WT4;
@@ -709,7 +723,7 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
     const int g = p.h0 + kvh, r0 = qt * NQ, nqb = min(NQ, p.nq - r0);
     const neo__cu_live lv = neo__attn_live<LEN>(p);
     const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G;
-    const int cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
+    const int cb0 = lv.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
     const int j0 = blockIdx.z * NEO__CU_GEN_COLS + tid, j1 = j0 + NEO__CU_THREADS;
     const T *kh = static_cast<const T *>(p.k) + (size_t)(g - p.kv_h0) * p.kstride;
     const T *vh = static_cast<const T *>(p.v) + (size_t)(g - p.kv_h0) * p.vstride;
@@ -1084,7 +1098,7 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
         const neo__cu_live lv = neo__attn_live<LEN>(p);
         const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
         minpos = lv.pos0 + r0 / p.G;                       /* and those after its first query's for some */
-        cb0 = p.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
+        cb0 = lv.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
         const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
         nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
         ring = smem + warp * NS * 2 * TCH;
@@ -2121,40 +2135,34 @@ fail:
     return rc;
 }
 
-static int neo__cu_dev_alloc(void *state, void **ptr, size_t bytes) {
+/* Device memory, or pinned host memory (host): with unified addressing (every sm_90 system)
+   kernels use a pinned buffer's own pointer, as the handoff does. Relaxed for this thread: a
+   captured call's bell (its pinned rows, and a hybrid's device states) is made while its stream
+   is being captured, which a stricter mode would end at this call. */
+static int neo__cu_alloc(void *state, void **ptr, size_t bytes, bool host) {
     neo__cuda *st = (neo__cuda *)state;
     if (!st || !ptr) return NEO_ERR_INVALID_ARG;
     *ptr = NULL;
     if (!bytes) return NEO_OK;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    cudaError_t e = cudaMalloc(ptr, bytes);
-    if (e != cudaSuccess) *ptr = NULL;
-    return neo__cu_err(e);
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = host ? cudaHostAlloc(ptr, bytes, cudaHostAllocPortable | cudaHostAllocMapped) : cudaMalloc(ptr, bytes);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e == cudaSuccess) return NEO_OK;
+    *ptr = NULL;
+    if (!host) return neo__cu_err(e);
+    (void)cudaGetLastError();
+    return e == cudaErrorMemoryAllocation ? NEO_ERR_NO_MEMORY : NEO_ERR_DEVICE;
 }
+static int neo__cu_dev_alloc(void *state, void **ptr, size_t bytes) { return neo__cu_alloc(state, ptr, bytes, false); }
 static void neo__cu_dev_free(void *state, void *ptr) {
     neo__cuda *st = (neo__cuda *)state;
     if (!st || !ptr) return;
     (void)cudaSetDevice(st->device);
     (void)cudaFree(ptr);
 }
-static int neo__cu_host_alloc(void *state, void **ptr, size_t bytes) {
-    neo__cuda *st = (neo__cuda *)state;
-    if (!st || !ptr) return NEO_ERR_INVALID_ARG;
-    *ptr = NULL;
-    if (!bytes) return NEO_OK;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    /* with unified addressing (every sm_90 system) kernels use the same pointer: the handoff does.
-       Relaxed for this thread: a captured call's handoff (a bell) is made while its stream is
-       being captured, which a stricter mode would end at this call. */
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    cudaError_t e = cudaHostAlloc(ptr, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (e == cudaSuccess) return NEO_OK;
-    *ptr = NULL;
-    (void)cudaGetLastError();
-    return e == cudaErrorMemoryAllocation ? NEO_ERR_NO_MEMORY : NEO_ERR_DEVICE;
-}
+static int neo__cu_host_alloc(void *state, void **ptr, size_t bytes) { return neo__cu_alloc(state, ptr, bytes, true); }
 static void neo__cu_host_free(void *state, void *ptr) {
     if (!state || !ptr) return;
     (void)cudaFreeHost(ptr);
@@ -2619,6 +2627,7 @@ static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G,
     p->sinks = a->sinks;
     p->accumulate = a->accumulate ? 1 : 0;
     p->len = a->len;
+    p->cut_share = a->cut_share;
     p->gran = pl->gran;
 }
 
@@ -2669,7 +2678,7 @@ static int neo__cu_attend_ok(const neo__attn_args *a) {
            a->c0 >= a->cell_base && a->c1 > a->c0 && (long long)a->c1 <= (long long)a->cell_base + a->kv_cells &&
            (long long)a->cell_base + a->kv_cells <= NEO__CU_MAX_CELLS && (a->len || (long long)a->pos0 + a->n_tokens <= NEO__CU_MAX_CELLS) &&
            a->n_tokens >= 1 && (a->out || a->state) && (!a->accumulate || a->state) && a->kv_type >= NEO_TYPE_F16 &&
-           a->kv_type <= NEO_TYPE_F32 && (uintptr_t)a->len % 4 == 0;
+           a->kv_type <= NEO_TYPE_F32 && (uintptr_t)a->len % 4 == 0 && neo__cut_ok(a);
 }
 
 /* An attend's queries a KV head (nq) and the end of its visible cells (c1: cells after the last

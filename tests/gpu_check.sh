@@ -8,8 +8,8 @@
 #   3. end-to-end checks with mini-chat on stories260K: greedy output identical with no split,
 #      split OFF, ON, AUTO and HYBRID; GPU KV bytes shrink by the split and host bytes appear;
 #      --neo-pipeline off with no split byte-identical to no split; ON and HYBRID report overlapped
-#      calls; the same greedy output with --cuda-graphs on (no split, OFF and ON replayed from a
-#      CUDA graph)
+#      calls; the same greedy output with --cuda-graphs on (no split, OFF, ON and HYBRID replayed
+#      from a CUDA graph)
 #   4. compute-sanitizer memcheck and racecheck on the CUDA tests (GPU_CHECK_SAN=0 leaves them
 #      out, GPU_CHECK_SAN=only runs the build and them alone: two calls where one's time is short)
 # The model comes from $NEO_MODEL_DIR (default tests/data, the repository's own copy).
@@ -104,14 +104,17 @@ $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline hybrid >"$OUT/H.txt" 2>"$OUT/
 if cmp -s "$OUT/B.txt" "$REF" && cmp -s "$OUT/M.txt" "$REF" && cmp -s "$OUT/N.txt" "$REF" && cmp -s "$OUT/A.txt" "$REF" &&
    cmp -s "$OUT/H.txt" "$REF"; then r=PASS; else r=FAIL; fi
 row "split = unsplit: greedy none=OFF=ON=AUTO=HYBRID=run.c" $r "$(wc -c <"$OUT/B.txt") bytes each"
-# each step replayed from a CUDA graph: no split, OFF and ON (the listener answering each layer)
+# each step replayed from a CUDA graph: no split, OFF, ON and HYBRID (the listener answering
+# each layer: ON's output, or the CPU's state of the hybrid's cells before the cut)
 $MC "$P" --gpu --cuda-graphs on >"$OUT/BG.txt" 2>"$OUT/BG.err"
 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline off --cuda-graphs on >"$OUT/MG.txt" 2>"$OUT/MG.err"
 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on --cuda-graphs on >"$OUT/NG.txt" 2>"$OUT/NG.err"
-if cmp -s "$OUT/BG.txt" "$REF" && cmp -s "$OUT/MG.txt" "$REF" && cmp -s "$OUT/NG.txt" "$REF" &&
-   grep -q 'steps replayed from a CUDA graph' "$OUT/BG.err" && grep -q 'steps replayed from a CUDA graph' "$OUT/MG.err" &&
-   grep -q 'steps replayed from a CUDA graph' "$OUT/NG.err"; then r=PASS; else r=FAIL; fi
-row "CUDA graphs: greedy none=OFF=ON=run.c" $r "$(wc -c <"$OUT/BG.txt") bytes each, every step replayed from the session's graph"
+$MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline hybrid --cuda-graphs on >"$OUT/HG.txt" 2>"$OUT/HG.err"
+r=PASS
+for x in BG MG NG HG; do
+    cmp -s "$OUT/$x.txt" "$REF" && grep -q 'steps replayed from a CUDA graph' "$OUT/$x.err" || r=FAIL
+done
+row "CUDA graphs: greedy none=OFF=ON=HYBRID=run.c" $r "$(wc -c <"$OUT/BG.txt") bytes each, every step replayed from the session's graph"
 kv() { sed -n 's/.*: \([0-9]*\) bytes GPU + \([0-9]*\) bytes host.*/\1 \2/p' "$1" | head -n 1; }
 set -- $(kv "$OUT/B.err") $(kv "$OUT/N.err")
 if [ $# -eq 4 ] && [ "$3" -eq $(($1 / 2)) ] && [ "$4" -eq $(($1 / 2)) ] && [ "$2" -eq 0 ]; then r=PASS; else r=FAIL; fi
@@ -129,7 +132,7 @@ CUDA_LAUNCH_BLOCKING=1 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on >"$
 CUDA_LAUNCH_BLOCKING=1 $MC "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline hybrid >"$OUT/HB.txt" 2>"$OUT/HB.err"
 if cmp -s "$OUT/NB.txt" "$REF" && cmp -s "$OUT/HB.txt" "$REF"; then r=PASS; else r=FAIL; fi
 row "ON, HYBRID with CUDA_LAUNCH_BLOCKING=1 = run.c" $r "$(wc -c <"$OUT/NB.txt") bytes"
-for x in B M N A H BG MG; do
+for x in B M N A H BG MG NG HG; do
     printf '%s: %s %s\n' "$x" "$(grep 'achieved tok/s' "$OUT/$x.err")" "$(grep -o 'pipeline [a-z]*' "$OUT/$x.err")"
 done >"$OUT/tok_s.txt"
 
@@ -153,6 +156,7 @@ elif command -v compute-sanitizer >/dev/null 2>&1; then
         san $tool kernels 400 --report-api-errors no ./$B/test_cuda_ops --quick
         san $tool on 150 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on -n 40
         san $tool on-graph 150 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline on --cuda-graphs on -n 40
+        san $tool hybrid-graph 150 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline hybrid --cuda-graphs on -n 40
         san $tool hybrid 150 $MCB "$P" --gpu --gpu-heads-frac 0.5 --neo-pipeline hybrid -n 40
     done
 else

@@ -886,9 +886,10 @@ done:
     } while (0)
 
 /* While the stream is being captured into a CUDA graph (the stand-in's recording), every call a
-   graph cannot hold refuses, says why, and leaves the capture valid; a session made before the
-   capture refuses its step and truncation, and a session with graphs on a CPU runtime runs
-   without them. */
+   graph cannot hold refuses, says why, and leaves the capture valid (a split layer's decode under
+   AUTO still measuring among them); a session made before the capture refuses its step and
+   truncation, and a session with graphs on a CPU runtime runs without them. A HYBRID decode is
+   captured (test_captured_hybrid). */
 static void test_capture_refusals(void) {
     neo_runtime_desc rd = {0};
     neo_runtime     *rt = NULL;
@@ -907,7 +908,7 @@ static void test_capture_refusals(void) {
     if (!CHECK(buf) || !CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK) || !CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) ||
         !CHECK_STATUS(neo_model_load_memory(buf, size, &m), NEO_OK) || !CHECK_STATUS(neo_session_create(rt, m, &sd, &s), NEO_OK))
         goto done;
-    d.gpu_heads = 1, d.pipeline = NEO_PIPELINE_HYBRID;
+    d.gpu_heads = 1, d.pipeline = NEO_PIPELINE_AUTO;
     if (!CHECK_STATUS(neo_layer_create(rt, &d, &hy), NEO_OK)) goto done;
     CHECK_STATUS(neo_attn_append(l, k, v, 1), NEO_OK);
     CHECK_STATUS(neo_attn_append(hy, k, v, 1), NEO_OK);
@@ -920,8 +921,8 @@ static void test_capture_refusals(void) {
     EXPECT_LOG(neo_runtime_sync(rt), NEO_ERR_UNSUPPORTED, "captured into a CUDA graph");
     EXPECT_LOG(neo_session_step(s, 1, logits), NEO_ERR_UNSUPPORTED, "captured into a CUDA graph");
     EXPECT_LOG(neo_session_truncate(s, 0), NEO_ERR_UNSUPPORTED, "captured into a CUDA graph");
-    EXPECT_LOG(neo_attn_decode(hy, q, out), NEO_ERR_UNSUPPORTED, "pipeline HYBRID");
-    EXPECT_LOG(neo_attn_decode_batch(&hy, 1, q, out), NEO_ERR_UNSUPPORTED, "pipeline HYBRID");
+    EXPECT_LOG(neo_attn_decode(hy, q, out), NEO_ERR_UNSUPPORTED, "pipeline AUTO (still measuring)");
+    EXPECT_LOG(neo_attn_decode_batch(&hy, 1, q, out), NEO_ERR_UNSUPPORTED, "pipeline AUTO (still measuring)");
     CHECK_STATUS(neo_attn_decode(l, q, out), NEO_OK); /* the capture goes on */
     check_context("capture refusals: the capture is still valid");
     CHECK_STATUS(neo__standin_capture_end(rt, &g), NEO_OK);
@@ -946,6 +947,45 @@ done:
     }
     neo_model_destroy(m);
     free(buf);
+}
+
+/* A split layer's HYBRID decode under a capture: recorded with the bell's ring and answer, the
+   device part's attend from the cut of the length read at replay (at the layer's CPU share) and
+   the merge, the capture valid; refused, the capture left valid, in a build without threads (no
+   listener to answer the bell). test_ref replays such graphs against float64. */
+static void test_captured_hybrid(void) {
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL;
+    neo_layer       *hy = NULL;
+    neo_layer_desc   d = base_desc();
+    neo__sgraph     *g = NULL;
+    static float     k[2 * 16], v[2 * 16], q[8 * 16], out[8 * 16];
+    rd.log = test_log, rd.n_threads = 2, rd.gpu = 1, rd.gpu_standin = 1;
+    d.gpu_heads = 1, d.pipeline = NEO_PIPELINE_HYBRID, d.cpu_share = 0.25f;
+    check_context("captured hybrid decode");
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK) || !CHECK_STATUS(neo_layer_create(rt, &d, &hy), NEO_OK) ||
+        !CHECK_STATUS(neo_attn_append(hy, k, v, 1), NEO_OK) || !CHECK_STATUS(neo__standin_capture_begin(rt), NEO_OK))
+        goto done;
+    if (NEO_ATTN_NO_THREADS) {
+        EXPECT_LOG(neo_attn_decode(hy, q, out), NEO_ERR_UNSUPPORTED, "pipeline HYBRID");
+        EXPECT_LOG(neo_attn_decode_batch(&hy, 1, q, out), NEO_ERR_UNSUPPORTED, "pipeline HYBRID");
+    } else {
+        CHECK_STATUS(neo_attn_append(hy, k, v, 1), NEO_OK);
+        CHECK_STATUS(neo_attn_decode(hy, q, out), NEO_OK);
+    }
+    if (CHECK_STATUS(neo__standin_capture_end(rt, &g), NEO_OK) && !NEO_ATTN_NO_THREADS) {
+        int kinds[NEO__SG_MERGE + 1] = {0}, cut = 0;
+        for (int i = 0; i < g->n; i++) {
+            kinds[g->ops[i].kind]++;
+            cut += g->ops[i].kind == NEO__SG_ATTEND && g->ops[i].at.cut_share == 0.25f && g->ops[i].at.len && !g->ops[i].at.out;
+        }
+        CHECK(kinds[NEO__SG_APPEND] == 1 && kinds[NEO__SG_RING] == 1 && kinds[NEO__SG_ANSWER] == 1 && kinds[NEO__SG_MERGE] == 1);
+        CHECK(cut == 1 && kinds[NEO__SG_ATTEND] == 2 && neo_layer_length(hy) == 1);
+    } else CHECK(g && g->n == 0);
+    neo__standin_graph_free(rt, g);
+done:
+    neo_layer_destroy(hy);
+    neo_runtime_destroy(rt);
 }
 
 static void test_refusals_logged(void) {
@@ -1685,6 +1725,7 @@ int main(void) {
     }
     test_refusals_logged();
     test_capture_refusals();
+    test_captured_hybrid();
     test_cpu_out_of_memory();
     test_one_call_at_a_time();
     test_prefill_slices();

@@ -1261,9 +1261,10 @@ static void g_mirror(gstate *g, int row0, int n) {
             for (int j = 0; j < c->dv; j++) g->vf[vb + j] = store_t(g->vraw, vb + j, c->type, g->srcv[((size_t)t * c->n_kv + h) * c->dv + j]);
         }
 }
-/* out (downloaded into g->out) against float64 at length L: token t at position L - T + t sees
-   cells [0, L - T + t]; the relative L2 error, inf when an output is not finite */
-static double g_err(gstate *g, int L) {
+/* out (downloaded into g->out) against float64 at length L over the cells from c0 on: token t at
+   position L - T + t sees cells [c0, L - T + t] (none: out = 0); the relative L2 error, inf when
+   an output is not finite */
+static double g_err_from(gstate *g, int c0, int L) {
     const gcase *c = g->c;
     const int    G = c->n_head / c->n_kv;
     double       num = 0, den = 0, *w = (double *)xmalloc((size_t)L * 8), *acc = (double *)xmalloc((size_t)c->dv * 8);
@@ -1273,7 +1274,7 @@ static double g_err(gstate *g, int L) {
             const int    pos = L - c->T + t, hs = h / G;
             const float *qh = g->q + ((size_t)t * c->n_head + h) * c->d, *o = g->out + ((size_t)t * c->n_head + h) * c->dv;
             double       M = c->sinks ? (double)g->sinks[h] : -INFINITY, l;
-            for (int x = 0; x <= pos; x++) {
+            for (int x = c0; x <= pos; x++) {
                 double dot = 0;
                 for (int j = 0; j < c->d; j++) dot += (double)qh[j] * (double)g->kf[hs * g->kh + (size_t)x * c->d + j];
                 double v = (double)(1.0f / sqrtf((float)c->d)) * dot;
@@ -1284,7 +1285,7 @@ static double g_err(gstate *g, int L) {
             }
             l = c->sinks ? exp((double)g->sinks[h] - M) : 0.0;
             for (int j = 0; j < c->dv; j++) acc[j] = 0;
-            for (int x = 0; x <= pos; x++) {
+            for (int x = c0; x <= pos; x++) {
                 const double p = exp(w[x] - M);
                 l += p;
                 for (int j = 0; j < c->dv; j++) acc[j] += p * (double)g->vf[hs * g->vh + (size_t)x * c->dv + j];
@@ -1299,6 +1300,7 @@ static double g_err(gstate *g, int L) {
     free(w), free(acc);
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
+static double g_err(gstate *g, int L) { return g_err_from(g, 0, L); }
 /* 1 when the device's len[2] holds what the host expects */
 static int g_len_ok(gstate *g) {
     int dl[2] = {-7, -7};
@@ -1472,6 +1474,50 @@ static double g_graphs(gstate *g, int *ok) {
     return worst;
 }
 
+/* The hybrid's device part in a graph (cut_share with len): the cells from the cut of the length
+   the attend reads, floor(fma(share, L, 0.5)) as the host's listener cuts, finished into out
+   against float64 over [cut, L); and into a state, merged (merge) with an eager state of
+   [0, cut) (an empty one when the cut is 0, as the listener answers), against float64 over
+   [0, L). Shares put the cut at 0, at L, on a tie (L share = k + 1/2: the half goes up) and
+   inside; the case's plan with the planner's split count and with one and two splits. */
+static double g_cut(gstate *g, int *ok) {
+    const gcase *c = g->c;
+    const int    L = g->len, tz = __builtin_ctz((unsigned)L);
+    const float  shares[4] = {0.4f / (float)L, 1.0f - 0.4f / (float)L, ldexpf(1.0f, -(tz + 1)), 0.3f};
+    const size_t sn = (size_t)c->T * c->n_head * (c->dv + 2), on = (size_t)c->T * c->n_head * c->dv;
+    float       *dst = (float *)dalloc(2 * sn * 4), *hst = (float *)xmalloc(sn * 4);
+    double       worst = 0;
+    for (int si = 0; si < 4; si++)
+        for (int ms = 0; ms < 3; ms++) {
+            const double cd = floor(fma((double)shares[si], (double)L, 0.5));
+            const int    cut = cd > (double)L ? L : (int)cd;
+            neo__attn_args a = g_attn(g, c->n_ctx, -12345, g->dlen), e = g_attn(g, cut, L - c->T, NULL);
+            neo__merge_args m;
+            a.cut_share = shares[si];
+            up(g->dout, g->pois, on * 4);
+            int s = neo__cu_test_attend(g->st, &a, NEO__STREAM_MAIN, c->kernel, c->shape, ms) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
+            const double e1 = g_err_from(g, cut, L);
+            a.out = NULL, a.state = dst + sn; /* the device's part */
+            e.out = NULL, e.state = dst;      /* the CPU's */
+            for (size_t i = 0; i < sn; i++) hst[i] = i % (size_t)(c->dv + 2) ? 0.0f : -INFINITY;
+            up(dst, hst, sn * 4), up(g->dout, g->pois, on * 4);
+            s |= neo__cu_test_attend(g->st, &a, NEO__STREAM_MAIN, c->kernel, c->shape, ms);
+            if (cut > 0) s |= neo__cu_test_attend(g->st, &e, NEO__STREAM_MAIN, c->kernel, c->shape, ms);
+            memset(&m, 0, sizeof m);
+            m.a = dst, m.b = dst + sn, m.out = g->dout, m.sinks = c->sinks ? g->dsinks : NULL, m.h1 = c->n_head;
+            m.n_tokens = c->T, m.n_head = c->n_head, m.head_dim_v = c->dv;
+            s |= OPS.merge(g->st, &m, NEO__STREAM_MAIN) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
+            const double e2 = g_err(g, L);
+            *ok &= s == NEO_OK && e1 < ATT_TOL && e2 < ATT_TOL;
+            CHECK(s == NEO_OK && e1 < ATT_TOL && e2 < ATT_TOL, "graph %s: cut at share %.6g of %d = %d, max_splits %d: status %d, "
+                  "err from the cut %.3g, merged %.3g", c->name, (double)shares[si], L, cut, ms, s, e1, e2);
+            worst = e1 > worst ? e1 : worst, worst = e2 > worst ? e2 : worst;
+        }
+    OPS.dev_free(ST, dst);
+    free(hst);
+    return worst;
+}
+
 static void test_graph_len(const gcase *c) {
     gstate g;
     int    ok = 0, bits = 0, skip = 0, ok2 = 0;
@@ -1488,6 +1534,13 @@ static void test_graph_len(const gcase *c) {
     snprintf(name, sizeof name, "graph eager %s", c->name);
     add_result(name, shape, e1, bits, ok && bits);
     printf("%-28s %-58s err %.2e det %d %s\n", name, shape, e1, bits, ok && bits ? "ok" : "FAIL");
+    int          okc = 1;
+    const double ec = g_cut(&g, &okc);
+    snprintf(name, sizeof name, "graph cut %s", c->name);
+    snprintf(shape, sizeof shape, "%-4s d%d/%d t%d at %d: cut 0, %d, a tie, inside; merged", tname(c->type), c->d, c->dv, c->T, g.len,
+             g.len);
+    add_result(name, shape, ec, -1, okc);
+    printf("%-28s %-58s err %.2e %s\n", name, shape, ec, okc ? "ok" : "FAIL");
     const double e2 = g_graphs(&g, &ok2);
     snprintf(name, sizeof name, "graph replay %s", c->name);
     snprintf(shape, sizeof shape, "%-4s d%d/%d t%d %d replays %d..%d of %d%s, set_length", tname(c->type), c->d, c->dv, c->T, c->k,
@@ -1511,11 +1564,22 @@ static void test_graph_args(void) {
     const int s2 = OPS.append(ST, &a, NEO__STREAM_MAIN);
     const int s3 = OPS.set_length(ST, dlen, -1, NEO__STREAM_MAIN), s4 = OPS.set_length(ST, NULL, 0, NEO__STREAM_MAIN);
     const int s5 = OPS.capturing(ST, NEO__STREAM_MAIN, NULL), s6 = OPS.capturing(ST, 7, NULL);
+    /* cut_share without len, or outside (0, 1) */
+    neo__attn_args at;
+    memset(&at, 0, sizeof at);
+    at.k = at.v = dk, at.q = (const float *)src, at.out = (float *)src, at.kv_cells = 16, at.h1 = 4, at.c1 = 16, at.pos0 = 15;
+    at.n_tokens = 1, at.n_head = at.n_head_kv = 4, at.head_dim = at.head_dim_v = 8, at.kv_type = NEO_TYPE_F16, at.scale = 1.0f;
+    at.cut_share = 0.5f;
+    const int s7 = OPS.attend(ST, &at, NEO__STREAM_MAIN);
+    at.len = dlen, at.cut_share = 1.0f;
+    const int s8 = OPS.attend(ST, &at, NEO__STREAM_MAIN);
+    at.cut_share = -0.5f;
+    const int s9 = OPS.attend(ST, &at, NEO__STREAM_MAIN);
     const int ok = s1 == NEO_ERR_INVALID_ARG && s2 == NEO_ERR_INVALID_ARG && s3 == NEO_ERR_INVALID_ARG && s4 == NEO_ERR_INVALID_ARG &&
-                   s5 == 0 && s6 == 0;
-    CHECK(ok, "graph args: %d %d %d %d capturing %d %d", s1, s2, s3, s4, s5, s6);
-    add_result("graph bad args", "row0 -1 without len, row0 -2, set_length -1 / NULL", -1, -1, ok);
-    printf("%-28s %-58s %s\n", "graph bad args", "row0 -1 without len, row0 -2, set_length -1 / NULL", ok ? "ok" : "FAIL");
+                   s5 == 0 && s6 == 0 && s7 == NEO_ERR_INVALID_ARG && s8 == NEO_ERR_INVALID_ARG && s9 == NEO_ERR_INVALID_ARG;
+    CHECK(ok, "graph args: %d %d %d %d capturing %d %d cut %d %d %d", s1, s2, s3, s4, s5, s6, s7, s8, s9);
+    add_result("graph bad args", "row0 -1 w/o len, row0 -2, set_length -1 / NULL, cut_share", -1, -1, ok);
+    printf("%-28s %-58s %s\n", "graph bad args", "row0 -1 w/o len, row0 -2, set_length -1 / NULL, cut_share", ok ? "ok" : "FAIL");
     OPS.dev_free(ST, dlen), OPS.dev_free(ST, dk), OPS.dev_free(ST, src);
 }
 

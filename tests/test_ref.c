@@ -166,6 +166,7 @@ static neo_runtime *rt_cuda;    /* a real GPU (NEO_TEST_CUDA), online cores */
 static double max_err[5];       /* [isa], the stand-in GPU, the real GPU */
 static long n_calls[5];
 static const char *const path_names[5] = {"scalar", "avx2", "avx512", "gpu-standin", "cuda"};
+static const char *const pipe_names[4] = {"OFF", "ON", "AUTO", "HYBRID"};
 
 /* The calls a case makes, with activations in device memory on the real GPU. */
 #if NEO_TEST_CUDA
@@ -1004,7 +1005,6 @@ static void timed(const char *name, void (*fn)(void)) {
    and 1) */
 static void test_split(void) {
     static const int gh[] = {0, 1, 3, 4, NEO_GPU_HEADS_NONE};
-    static const char *pn[] = {"OFF", "ON", "AUTO", "HYBRID"};
     static const float share[] = {0.0f, 0.02f, 0.97f, 0.4f, 0.0f};
     int g, p, i, k = 0;
     for (g = 0; g < 5; g++) {
@@ -1017,7 +1017,7 @@ static void test_split(void) {
             if (p == NEO_PIPELINE_HYBRID) d.cpu_share = share[g];
             if (k % 4 == 1) set_sinks(sinks, 8), d.sinks = sinks, d.max_alibi_bias = 1.0f, d.softcap = 3.0f;
             if (k % 4 == 3) set_sinks(sinks, 8), d.sinks = sinks, d.scale = 0.2f;
-            snprintf(name, sizeof name, "split: gpu_heads %d of 4, pipeline %s, kv_type %d%s", gh[g], pn[p], k % 3,
+            snprintf(name, sizeof name, "split: gpu_heads %d of 4, pipeline %s, kv_type %d%s", gh[g], pipe_names[p], k % 3,
                      k % 2 ? ", options" : "");
             if (tc_open(&c, &d, 2, name)) {
                 neo_layer_info li;
@@ -1083,12 +1083,25 @@ static int count_merge(void *state, const neo__merge_args *m, int stream) {
     return NEO_ERR_INVALID_ARG;
 }
 
+/* The hybrid's cut of the host cells, which a CUDA graph's replays make on both sides (the host's
+   listener and the device's attend) and must make alike: share * len rounded, halves up. */
+static void test_hybrid_cut(void) {
+    static const struct { int len; float share; int cut; } t[] = {
+        {1002, 0.25f, 251}, {1000, 0.0625f, 63}, {1, 0.5f, 1}, {4, 0.1f, 0}, {5, 0.1f, 1}, {5, 0.9f, 4}, {6, 0.9f, 5},
+        {0, 0.5f, 0}, {1 << 30, 0.3f, 322122560}, {(1 << 30) - 1, 0.999f, 1072668095}};
+    check_context("hybrid cut");
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        if (!CHECK(neo__hybrid_cut(t[i].len, t[i].share) == t[i].cut))
+            fprintf(stderr, "    cut(%d, %.9g) = %d, want %d\n", t[i].len, (double)t[i].share, neo__hybrid_cut(t[i].len, t[i].share), t[i].cut);
+}
+
 static void test_hybrid(void) {
     static const struct { int nh, nkv, hd, dv, gh; } sh[] = {
         {8, 4, 64, 0, 1}, {14, 2, 64, 0, NEO_GPU_HEADS_NONE}, {4, 4, 16, 24, 3}, {16, 2, 100, 36, 1}, {32, 4, 128, 0, 2}};
     static const float shares[] = {0.01f, 0.3f, 0.0f, 0.99f, 0.6f};
     static const int   lens[] = {1, 2, 5, 63, 64, 65, 130, 700, 1500, 3000};
     int k = 0;
+    test_hybrid_cut();
     hyb_rt[0].rt = rts_gpu[1], hyb_rt[1].rt = rts_gpu[3], hyb_rt[2].rt = rt_cuda;
     for (int i = 0; i < 3; i++)
         if (hyb_rt[i].rt) hyb_rt[i].merge = hyb_rt[i].rt->attn.merge, hyb_rt[i].rt->attn.merge = count_merge;
@@ -1485,7 +1498,7 @@ static void g_drop(gcap *g) {
 }
 
 /* Under a capture, the calls a graph cannot hold refuse and leave the capture valid; so does the
-   decode of a split layer under AUTO still measuring or HYBRID (and ON in a build without
+   decode of a split layer under AUTO still measuring (and ON and HYBRID in a build without
    threads: no listener). */
 static void graph_refusals(gcap *g, neo_layer *l, neo_layer *const *split, int n_split, float *dq, float *dout) {
     neo_layer     *made = NULL;
@@ -1508,7 +1521,8 @@ static void graph_refusals(gcap *g, neo_layer *l, neo_layer *const *split, int n
 /* Replays of a captured append + decode of layer l (no split) from length len0 until the cache
    is full and 3 more: after each, neo_runtime_sync and the length, and out against float64 over
    what the cache holds (fresh k, v and q written into the captured buffers each time, out
-   poisoned). */
+   poisoned). Under AUTO the layer is made to have chosen the hybrid at d->cpu_share, as its
+   timings would on a machine where that is fastest. */
 static void graph_replays(gcap *g, const neo_layer_desc *d, int len0, int trunc) {
     tcase  c;
     size_t nk = (size_t)d->n_head_kv * (size_t)d->head_dim, nq = (size_t)d->n_head * (size_t)d->head_dim, nv, no, e;
@@ -1522,12 +1536,14 @@ static void graph_replays(gcap *g, const neo_layer_desc *d, int len0, int trunc)
     k = (float *)malloc(nk * sizeof(float)), v = (float *)malloc(nv * sizeof(float)), q = (float *)malloc(nq * sizeof(float));
     out = (float *)malloc(no * sizeof(float)), ref = (double *)malloc(no * sizeof(double));
     dk = g_alloc(g, nk), dv = g_alloc(g, nv), dq = g_alloc(g, nq), dout = g_alloc(g, no);
-    check_context("graph %d/%d/%d/%d %s n_ctx %d from %d (%s)", d->n_head, d->n_head_kv, d->head_dim, c.dv,
-                  d->kv_type == NEO_TYPE_F16 ? "f16" : d->kv_type == NEO_TYPE_BF16 ? "bf16" : "f32", d->n_ctx, len0,
-                  g->cuda ? "cuda" : "stand-in");
+    check_context("graph %d/%d/%d/%d %s n_ctx %d from %d, gpu_heads %d, %s share %.2f (%s)", d->n_head, d->n_head_kv,
+                  d->head_dim, c.dv, d->kv_type == NEO_TYPE_F16 ? "f16" : d->kv_type == NEO_TYPE_BF16 ? "bf16" : "f32", d->n_ctx,
+                  len0, d->gpu_heads, pipe_names[d->pipeline], (double)d->cpu_share, g->cuda ? "cuda" : "stand-in");
     if (!CHECK(c.ks && c.vs && k && v && q && out && ref && dk && dv && dq && dout) ||
         !CHECK_STATUS(neo_layer_create(g->rt, d, &l), NEO_OK))
         goto done;
+    if (d->pipeline == NEO_PIPELINE_AUTO)
+        l->auto_decided = 1, l->auto_choice = NEO_PIPELINE_HYBRID, l->auto_share = d->cpu_share, l->auto_len = len0;
     for (int t = 0; t < len0; t++) { /* eagerly, one token a call */
         rng_fill(k, nk, -2.0f, 2.0f), rng_fill(v, nv, -2.0f, 2.0f);
         g_copy(g, dk, k, nk), g_copy(g, dv, v, nv);
@@ -1678,6 +1694,23 @@ static void graph_on(gcap *g) {
     graph_replays(g, &d[2], 100, 0);
     d[3].pipeline = NEO_PIPELINE_ON; /* every head on the host */
     graph_replays(g, &d[3], d[3].n_ctx - 20, 0);
+    /* HYBRID: the listener attends the host heads' cells before the cut of the length the replay
+       reads, the device the rest in place, merged. A share of 0.1 cuts at 0 below 5 cells (the
+       device has every cell), 0.9 at the length below 5 (the CPU has every cell); truncated
+       between replays back into those lengths */
+    d[0].pipeline = NEO_PIPELINE_HYBRID, d[0].cpu_share = 0.1f;
+    graph_replays(g, &d[0], 1, 0);
+    graph_replays(g, &d[0], 150, 3);
+    d[0].cpu_share = 0.9f;
+    graph_replays(g, &d[0], 1, 2);
+    d[1].pipeline = NEO_PIPELINE_HYBRID; /* the default share, 3 of 4 heads on the device */
+    graph_replays(g, &d[1], 60, 0);
+    d[2].pipeline = NEO_PIPELINE_HYBRID, d[2].cpu_share = 0.3f;
+    graph_replays(g, &d[2], 100, 40);
+    d[3].pipeline = NEO_PIPELINE_HYBRID, d[3].cpu_share = 0.7f; /* every head on the host */
+    graph_replays(g, &d[3], d[3].n_ctx - 20, 0);
+    d[0].pipeline = NEO_PIPELINE_AUTO, d[0].cpu_share = 0.6f; /* AUTO that chose the hybrid */
+    graph_replays(g, &d[0], 200, 0);
 #endif
     graph_batch(g);
     {
@@ -1688,14 +1721,14 @@ static void graph_on(gcap *g) {
         int            ok = CHECK(dq && dout && dk) && CHECK_STATUS(neo_layer_create(g->rt, &a, &l), NEO_OK);
         check_context("graph refusals: layers");
         if (ok) g_copy(g, dk, z, 2 * 64), CHECK_STATUS(neo_attn_append(l, dk, dk, 1), NEO_OK);
-        for (int i = 0; i < 3 && ok; i++) { /* ON too where there is no thread to listen */
+        for (int i = 0; i < 3 && ok; i++) { /* ON and HYBRID too where there is no thread to listen */
             neo_layer_desc b = a;
             b.gpu_heads = 1, b.pipeline = i == 0 ? NEO_PIPELINE_AUTO : i == 1 ? NEO_PIPELINE_HYBRID : NEO_PIPELINE_ON;
-            if (i == 2 && !NEO_ATTN_NO_THREADS) break;
+            if (i == 1 && !NEO_ATTN_NO_THREADS) break;
             ok = CHECK_STATUS(neo_layer_create(g->rt, &b, &split[i]), NEO_OK) &&
                  CHECK_STATUS(neo_attn_append(split[i], dk, dk, 1), NEO_OK);
         }
-        if (ok) graph_refusals(g, l, split, NEO_ATTN_NO_THREADS ? 3 : 2, dq, dout);
+        if (ok) graph_refusals(g, l, split, NEO_ATTN_NO_THREADS ? 3 : 1, dq, dout);
         neo_layer_destroy(l);
         for (int i = 0; i < 3; i++) neo_layer_destroy(split[i]);
         g_free(g, dq), g_free(g, dout), g_free(g, dk);

@@ -5,10 +5,12 @@
    BUILD AND RUN
    -------------
        make bench-gpu                  builds build/bench (needs nvcc; links build/neo_attn_cuda.o)
-       build/bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap] [--threads N] [--seconds S]
+       build/bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap,sweep] [--threads N] [--seconds S]
                    [--cap-ctx N] [--e2e-ctx N] [--gpu-reserve-gib G]
        --quick      a small subset (contexts 4k and 32k, a 256-token decode loop, a 128k capacity row)
-       --sections   which of attn, batch, e2e, cap to run (the ceilings always run: every bound needs them)
+       --sections   which of attn, batch, e2e, cap to run (the ceilings always run: every bound needs them);
+                    sweep (never run by default) times one Llama-3-8B layer's GPU decode at 1k-64k for
+                    every tensor-core block shape and split cap, the planner overridden
        --threads    CPU attention threads, in the CPU runtime and in the GPU runtime's pool, and the
                     thread count of the DRAM read ceiling (default: online cores)
        --seconds    timing budget of one attention row (default 0.35; --quick 0.12)
@@ -83,8 +85,10 @@
            BG B with neo_session_desc.graphs: each step replayed from the session's CUDA graph
            MG M from a CUDA graph: the host heads read in place over the bus
            NG N from a CUDA graph: each layer rings the runtime's listener, which attends the host
-              heads on the pool (HYBRID cannot be captured: H has no graph row); its note gives
-              one layer's CPU half timed alone, what a ring costs beyond it being the handoff
+              heads on the pool; its note gives one layer's CPU half timed alone, what a ring
+              costs beyond it being the handoff
+           HG H from a CUDA graph: each layer rings the listener, which attends the host heads'
+              cells before the cut, while the GPU reads the rest in place over the bus
          Bound per token: weights + KV bytes over the HBM rate; for splits the host half over
          pinned H2D (M), over DRAM read per layer alongside the GPU half (N), or over the CPU + DMA
          joint read alongside it (H), as for the attention rows. The note gives the median step
@@ -1020,7 +1024,7 @@ static double e2e_cpu_half_us(neo_session *s) {
 }
 
 static void run_e2e(void) {
-    enum { NR = 8 }; /* runs */
+    enum { NR = 9 }; /* runs */
     int    ctx = opt.e2e_ctx ? opt.e2e_ctx : opt.quick ? 256 : 4096, gen = opt.quick ? 32 : 128;
     double t_build;
     neo_model *m = make_model(ctx + gen, &t_build);
@@ -1042,7 +1046,8 @@ static void run_e2e(void) {
                   {"H", "split 1/2, pipeline HYBRID (CPU share from the joint ceiling)", 1, NEO_PIPELINE_HYBRID, 0},
                   {"BG", "no split, each step replayed from a CUDA graph", 0, NEO_PIPELINE_OFF, 1},
                   {"MG", "split 1/2, OFF from a CUDA graph (host heads read in place)", 1, NEO_PIPELINE_OFF, 1},
-                  {"NG", "split 1/2, ON from a CUDA graph (the listener attends the host heads)", 1, NEO_PIPELINE_ON, 1}};
+                  {"NG", "split 1/2, ON from a CUDA graph (the listener attends the host heads)", 1, NEO_PIPELINE_ON, 1},
+                  {"HG", "split 1/2, HYBRID from a CUDA graph (the listener and the GPU in place)", 1, NEO_PIPELINE_HYBRID, 1}};
     float *logits = (float *)xmalloc((size_t)mi.vocab_size * sizeof(float));
     int   *tok = (int *)xmalloc(NR * (size_t)gen * sizeof(int)); /* [run][gen] */
     double *st_us = (double *)xmalloc(NR * (size_t)gen * sizeof(double));
@@ -1141,9 +1146,10 @@ static void run_e2e(void) {
         emit(&r);
     }
     printf("# e2e ratios: N/M = %.3f, N/B = %.3f, M/B = %.3f, O/B = %.3f, H/N = %.3f, H/M = %.3f; with graphs: BG/B = %.3f, "
-           "MG/M = %.3f, NG/N = %.3f, NG/MG = %.3f, NG/BG = %.3f, NG/M = %.3f\n", tps[2] / tps[1], tps[2] / tps[0], tps[1] / tps[0],
-           tps[3] / tps[0], tps[4] / tps[2], tps[4] / tps[1], tps[5] / tps[0], tps[6] / tps[1], tps[7] / tps[2], tps[7] / tps[6],
-           tps[7] / tps[5], tps[7] / tps[1]);
+           "MG/M = %.3f, NG/N = %.3f, NG/MG = %.3f, NG/BG = %.3f, NG/M = %.3f, HG/H = %.3f, HG/NG = %.3f, HG/MG = %.3f\n",
+           tps[2] / tps[1], tps[2] / tps[0], tps[1] / tps[0], tps[3] / tps[0], tps[4] / tps[2], tps[4] / tps[1], tps[5] / tps[0],
+           tps[6] / tps[1], tps[7] / tps[2], tps[7] / tps[6], tps[7] / tps[5], tps[7] / tps[1], tps[8] / tps[4], tps[8] / tps[7],
+           tps[8] / tps[6]);
     fflush(stdout);
     free(tok);
     free(st_us);
@@ -1467,7 +1473,7 @@ static void run_batch(void) {
    =============================================================================================== */
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap] [--threads N] [--seconds S]\n"
+    fprintf(stderr, "usage: bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap,sweep] [--threads N] [--seconds S]\n"
                     "             [--cap-ctx N] [--e2e-ctx N] [--gpu-reserve-gib G]\n"
                     "  neo_attn on the GPU machine: ceilings, attention rows, decode loop, capacity (see the top of\n"
                     "  examples/bench/bench.c for what each row measures).\n");

@@ -968,7 +968,7 @@ static void usage(FILE *out) {
             "  --neo-pipeline off|on|hybrid|auto  how a split layer runs, default auto (NEO_PIPELINE)\n"
             "  --threads <int>            CPU threads, default 0 = online cores (NEO_THREADS)\n"
             "  --cuda-graphs on|off       replay each step from a CUDA graph captured once (where every layer\n"
-            "                             can be: not under ON or HYBRID), default off (NEO_CUDA_GRAPHS)\n"
+            "                             can be: not AUTO still measuring), default off (NEO_CUDA_GRAPHS)\n"
             "  --gpu                      attention on a CUDA GPU (needs a NEO_ATTN_CUDA build)\n"
             "  --gpu-standin              the GPU path on neo_attn's host stand-in: the split and pipelines\n"
             "                             run with no GPU, for testing\n"
