@@ -1382,8 +1382,10 @@ NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo_task_fn fn, 
    never per row. */
 typedef struct neo__kernels {
     neo_cpu_isa isa;
-    /* s: [nq][NEO__BLOCK] <- q: [nq][d] . k: [nk][d] of type t (row dot products) */
-    void (*scores)(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d);
+    /* s: [nq][NEO__BLOCK] <- q: [nq][d] . k: [nk][d] of type t (row dot products); v: [nk][dv] of
+       type t, the same cells' V rows, is only asked toward the core as K is read, so that pv,
+       next, finds it there (SIMD paths) */
+    void (*scores)(float *s, const float *q, const void *k, const void *v, neo_type t, int nq, int nk, int d, int dv);
     /* the largest of x: [n], n >= 1 (exact, so every path finds the same one) */
     float (*max)(const float *x, int n);
     /* x: [n] *= c (a new running max rescales an accumulator) */
@@ -1412,8 +1414,10 @@ NEO_ATTN__PRIVATE float neo__dot_tail(float s, const float *q, const void *row, 
     for (int j = j0; j < d; j++) s += q[j] * neo__ld1(row, (size_t)j, t);
     return s;
 }
-NEO_ATTN__PRIVATE void neo__scores_scalar(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+NEO_ATTN__PRIVATE void neo__scores_scalar(float *s, const float *q, const void *k, const void *v, neo_type t, int nq, int nk, int d,
+                                          int dv) {
     size_t es = neo__type_size(t);
+    (void)v, (void)dv;
     for (int r = 0; r < nq; r++)
         for (int b = 0; b < nk; b++)
             s[r * NEO__BLOCK + b] = neo__dot_tail(0.0f, q + (size_t)r * d, (const char *)k + (size_t)b * d * es, t, 0, d);
@@ -1457,11 +1461,16 @@ NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v,
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 /* One core's hardware prefetcher does not keep enough misses in flight to stream at DRAM speed
-   while the core also computes, so each K or V row read asks for the row NEO__PREFETCH bytes
-   ahead as well; prefetches never fault, so running past the cache's end is harmless. */
+   while the core also computes, so each K row read asks for the row NEO__PREFETCH bytes ahead as
+   well, and for the same cell's V row, which the block's p . v reads next: its first pass over
+   the block's V rows takes a few columns of each, too fast for a read-ahead from inside it to
+   arrive in time. Prefetches never fault, so running past the cache's end is harmless. */
 #define NEO__PREFETCH 4096
+static inline __attribute__((always_inline)) void neo__prefetch_lines(const char *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
 static inline __attribute__((always_inline)) void neo__prefetch_row(const char *row, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + NEO__PREFETCH + o, _MM_HINT_T0);
+    neo__prefetch_lines(row + NEO__PREFETCH, bytes);
 }
 
 /* --- AVX2 + FMA + F16C: 8 lanes; the d % 8 tail columns go through the scalar helpers --- */
@@ -1532,13 +1541,14 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile2_av
         s[i * NEO__BLOCK + 1] = neo__dot_tail(o1[i], q + (size_t)i * d, kr1, t, dm, d);
     }
 }
-NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(float *s, const float *q, const void *k, neo_type t,
-                                                                                 int nq, int nk, int d) {
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(float *s, const float *q, const void *k, const void *v,
+                                                                                 neo_type t, int nq, int nk, int d, int dv) {
     size_t es = neo__type_size(t);
     int    dm = d & ~7, b = 0;
     for (; b + 2 <= nk; b += 2) {
         const char *kr = (const char *)k + (size_t)b * d * es;
         neo__prefetch_row(kr, 2 * (size_t)d * es);
+        neo__prefetch_lines((const char *)v + (size_t)b * dv * es, 2 * (size_t)dv * es);
         for (int r = 0; r < nq; r += 4) {
             float       *sr = s + r * NEO__BLOCK + b;
             const float *q0 = q + (size_t)r * d;
@@ -1553,6 +1563,7 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(f
     for (; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
         neo__prefetch_row(kr, (size_t)d * es);
+        neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
         for (int r = 0; r < nq; r += 4) {
             float       *sr = s + r * NEO__BLOCK + b;
             const float *q0 = q + (size_t)r * d;
@@ -1565,11 +1576,12 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(f
         }
     }
 }
-NEO__AVX2 NEO_ATTN__PRIVATE void neo__scores_avx2(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+NEO__AVX2 NEO_ATTN__PRIVATE void neo__scores_avx2(float *s, const float *q, const void *k, const void *v, neo_type t, int nq, int nk,
+                                                  int d, int dv) {
     /* one call per storage type, so each gets its own inlined loop */
-    if (t == NEO_TYPE_F16) neo__scores_avx2_t(s, q, k, NEO_TYPE_F16, nq, nk, d);
-    else if (t == NEO_TYPE_BF16) neo__scores_avx2_t(s, q, k, NEO_TYPE_BF16, nq, nk, d);
-    else neo__scores_avx2_t(s, q, k, NEO_TYPE_F32, nq, nk, d);
+    if (t == NEO_TYPE_F16) neo__scores_avx2_t(s, q, k, v, NEO_TYPE_F16, nq, nk, d, dv);
+    else if (t == NEO_TYPE_BF16) neo__scores_avx2_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, d, dv);
+    else neo__scores_avx2_t(s, q, k, v, NEO_TYPE_F32, nq, nk, d, dv);
 }
 /* expf for x in [-87, 88] to about 2 ulp: 2^n * poly(r), the Cephes polynomial. */
 NEO__AVX2 static inline __m256 neo__exp8(__m256 x) {
@@ -1628,8 +1640,7 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_tile_avx2(fl
         for (int i = 0; i < NQT; i++) a[i] = _mm256_loadu_ps(o + (size_t)i * dv + j), c[i] = _mm256_loadu_ps(o + (size_t)i * dv + j + 8);
         for (int b = 0; b < nk; b++) {
             const char *vr = (const char *)v + (size_t)b * dv * es;
-            if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
-            __m256 v0 = neo__ld8(vr, (size_t)j, t), v1 = neo__ld8(vr, (size_t)j + 8, t);
+            __m256      v0 = neo__ld8(vr, (size_t)j, t), v1 = neo__ld8(vr, (size_t)j + 8, t);
 #pragma GCC unroll 4
             for (int i = 0; i < NQT; i++) {
                 __m256 pb = _mm256_set1_ps(p[i * NEO__BLOCK + b]);
@@ -1646,8 +1657,7 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_tile_avx2(fl
         for (int i = 0; i < NQT; i++) a[i] = _mm256_loadu_ps(o + (size_t)i * dv + j);
         for (int b = 0; b < nk; b++) {
             const char *vr = (const char *)v + (size_t)b * dv * es;
-            if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
-            __m256 vv = neo__ld8(vr, (size_t)j, t);
+            __m256      vv = neo__ld8(vr, (size_t)j, t);
 #pragma GCC unroll 4
             for (int i = 0; i < NQT; i++) a[i] = _mm256_fmadd_ps(_mm256_set1_ps(p[i * NEO__BLOCK + b]), vv, a[i]);
         }
@@ -1733,8 +1743,8 @@ NEO__AVX512 static inline __attribute__((always_inline)) __m512 neo__hsum16x16(c
    each of its four inputs alike, whatever the others; neo__hsum16x16 too), so a score does not
    depend on which tile, cell group or path computed it. */
 NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_avx512(float *s, const float *q, const void *k,
-                                                                                        neo_type t, int NQT, int CB, int nk, int d,
-                                                                                        int first) {
+                                                                                        const void *v, neo_type t, int NQT, int CB,
+                                                                                        int nk, int d, int dv, int first) {
     size_t       es = neo__type_size(t);
     int          dm = d & ~15; /* full 16-lane chunks take plain loads, which fold into the FMAs */
     int          bg = dm == d ? nk / CB * CB : 0;
@@ -1742,7 +1752,10 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
     for (int b = 0; b < bg; b += CB) {
         const char *k0 = (const char *)k + (size_t)b * d * es;
         __m512      a[4][8];
-        if (first) neo__prefetch_row(k0, (size_t)CB * d * es);
+        if (first) {
+            neo__prefetch_row(k0, (size_t)CB * d * es);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es);
+        }
 #pragma GCC unroll 4
         for (int c = 0; c < CB; c++)
 #pragma GCC unroll 8
@@ -1788,7 +1801,10 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
     for (int b = bg; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
         __m512      a[8];
-        if (first) neo__prefetch_row(kr, (size_t)d * es);
+        if (first) {
+            neo__prefetch_row(kr, (size_t)d * es);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
+        }
 #pragma GCC unroll 8
         for (int i = 0; i < NQT; i++) a[i] = z;
         for (int j = 0; j < d; j += 16) {
@@ -1805,28 +1821,30 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
         }
     }
 }
-NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_avx512_t(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_avx512_t(float *s, const float *q, const void *k, const void *v,
+                                                                                   neo_type t, int nq, int nk, int d, int dv) {
     for (int r = 0; r < nq;) {
         float       *sr = s + r * NEO__BLOCK;
         const float *q0 = q + (size_t)r * d;
         int          n = nq - r < 8 ? nq - r : 8;
         switch (n) { /* the tile's shape as constants, so that its loops unroll */
-        case 1: neo__scores_tile_avx512(sr, q0, k, t, 1, 4, nk, d, r == 0); break;
-        case 2: neo__scores_tile_avx512(sr, q0, k, t, 2, 4, nk, d, r == 0); break;
-        case 3: neo__scores_tile_avx512(sr, q0, k, t, 3, 4, nk, d, r == 0); break;
-        case 4: neo__scores_tile_avx512(sr, q0, k, t, 4, 4, nk, d, r == 0); break;
-        case 5: neo__scores_tile_avx512(sr, q0, k, t, 5, 2, nk, d, r == 0); break;
-        case 6: neo__scores_tile_avx512(sr, q0, k, t, 6, 2, nk, d, r == 0); break;
-        case 7: neo__scores_tile_avx512(sr, q0, k, t, 7, 2, nk, d, r == 0); break;
-        default: neo__scores_tile_avx512(sr, q0, k, t, 8, 2, nk, d, r == 0); break;
+        case 1: neo__scores_tile_avx512(sr, q0, k, v, t, 1, 4, nk, d, dv, r == 0); break;
+        case 2: neo__scores_tile_avx512(sr, q0, k, v, t, 2, 4, nk, d, dv, r == 0); break;
+        case 3: neo__scores_tile_avx512(sr, q0, k, v, t, 3, 4, nk, d, dv, r == 0); break;
+        case 4: neo__scores_tile_avx512(sr, q0, k, v, t, 4, 4, nk, d, dv, r == 0); break;
+        case 5: neo__scores_tile_avx512(sr, q0, k, v, t, 5, 2, nk, d, dv, r == 0); break;
+        case 6: neo__scores_tile_avx512(sr, q0, k, v, t, 6, 2, nk, d, dv, r == 0); break;
+        case 7: neo__scores_tile_avx512(sr, q0, k, v, t, 7, 2, nk, d, dv, r == 0); break;
+        default: neo__scores_tile_avx512(sr, q0, k, v, t, 8, 2, nk, d, dv, r == 0); break;
         }
         r += n;
     }
 }
-NEO__AVX512 NEO_ATTN__PRIVATE void neo__scores_avx512(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
-    if (t == NEO_TYPE_F16) neo__scores_avx512_t(s, q, k, NEO_TYPE_F16, nq, nk, d);
-    else if (t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, NEO_TYPE_BF16, nq, nk, d);
-    else neo__scores_avx512_t(s, q, k, NEO_TYPE_F32, nq, nk, d);
+NEO__AVX512 NEO_ATTN__PRIVATE void neo__scores_avx512(float *s, const float *q, const void *k, const void *v, neo_type t, int nq,
+                                                      int nk, int d, int dv) {
+    if (t == NEO_TYPE_F16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F16, nq, nk, d, dv);
+    else if (t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, d, dv);
+    else neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F32, nq, nk, d, dv);
 }
 NEO__AVX512 static inline __m512 neo__exp16(__m512 x) {
     x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f)), _mm512_set1_ps(-87.3365447505531f));
@@ -1888,7 +1906,6 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__pv_tile_avx51
         for (int b = 0; b < nk; b++) {
             const char *vr = (const char *)v + (size_t)b * dv * es;
             __m512      vv[4];
-            if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
 #pragma GCC unroll 4
             for (int c = 0; c < CV; c++) vv[c] = neo__ld16(vr, (size_t)j + 16 * c, m[c], t);
             __m512 pp[8];
@@ -2217,7 +2234,7 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
         const char *vb = v0 + (size_t)(c - c0) * dv * es;
         int         lo = pos0 - c + 1; /* rows [lo, nk) are masked for some query */
         nk = c1 - c < NEO__BLOCK ? c1 - c : NEO__BLOCK;
-        kr->scores(st->s, st->q, k0 + (size_t)(c - c0) * d * es, t, st->nq, nk, d);
+        kr->scores(st->s, st->q, k0 + (size_t)(c - c0) * d * es, vb, t, st->nq, nk, d, dv);
         /* a full block's scores all finite (masked cells' included) in one pass; else each query's own */
         int fin = nk == NEO__BLOCK && neo__finite(st->s, (size_t)st->nq * NEO__BLOCK);
         for (int r = 0; r < st->nq; r++) {
