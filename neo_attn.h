@@ -1498,82 +1498,98 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__dot_avx2(const float *a, const float *b, 
     for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     return neo__dot_tail(neo__hsum8(_mm256_add_ps(s0, s1)), a, b, NEO_TYPE_F32, i, n);
 }
-/* Scores of one cell for a tile of NQT (1..4) queries: the K row is widened once for all of
-   them, and the four sums are taken together (zeros for absent queries), so a score does not
-   depend on the tile that computed it. */
-NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx2(float *s, const float *q, const char *kr, neo_type t,
-                                                                                    int NQT, int d, int dm) {
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int j = 0; j < dm; j += 8) {
-        __m256 kv = neo__ld8(kr, (size_t)j, t);
-#pragma GCC unroll 4
-        for (int i = 0; i < NQT; i++) a[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)i * d + j), kv, a[i]);
-    }
-    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-    float  o[4];
-    _mm_storeu_ps(o, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-#pragma GCC unroll 4
-    for (int i = 0; i < NQT; i++) s[i * NEO__BLOCK] = neo__dot_tail(o[i], q + (size_t)i * d, kr, t, dm, d);
+/* The lane sums of 8 vectors in one: lane f is the sum of x[f]'s lanes, added in one fixed
+   order, ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)), whichever vectors sit beside it, so a dot
+   product's bits do not depend on the tile or cell group that computed it. */
+NEO__AVX2 static inline __m256 neo__hsum8x8(__m256 x0, __m256 x1, __m256 x2, __m256 x3, __m256 x4, __m256 x5, __m256 x6, __m256 x7) {
+    __m256 g0 = _mm256_hadd_ps(_mm256_hadd_ps(x0, x1), _mm256_hadd_ps(x2, x3)); /* [x0..x3 low halves | high halves] */
+    __m256 g1 = _mm256_hadd_ps(_mm256_hadd_ps(x4, x5), _mm256_hadd_ps(x6, x7));
+    return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
 }
-/* The same for two cells at once, each with the same sums in the same order as one cell alone
-   (so the same bits): twice the independent FMA chains, and each q chunk loaded once for both. */
-NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile2_avx2(float *s, const float *q, const char *kr0,
-                                                                                     const char *kr1, neo_type t, int NQT, int d, int dm) {
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+/* The same for 4 vectors: lane f of the result is the sum of x[f]'s lanes, in the same order. */
+NEO__AVX2 static inline __m128 neo__hsum4x8(__m256 x0, __m256 x1, __m256 x2, __m256 x3) {
+    __m256 g = _mm256_hadd_ps(_mm256_hadd_ps(x0, x1), _mm256_hadd_ps(x2, x3));
+    return _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));
+}
+/* Scores of NC consecutive cells (rows kr, kr + d, ..) for a tile of NQT queries: NC x NQT
+   accumulators, f = c * NQT + i, so each widened K chunk feeds NQT FMAs and, with NC > 1, each q
+   chunk NC (held in a register: GCC would otherwise fold its load into every FMA, and the loads,
+   not the FMAs, would bound the loop). Every dot product sums its 8-lane chunks in order, then
+   its lanes as neo__hsum8x8 does, then the d % 8 tail: the same bits whatever NQT and NC. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_cells_avx2(float *s, const float *q, const char *kr, neo_type t,
+                                                                                     int NQT, int NC, int d, int dm) {
+    size_t       es = neo__type_size(t);
+    const __m256 z = _mm256_setzero_ps();
+    __m256       a[16];
+    float        o[16];
+#pragma GCC unroll 16
+    for (int f = 0; f < 16; f++) a[f] = z;
     for (int j = 0; j < dm; j += 8) {
-        __m256 k0 = neo__ld8(kr0, (size_t)j, t), k1 = neo__ld8(kr1, (size_t)j, t);
+        __m256 kv[4];
 #pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) kv[c] = neo__ld8(kr + (size_t)c * d * es, (size_t)j, t);
+#pragma GCC unroll 8
         for (int i = 0; i < NQT; i++) {
-            __m256 qv = _mm256_loadu_ps(q + (size_t)i * d + j);
-            a[i] = _mm256_fmadd_ps(qv, k0, a[i]);
-            c[i] = _mm256_fmadd_ps(qv, k1, c[i]);
+            __m256 x = _mm256_loadu_ps(q + (size_t)i * d + j);
+            if (NC > 1 && NC * NQT <= 12) __asm__("" : "+x"(x));
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++) a[c * NQT + i] = _mm256_fmadd_ps(x, kv[c], a[c * NQT + i]);
         }
     }
-    __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-    __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(c[0], c[1]), _mm256_hadd_ps(c[2], c[3]));
-    float  o0[4], o1[4];
-    _mm_storeu_ps(o0, _mm_add_ps(_mm256_castps256_ps128(h0), _mm256_extractf128_ps(h0, 1)));
-    _mm_storeu_ps(o1, _mm_add_ps(_mm256_castps256_ps128(h1), _mm256_extractf128_ps(h1, 1)));
+    if (NC * NQT <= 4) _mm_storeu_ps(o, neo__hsum4x8(a[0], a[1], a[2], a[3]));
+    else _mm256_storeu_ps(o, neo__hsum8x8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
+    if (NC * NQT > 12) _mm256_storeu_ps(o + 8, neo__hsum8x8(a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15]));
+    else if (NC * NQT > 8) _mm_storeu_ps(o + 8, neo__hsum4x8(a[8], a[9], a[10], a[11]));
 #pragma GCC unroll 4
-    for (int i = 0; i < NQT; i++) {
-        s[i * NEO__BLOCK] = neo__dot_tail(o0[i], q + (size_t)i * d, kr0, t, dm, d);
-        s[i * NEO__BLOCK + 1] = neo__dot_tail(o1[i], q + (size_t)i * d, kr1, t, dm, d);
-    }
+    for (int c = 0; c < NC; c++)
+#pragma GCC unroll 8
+        for (int i = 0; i < NQT; i++)
+            s[i * NEO__BLOCK + c] = neo__dot_tail(o[c * NQT + i], q + (size_t)i * d, kr + (size_t)c * d * es, t, dm, d);
 }
-NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(float *s, const float *q, const void *k, const void *v,
-                                                                                 neo_type t, int nq, int nk, int d, int dv) {
+/* Scores of a tile of NQT (1..8) queries over all nk cells, CB at a time, then one at a time:
+   the whole of a GQA group of up to 8 is one tile, so each K element is widened once a call.
+   The first tile asks for the rows ahead (neo__prefetch_row) and for the cells' V rows. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx2(float *s, const float *q, const void *k, const void *v,
+                                                                                    neo_type t, int NQT, int CB, int nk, int d, int dv,
+                                                                                    int first) {
     size_t es = neo__type_size(t);
     int    dm = d & ~7, b = 0;
-    for (; b + 2 <= nk; b += 2) {
+    for (; b + CB <= nk; b += CB) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        neo__prefetch_row(kr, 2 * (size_t)d * es);
-        neo__prefetch_lines((const char *)v + (size_t)b * dv * es, 2 * (size_t)dv * es);
-        for (int r = 0; r < nq; r += 4) {
-            float       *sr = s + r * NEO__BLOCK + b;
-            const float *q0 = q + (size_t)r * d;
-            switch (nq - r) {
-            case 1: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 1, d, dm); break;
-            case 2: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 2, d, dm); break;
-            case 3: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 3, d, dm); break;
-            default: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 4, d, dm); break;
-            }
+        if (first) {
+            neo__prefetch_row(kr, (size_t)CB * d * es);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es);
         }
+        neo__scores_cells_avx2(s + b, q, kr, t, NQT, CB, d, dm);
     }
     for (; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        neo__prefetch_row(kr, (size_t)d * es);
-        neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
-        for (int r = 0; r < nq; r += 4) {
-            float       *sr = s + r * NEO__BLOCK + b;
-            const float *q0 = q + (size_t)r * d;
-            switch (nq - r) { /* the tile size as a constant, so that its loops unroll */
-            case 1: neo__scores_tile_avx2(sr, q0, kr, t, 1, d, dm); break;
-            case 2: neo__scores_tile_avx2(sr, q0, kr, t, 2, d, dm); break;
-            case 3: neo__scores_tile_avx2(sr, q0, kr, t, 3, d, dm); break;
-            default: neo__scores_tile_avx2(sr, q0, kr, t, 4, d, dm); break;
-            }
+        if (first) {
+            neo__prefetch_row(kr, (size_t)d * es);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
         }
+        neo__scores_cells_avx2(s + b, q, kr, t, NQT, 1, d, dm);
+    }
+}
+/* Tiles of up to 8 queries; the cells a pass (CB) keep NQT x CB accumulators, CB K chunks and a
+   q chunk within the 16 registers. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(float *s, const float *q, const void *k, const void *v,
+                                                                                 neo_type t, int nq, int nk, int d, int dv) {
+    for (int r = 0; r < nq;) {
+        float       *sr = s + r * NEO__BLOCK;
+        const float *q0 = q + (size_t)r * d;
+        int          n = nq - r < 8 ? nq - r : 8;
+        switch (n) { /* the tile's shape as constants, so that its loops unroll */
+        case 1: neo__scores_tile_avx2(sr, q0, k, v, t, 1, 2, nk, d, dv, r == 0); break;
+        case 2: neo__scores_tile_avx2(sr, q0, k, v, t, 2, 4, nk, d, dv, r == 0); break;
+        case 3: neo__scores_tile_avx2(sr, q0, k, v, t, 3, 3, nk, d, dv, r == 0); break;
+        case 4: neo__scores_tile_avx2(sr, q0, k, v, t, 4, 3, nk, d, dv, r == 0); break;
+        case 5: neo__scores_tile_avx2(sr, q0, k, v, t, 5, 2, nk, d, dv, r == 0); break;
+        case 6: neo__scores_tile_avx2(sr, q0, k, v, t, 6, 2, nk, d, dv, r == 0); break;
+        case 7: neo__scores_tile_avx2(sr, q0, k, v, t, 7, 2, nk, d, dv, r == 0); break;
+        default: neo__scores_tile_avx2(sr, q0, k, v, t, 8, 1, nk, d, dv, r == 0); break;
+        }
+        r += n;
     }
 }
 NEO__AVX2 NEO_ATTN__PRIVATE void neo__scores_avx2(float *s, const float *q, const void *k, const void *v, neo_type t, int nq, int nk,
@@ -1627,56 +1643,62 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__exp_sum_avx2(float *x, int n, float m) {
     }
     return neo__hsum8(sum) + neo__exp_sum_scalar(x + i, n - i, m);
 }
-/* acc of one tile of NQT (1..4) queries over the dm full 8-column chunks: each V chunk is widened
-   once for all of them. Each output sums its rows in order, whatever the tile. */
-NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_tile_avx2(float *o, const float *p, const void *v, neo_type t,
-                                                                                int NQT, int nk, int dv, int dm) {
+/* acc: columns [j, j + 8 CV) of a tile of NQT queries over nk rows, rows inner: NQT x CV
+   accumulators, so each widened V chunk feeds NQT FMAs and each broadcast weight CV. Each output
+   sums its rows in order, whatever the tile. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_cols_avx2(float *o, const float *p, const void *v, neo_type t,
+                                                                                int NQT, int CV, int nk, int dv, int j) {
     size_t es = neo__type_size(t);
-    int    j = 0;
-    /* two chunks at once (twice the independent FMA chains; each chunk's sum in the same order) */
-    for (; j + 16 <= dm; j += 16) {
-        __m256 a[4], c[4];
+    __m256 a[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < NQT; i++)
 #pragma GCC unroll 4
-        for (int i = 0; i < NQT; i++) a[i] = _mm256_loadu_ps(o + (size_t)i * dv + j), c[i] = _mm256_loadu_ps(o + (size_t)i * dv + j + 8);
-        for (int b = 0; b < nk; b++) {
-            const char *vr = (const char *)v + (size_t)b * dv * es;
-            __m256      v0 = neo__ld8(vr, (size_t)j, t), v1 = neo__ld8(vr, (size_t)j + 8, t);
+        for (int c = 0; c < CV; c++) a[i * CV + c] = _mm256_loadu_ps(o + (size_t)i * dv + j + 8 * c);
+    for (int b = 0; b < nk; b++) {
+        const char *vr = (const char *)v + (size_t)b * dv * es;
+        __m256      vv[4];
 #pragma GCC unroll 4
-            for (int i = 0; i < NQT; i++) {
-                __m256 pb = _mm256_set1_ps(p[i * NEO__BLOCK + b]);
-                a[i] = _mm256_fmadd_ps(pb, v0, a[i]);
-                c[i] = _mm256_fmadd_ps(pb, v1, c[i]);
-            }
+        for (int c = 0; c < CV; c++) vv[c] = neo__ld8(vr, (size_t)j + 8 * c, t);
+#pragma GCC unroll 8
+        for (int i = 0; i < NQT; i++) {
+            __m256 pb = _mm256_set1_ps(p[i * NEO__BLOCK + b]);
+#pragma GCC unroll 4
+            for (int c = 0; c < CV; c++) a[i * CV + c] = _mm256_fmadd_ps(pb, vv[c], a[i * CV + c]);
         }
-#pragma GCC unroll 4
-        for (int i = 0; i < NQT; i++) _mm256_storeu_ps(o + (size_t)i * dv + j, a[i]), _mm256_storeu_ps(o + (size_t)i * dv + j + 8, c[i]);
     }
-    for (; j < dm; j += 8) {
-        __m256 a[4];
+#pragma GCC unroll 8
+    for (int i = 0; i < NQT; i++)
 #pragma GCC unroll 4
-        for (int i = 0; i < NQT; i++) a[i] = _mm256_loadu_ps(o + (size_t)i * dv + j);
-        for (int b = 0; b < nk; b++) {
-            const char *vr = (const char *)v + (size_t)b * dv * es;
-            __m256      vv = neo__ld8(vr, (size_t)j, t);
-#pragma GCC unroll 4
-            for (int i = 0; i < NQT; i++) a[i] = _mm256_fmadd_ps(_mm256_set1_ps(p[i * NEO__BLOCK + b]), vv, a[i]);
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < NQT; i++) _mm256_storeu_ps(o + (size_t)i * dv + j, a[i]);
-    }
+        for (int c = 0; c < CV; c++) _mm256_storeu_ps(o + (size_t)i * dv + j + 8 * c, a[i * CV + c]);
 }
+/* acc of a tile of NQT (1..8) queries over the dm full 8-column chunks, CV chunks a pass, then
+   one at a time: a GQA group of up to 8 is one tile, so each V element is widened once a call. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_tile_avx2(float *o, const float *p, const void *v, neo_type t,
+                                                                                int NQT, int CV, int nk, int dv, int dm) {
+    int j = 0;
+    for (; j + 8 * CV <= dm; j += 8 * CV) neo__pv_cols_avx2(o, p, v, t, NQT, CV, nk, dv, j);
+    for (; j < dm; j += 8) neo__pv_cols_avx2(o, p, v, t, NQT, 1, nk, dv, j);
+}
+/* Tiles of up to 8 queries; the chunks a pass (CV) keep NQT x CV accumulators, CV V chunks and a
+   broadcast weight within the 16 registers. */
 NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_avx2_t(float *acc, const float *p, const void *v, neo_type t,
                                                                              int nq, int nk, int dv) {
     int dm = dv & ~7;
-    for (int r = 0; r < nq; r += 4) {
+    for (int r = 0; r < nq;) {
         float       *o = acc + (size_t)r * dv;
         const float *pr = p + r * NEO__BLOCK;
-        switch (nq - r) {
-        case 1: neo__pv_tile_avx2(o, pr, v, t, 1, nk, dv, dm); break;
-        case 2: neo__pv_tile_avx2(o, pr, v, t, 2, nk, dv, dm); break;
-        case 3: neo__pv_tile_avx2(o, pr, v, t, 3, nk, dv, dm); break;
-        default: neo__pv_tile_avx2(o, pr, v, t, 4, nk, dv, dm); break;
+        int          n = nq - r < 8 ? nq - r : 8;
+        switch (n) { /* the tile's shape as constants, so that its loops unroll */
+        case 1: neo__pv_tile_avx2(o, pr, v, t, 1, 4, nk, dv, dm); break;
+        case 2: neo__pv_tile_avx2(o, pr, v, t, 2, 4, nk, dv, dm); break;
+        case 3: neo__pv_tile_avx2(o, pr, v, t, 3, 3, nk, dv, dm); break;
+        case 4: neo__pv_tile_avx2(o, pr, v, t, 4, 2, nk, dv, dm); break;
+        case 5: neo__pv_tile_avx2(o, pr, v, t, 5, 2, nk, dv, dm); break;
+        case 6: neo__pv_tile_avx2(o, pr, v, t, 6, 2, nk, dv, dm); break;
+        case 7: neo__pv_tile_avx2(o, pr, v, t, 7, 1, nk, dv, dm); break;
+        default: neo__pv_tile_avx2(o, pr, v, t, 8, 1, nk, dv, dm); break;
         }
+        r += n;
     }
     if (dm < dv) neo__pv_cols(acc, p, v, t, nq, nk, dv, dm);
 }
