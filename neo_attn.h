@@ -1504,12 +1504,25 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__dot_avx2(const float *a, const float *b, 
 NEO__AVX2 static inline __m256 neo__hsum8x8(__m256 x0, __m256 x1, __m256 x2, __m256 x3, __m256 x4, __m256 x5, __m256 x6, __m256 x7) {
     __m256 g0 = _mm256_hadd_ps(_mm256_hadd_ps(x0, x1), _mm256_hadd_ps(x2, x3)); /* [x0..x3 low halves | high halves] */
     __m256 g1 = _mm256_hadd_ps(_mm256_hadd_ps(x4, x5), _mm256_hadd_ps(x6, x7));
-    return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
+    /* [g0 low | g1 low] + [g0 high | g1 high], by inserts: a 128-bit permute is one slow op on
+       some cores, an insert is not */
+    return _mm256_add_ps(_mm256_insertf128_ps(g0, _mm256_castps256_ps128(g1), 1),
+                         _mm256_insertf128_ps(g1, _mm256_extractf128_ps(g0, 1), 0));
 }
 /* The same for 4 vectors: lane f of the result is the sum of x[f]'s lanes, in the same order. */
 NEO__AVX2 static inline __m128 neo__hsum4x8(__m256 x0, __m256 x1, __m256 x2, __m256 x3) {
     __m256 g = _mm256_hadd_ps(_mm256_hadd_ps(x0, x1), _mm256_hadd_ps(x2, x3));
     return _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));
+}
+/* acc + k x *m, m: [8], with m read by the FMA itself: where a tile's accumulators and K chunks
+   fill the registers, a q chunk loaded once for two cells would need one more (GCC merges two
+   loads of one address into one register), so each FMA reads it from L1. */
+typedef struct neo__f8 {
+    float f[8];
+} neo__f8;
+NEO__AVX2 static inline __m256 neo__fma_mem(__m256 acc, __m256 k, const float *m) {
+    __asm__("vfmadd231ps %2, %1, %0" : "+x"(acc) : "x"(k), "m"(*(const neo__f8 *)m));
+    return acc;
 }
 /* Scores of NC consecutive cells (rows kr, kr + d, ..) for a tile of NQT queries: NC x NQT
    accumulators, f = c * NQT + i, so each widened K chunk feeds NQT FMAs and, with NC > 1, each q
@@ -1531,7 +1544,12 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_cells_av
 #pragma GCC unroll 8
         for (int i = 0; i < NQT; i++) {
             __m256 x = _mm256_loadu_ps(q + (size_t)i * d + j);
-            if (NC > 1 && NC * NQT <= 12) __asm__("" : "+x"(x));
+            if (NC * NQT > 8) {
+#pragma GCC unroll 4
+                for (int c = 0; c < NC; c++) a[c * NQT + i] = neo__fma_mem(a[c * NQT + i], kv[c], q + (size_t)i * d + j);
+                continue;
+            }
+            if (NC > 1) __asm__("" : "+x"(x));
 #pragma GCC unroll 4
             for (int c = 0; c < NC; c++) a[c * NQT + i] = _mm256_fmadd_ps(x, kv[c], a[c * NQT + i]);
         }
