@@ -1521,7 +1521,7 @@ typedef struct neo__f8 {
     float f[8];
 } neo__f8;
 NEO__AVX2 static inline __m256 neo__fma_mem(__m256 acc, __m256 k, const float *m) {
-    __asm__("vfmadd231ps %2, %1, %0" : "+x"(acc) : "x"(k), "m"(*(const neo__f8 *)m));
+    __asm__("vfmadd231ps {%2, %1, %0|%0, %1, %2}" : "+x"(acc) : "x"(k), "m"(*(const neo__f8 *)m)); /* AT&T | Intel syntax */
     return acc;
 }
 /* Scores of NC consecutive cells (rows kr, kr + d, ..) for a tile of NQT queries: NC x NQT
