@@ -878,6 +878,17 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 #define NEO_ATTN__PRIVATE static
 #define NEO__TARGET(x)
 #endif
+/* NEO__UNROLL(n) before a loop of at most n iterations, a constant once inlined (a SIMD tile's
+   queries, cells or columns), unrolls it fully, so that its vectors stay in registers: clang
+   takes GCC's "unroll n" as a factor and left such tiles' accumulators on the stack. */
+#define NEO__PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define NEO__UNROLL(n) NEO__PRAGMA(unroll)
+#elif defined(__GNUC__)
+#define NEO__UNROLL(n) NEO__PRAGMA(GCC unroll n)
+#else
+#define NEO__UNROLL(n)
+#endif
 
 #ifdef NEO_ATTN_STATIC
 #if defined(__GNUC__) || defined(__clang__)
@@ -1516,7 +1527,14 @@ NEO__AVX2 static inline __m128 neo__hsum4x8(__m256 x0, __m256 x1, __m256 x2, __m
 }
 /* acc + k x *m, m: [8], with m read by the FMA itself: where a tile's accumulators and K chunks
    fill the registers, a q chunk loaded once for two cells would need one more (GCC merges two
-   loads of one address into one register), so each FMA reads it from L1. */
+   loads of one address into one register), so each FMA reads it from L1. Used by passes of more
+   than NEO__FMA_MEM_ABOVE dot products: GCC spills with 12 accumulators, 3 K chunks and a q
+   chunk, clang does not. */
+#if defined(__clang__)
+#define NEO__FMA_MEM_ABOVE 12
+#else
+#define NEO__FMA_MEM_ABOVE 8
+#endif
 typedef struct neo__f8 {
     float f[8];
 } neo__f8;
@@ -1535,22 +1553,22 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_cells_av
     const __m256 z = _mm256_setzero_ps();
     __m256       a[16];
     float        o[16];
-#pragma GCC unroll 16
+NEO__UNROLL(16)
     for (int f = 0; f < 16; f++) a[f] = z;
     for (int j = 0; j < dm; j += 8) {
         __m256 kv[4];
-#pragma GCC unroll 4
+NEO__UNROLL(4)
         for (int c = 0; c < NC; c++) kv[c] = neo__ld8(kr + (size_t)c * d * es, (size_t)j, t);
-#pragma GCC unroll 8
+NEO__UNROLL(8)
         for (int i = 0; i < NQT; i++) {
             __m256 x = _mm256_loadu_ps(q + (size_t)i * d + j);
-            if (NC * NQT > 8) {
-#pragma GCC unroll 4
+            if (NC * NQT > NEO__FMA_MEM_ABOVE) {
+NEO__UNROLL(4)
                 for (int c = 0; c < NC; c++) a[c * NQT + i] = neo__fma_mem(a[c * NQT + i], kv[c], q + (size_t)i * d + j);
                 continue;
             }
             if (NC > 1) __asm__("" : "+x"(x));
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int c = 0; c < NC; c++) a[c * NQT + i] = _mm256_fmadd_ps(x, kv[c], a[c * NQT + i]);
         }
     }
@@ -1558,9 +1576,9 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_cells_av
     else _mm256_storeu_ps(o, neo__hsum8x8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
     if (NC * NQT > 12) _mm256_storeu_ps(o + 8, neo__hsum8x8(a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15]));
     else if (NC * NQT > 8) _mm_storeu_ps(o + 8, neo__hsum4x8(a[8], a[9], a[10], a[11]));
-#pragma GCC unroll 4
+NEO__UNROLL(4)
     for (int c = 0; c < NC; c++)
-#pragma GCC unroll 8
+NEO__UNROLL(8)
         for (int i = 0; i < NQT; i++)
             s[i * NEO__BLOCK + c] = neo__dot_tail(o[c * NQT + i], q + (size_t)i * d, kr + (size_t)c * d * es, t, dm, d);
 }
@@ -1668,25 +1686,25 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_cols_avx2(fl
                                                                                 int NQT, int CV, int nk, int dv, int j) {
     size_t es = neo__type_size(t);
     __m256 a[16];
-#pragma GCC unroll 8
+NEO__UNROLL(8)
     for (int i = 0; i < NQT; i++)
-#pragma GCC unroll 4
+NEO__UNROLL(4)
         for (int c = 0; c < CV; c++) a[i * CV + c] = _mm256_loadu_ps(o + (size_t)i * dv + j + 8 * c);
     for (int b = 0; b < nk; b++) {
         const char *vr = (const char *)v + (size_t)b * dv * es;
         __m256      vv[4];
-#pragma GCC unroll 4
+NEO__UNROLL(4)
         for (int c = 0; c < CV; c++) vv[c] = neo__ld8(vr, (size_t)j + 8 * c, t);
-#pragma GCC unroll 8
+NEO__UNROLL(8)
         for (int i = 0; i < NQT; i++) {
             __m256 pb = _mm256_set1_ps(p[i * NEO__BLOCK + b]);
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int c = 0; c < CV; c++) a[i * CV + c] = _mm256_fmadd_ps(pb, vv[c], a[i * CV + c]);
         }
     }
-#pragma GCC unroll 8
+NEO__UNROLL(8)
     for (int i = 0; i < NQT; i++)
-#pragma GCC unroll 4
+NEO__UNROLL(4)
         for (int c = 0; c < CV; c++) _mm256_storeu_ps(o + (size_t)i * dv + j + 8 * c, a[i * CV + c]);
 }
 /* acc of a tile of NQT (1..8) queries over the dm full 8-column chunks, CV chunks a pass, then
@@ -1796,34 +1814,34 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
             neo__prefetch_row(k0, (size_t)CB * d * es);
             neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es);
         }
-#pragma GCC unroll 4
+NEO__UNROLL(4)
         for (int c = 0; c < CB; c++)
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) a[c][i] = z;
         for (int j = 0; j < d; j += 16) {
             __m512 x[8], kv[4];
             /* each q vector feeds CB FMAs: kept in a register (GCC would fold its load into each) */
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) {
                 x[i] = _mm512_loadu_ps(q + (size_t)i * d + j);
                 __asm__("" : "+v"(x[i]));
             }
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int c = 0; c < CB; c++) kv[c] = neo__ld16(k0 + (size_t)c * d * es, (size_t)j, 0xffff, t);
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int c = 0; c < CB; c++)
-#pragma GCC unroll 8
+NEO__UNROLL(8)
                 for (int i = 0; i < NQT; i++) a[c][i] = _mm512_fmadd_ps(x[i], kv[c], a[c][i]);
         }
         if (CB * NQT > 8) { /* 2 cells x 5-8 queries, 4 x 3-4; lane i * CB + c: query i, cell b + c */
             __m512 x[16];
-#pragma GCC unroll 16
+NEO__UNROLL(16)
             for (int f = 0; f < 16; f++) x[NEO__HSUM16_SRC(f)] = f < CB * NQT ? a[f % CB][f / CB] : z;
             const __m512 h = neo__hsum16x16(x);
             /* quarter by quarter: masked 512-bit stores cost more than four plain 128-bit ones */
             const __m128 hq[4] = {_mm512_castps512_ps128(h), _mm512_extractf32x4_ps(h, 1), _mm512_extractf32x4_ps(h, 2),
                                   _mm512_extractf32x4_ps(h, 3)};
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int u = 0; u * 4 < CB * NQT; u++) {
                 const __m128 o = hq[u];
                 if (CB == 4) _mm_storeu_ps(s + u * NEO__BLOCK + b, o);
@@ -1834,7 +1852,7 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
                 }
             }
         } else { /* 1-2 queries x 4 cells: a query's four cells a sum */
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int i = 0; i < NQT; i++) _mm_storeu_ps(s + i * NEO__BLOCK + b, neo__hsum4x16(a[0][i], a[1][i], a[2][i], a[3][i]));
         }
     }
@@ -1845,15 +1863,15 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
             neo__prefetch_row(kr, (size_t)d * es);
             neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
         }
-#pragma GCC unroll 8
+NEO__UNROLL(8)
         for (int i = 0; i < NQT; i++) a[i] = z;
         for (int j = 0; j < d; j += 16) {
             __mmask16 m = neo__mask16(d - j);
             __m512    kv = neo__ld16(kr, (size_t)j, m, t);
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) a[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + (size_t)i * d + j), kv, a[i]);
         }
-#pragma GCC unroll 2
+NEO__UNROLL(2)
         for (int i0 = 0; i0 < NQT; i0 += 4) {
             float o[4];
             _mm_storeu_ps(o, neo__hsum4x16(a[i0], i0 + 1 < NQT ? a[i0 + 1] : z, i0 + 2 < NQT ? a[i0 + 2] : z, i0 + 3 < NQT ? a[i0 + 3] : z));
@@ -1937,28 +1955,28 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__pv_tile_avx51
     for (int j = 0; j < dv; j += 16 * CV) {
         __mmask16 m[4];
         __m512    a[8][4];
-#pragma GCC unroll 4
+NEO__UNROLL(4)
         for (int c = 0; c < CV; c++) {
             m[c] = neo__mask16(dv - j - 16 * c);
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) a[i][c] = _mm512_maskz_loadu_ps(m[c], o + (size_t)i * dv + j + 16 * c);
         }
         for (int b = 0; b < nk; b++) {
             const char *vr = (const char *)v + (size_t)b * dv * es;
             __m512      vv[4];
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int c = 0; c < CV; c++) vv[c] = neo__ld16(vr, (size_t)j + 16 * c, m[c], t);
             __m512 pp[8];
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) pp[i] = _mm512_set1_ps(p[i * NEO__BLOCK + b]);
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++)
-#pragma GCC unroll 4
+NEO__UNROLL(4)
                 for (int c = 0; c < CV; c++) a[i][c] = _mm512_fmadd_ps(pp[i], vv[c], a[i][c]);
         }
-#pragma GCC unroll 4
+NEO__UNROLL(4)
         for (int c = 0; c < CV; c++)
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) _mm512_mask_storeu_ps(o + (size_t)i * dv + j + 16 * c, m[c], a[i][c]);
     }
 }
