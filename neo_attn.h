@@ -1388,9 +1388,9 @@ NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo_task_fn fn, 
    >>cpu: CPU kernels (scalar, AVX2 + F16C + FMA, AVX-512) behind one small table
    =============================================================================================
    Attention works on blocks of NEO__BLOCK cells, reading K and V in their storage type and
-   widening in registers. A tile of up to four queries of a GQA group shares every K and V load,
-   so DRAM sees each row once per call. Function pointers are called once per block (and query),
-   never per row. */
+   widening in registers. A tile of up to eight queries (a whole GQA group of up to 8) shares
+   every K and V load and widening, so DRAM sees each row once per call and each element is
+   widened once. Function pointers are called once per block (and query), never per row. */
 typedef struct neo__kernels {
     neo_cpu_isa isa;
     /* s: [nq][NEO__BLOCK] <- q: [nq][d] . k: [nk][d] of type t (row dot products); v: [nk][dv] of
