@@ -902,6 +902,17 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 #define NEO_ATTN__PRIVATE static
 #define NEO__TARGET(x)
 #endif
+/* NEO__UNROLL(n) before a loop of at most n iterations, a constant once inlined (a SIMD tile's
+   queries, cells or columns), unrolls it fully, so that its vectors stay in registers: clang
+   takes GCC's "unroll n" as a factor and left such tiles' accumulators on the stack. */
+#define NEO__PRAGMA(x) _Pragma(#x)
+#if defined(__clang__)
+#define NEO__UNROLL(n) NEO__PRAGMA(unroll)
+#elif defined(__GNUC__)
+#define NEO__UNROLL(n) NEO__PRAGMA(GCC unroll n)
+#else
+#define NEO__UNROLL(n)
+#endif
 
 #ifdef NEO_ATTN_STATIC
 #if defined(__GNUC__) || defined(__clang__)
@@ -1410,13 +1421,15 @@ NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo_task_fn fn, 
    >>cpu: CPU kernels (scalar, AVX2 + F16C + FMA, AVX-512) behind one small table
    =============================================================================================
    Attention works on blocks of NEO__BLOCK cells, reading K and V in their storage type and
-   widening in registers. A tile of up to four queries of a GQA group shares every K and V load,
-   so DRAM sees each row once per call. Function pointers are called once per block (and query),
-   never per row. */
+   widening in registers. A tile of up to eight queries (a whole GQA group of up to 8) shares
+   every K and V load and widening, so DRAM sees each row once per call and each element is
+   widened once. Function pointers are called once per block (and query), never per row. */
 typedef struct neo__kernels {
     neo_cpu_isa isa;
-    /* s: [nq][NEO__BLOCK] <- q: [nq][d] . k: [nk][d] of type t (row dot products) */
-    void (*scores)(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d);
+    /* s: [nq][NEO__BLOCK] <- q: [nq][d] . k: [nk][d] of type t (row dot products); v: [nk][dv] of
+       type t, the same cells' V rows, is only asked toward the core as K is read, so that pv,
+       next, finds it there (SIMD paths) */
+    void (*scores)(float *s, const float *q, const void *k, const void *v, neo_type t, int nq, int nk, int d, int dv);
     /* the largest of x: [n], n >= 1 (exact, so every path finds the same one) */
     float (*max)(const float *x, int n);
     /* x: [n] *= c (a new running max rescales an accumulator) */
@@ -1445,8 +1458,10 @@ NEO_ATTN__PRIVATE float neo__dot_tail(float s, const float *q, const void *row, 
     for (int j = j0; j < d; j++) s += q[j] * neo__ld1(row, (size_t)j, t);
     return s;
 }
-NEO_ATTN__PRIVATE void neo__scores_scalar(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+NEO_ATTN__PRIVATE void neo__scores_scalar(float *s, const float *q, const void *k, const void *v, neo_type t, int nq, int nk, int d,
+                                          int dv) {
     size_t es = neo__type_size(t);
+    (void)v, (void)dv;
     for (int r = 0; r < nq; r++)
         for (int b = 0; b < nk; b++)
             s[r * NEO__BLOCK + b] = neo__dot_tail(0.0f, q + (size_t)r * d, (const char *)k + (size_t)b * d * es, t, 0, d);
@@ -1490,11 +1505,16 @@ NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v,
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 /* One core's hardware prefetcher does not keep enough misses in flight to stream at DRAM speed
-   while the core also computes, so each K or V row read asks for the row NEO__PREFETCH bytes
-   ahead as well; prefetches never fault, so running past the cache's end is harmless. */
+   while the core also computes, so each K row read asks for the row NEO__PREFETCH bytes ahead as
+   well, and for the same cell's V row, which the block's p . v reads next: its first pass over
+   the block's V rows takes a few columns of each, too fast for a read-ahead from inside it to
+   arrive in time. Prefetches never fault, so running past the cache's end is harmless. */
 #define NEO__PREFETCH 4096
+static inline __attribute__((always_inline)) void neo__prefetch_lines(const char *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
 static inline __attribute__((always_inline)) void neo__prefetch_row(const char *row, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(row + NEO__PREFETCH + o, _MM_HINT_T0);
+    neo__prefetch_lines(row + NEO__PREFETCH, bytes);
 }
 
 /* --- AVX2 + FMA + F16C: 8 lanes; the d % 8 tail columns go through the scalar helpers --- */
@@ -1522,87 +1542,131 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__dot_avx2(const float *a, const float *b, 
     for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     return neo__dot_tail(neo__hsum8(_mm256_add_ps(s0, s1)), a, b, NEO_TYPE_F32, i, n);
 }
-/* Scores of one cell for a tile of NQT (1..4) queries: the K row is widened once for all of
-   them, and the four sums are taken together (zeros for absent queries), so a score does not
-   depend on the tile that computed it. */
-NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx2(float *s, const float *q, const char *kr, neo_type t,
-                                                                                    int NQT, int d, int dm) {
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int j = 0; j < dm; j += 8) {
-        __m256 kv = neo__ld8(kr, (size_t)j, t);
-#pragma GCC unroll 4
-        for (int i = 0; i < NQT; i++) a[i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)i * d + j), kv, a[i]);
-    }
-    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-    float  o[4];
-    _mm_storeu_ps(o, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-#pragma GCC unroll 4
-    for (int i = 0; i < NQT; i++) s[i * NEO__BLOCK] = neo__dot_tail(o[i], q + (size_t)i * d, kr, t, dm, d);
+/* The lane sums of 8 vectors in one: lane f is the sum of x[f]'s lanes, added in one fixed
+   order, ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)), whichever vectors sit beside it, so a dot
+   product's bits do not depend on the tile or cell group that computed it. */
+NEO__AVX2 static inline __m256 neo__hsum8x8(__m256 x0, __m256 x1, __m256 x2, __m256 x3, __m256 x4, __m256 x5, __m256 x6, __m256 x7) {
+    __m256 g0 = _mm256_hadd_ps(_mm256_hadd_ps(x0, x1), _mm256_hadd_ps(x2, x3)); /* [x0..x3 low halves | high halves] */
+    __m256 g1 = _mm256_hadd_ps(_mm256_hadd_ps(x4, x5), _mm256_hadd_ps(x6, x7));
+    /* [g0 low | g1 low] + [g0 high | g1 high], by inserts: a 128-bit permute is one slow op on
+       some cores, an insert is not */
+    return _mm256_add_ps(_mm256_insertf128_ps(g0, _mm256_castps256_ps128(g1), 1),
+                         _mm256_insertf128_ps(g1, _mm256_extractf128_ps(g0, 1), 0));
 }
-/* The same for two cells at once, each with the same sums in the same order as one cell alone
-   (so the same bits): twice the independent FMA chains, and each q chunk loaded once for both. */
-NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile2_avx2(float *s, const float *q, const char *kr0,
-                                                                                     const char *kr1, neo_type t, int NQT, int d, int dm) {
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+/* The same for 4 vectors: lane f of the result is the sum of x[f]'s lanes, in the same order. */
+NEO__AVX2 static inline __m128 neo__hsum4x8(__m256 x0, __m256 x1, __m256 x2, __m256 x3) {
+    __m256 g = _mm256_hadd_ps(_mm256_hadd_ps(x0, x1), _mm256_hadd_ps(x2, x3));
+    return _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));
+}
+/* acc + k x *m, m: [8], with m read by the FMA itself: where a tile's accumulators and K chunks
+   fill the registers, a q chunk loaded once for two cells would need one more (GCC merges two
+   loads of one address into one register), so each FMA reads it from L1. Used by passes of more
+   than NEO__FMA_MEM_ABOVE dot products: GCC spills with 12 accumulators, 3 K chunks and a q
+   chunk, clang does not. */
+#if defined(__clang__)
+#define NEO__FMA_MEM_ABOVE 12
+#else
+#define NEO__FMA_MEM_ABOVE 8
+#endif
+typedef struct neo__f8 {
+    float f[8];
+} neo__f8;
+NEO__AVX2 static inline __m256 neo__fma_mem(__m256 acc, __m256 k, const float *m) {
+    __asm__("vfmadd231ps {%2, %1, %0|%0, %1, %2}" : "+x"(acc) : "x"(k), "m"(*(const neo__f8 *)m)); /* AT&T | Intel syntax */
+    return acc;
+}
+/* Scores of NC consecutive cells (rows kr, kr + d, ..) for a tile of NQT queries: NC x NQT
+   accumulators, f = c * NQT + i, so each widened K chunk feeds NQT FMAs and, with NC > 1, each q
+   chunk NC (held in a register: GCC would otherwise fold its load into every FMA, and the loads,
+   not the FMAs, would bound the loop). Every dot product sums its 8-lane chunks in order, then
+   its lanes as neo__hsum8x8 does, then the d % 8 tail: the same bits whatever NQT and NC. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_cells_avx2(float *s, const float *q, const char *kr, neo_type t,
+                                                                                     int NQT, int NC, int d, int dm) {
+    size_t       es = neo__type_size(t);
+    const __m256 z = _mm256_setzero_ps();
+    __m256       a[16];
+    float        o[16];
+NEO__UNROLL(16)
+    for (int f = 0; f < 16; f++) a[f] = z;
     for (int j = 0; j < dm; j += 8) {
-        __m256 k0 = neo__ld8(kr0, (size_t)j, t), k1 = neo__ld8(kr1, (size_t)j, t);
-#pragma GCC unroll 4
+        __m256 kv[4];
+NEO__UNROLL(4)
+        for (int c = 0; c < NC; c++) kv[c] = neo__ld8(kr + (size_t)c * d * es, (size_t)j, t);
+NEO__UNROLL(8)
         for (int i = 0; i < NQT; i++) {
-            __m256 qv = _mm256_loadu_ps(q + (size_t)i * d + j);
-            a[i] = _mm256_fmadd_ps(qv, k0, a[i]);
-            c[i] = _mm256_fmadd_ps(qv, k1, c[i]);
+            __m256 x = _mm256_loadu_ps(q + (size_t)i * d + j);
+            if (NC * NQT > NEO__FMA_MEM_ABOVE) {
+NEO__UNROLL(4)
+                for (int c = 0; c < NC; c++) a[c * NQT + i] = neo__fma_mem(a[c * NQT + i], kv[c], q + (size_t)i * d + j);
+                continue;
+            }
+            if (NC > 1) __asm__("" : "+x"(x));
+NEO__UNROLL(4)
+            for (int c = 0; c < NC; c++) a[c * NQT + i] = _mm256_fmadd_ps(x, kv[c], a[c * NQT + i]);
         }
     }
-    __m256 h0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-    __m256 h1 = _mm256_hadd_ps(_mm256_hadd_ps(c[0], c[1]), _mm256_hadd_ps(c[2], c[3]));
-    float  o0[4], o1[4];
-    _mm_storeu_ps(o0, _mm_add_ps(_mm256_castps256_ps128(h0), _mm256_extractf128_ps(h0, 1)));
-    _mm_storeu_ps(o1, _mm_add_ps(_mm256_castps256_ps128(h1), _mm256_extractf128_ps(h1, 1)));
-#pragma GCC unroll 4
-    for (int i = 0; i < NQT; i++) {
-        s[i * NEO__BLOCK] = neo__dot_tail(o0[i], q + (size_t)i * d, kr0, t, dm, d);
-        s[i * NEO__BLOCK + 1] = neo__dot_tail(o1[i], q + (size_t)i * d, kr1, t, dm, d);
-    }
+    if (NC * NQT <= 4) _mm_storeu_ps(o, neo__hsum4x8(a[0], a[1], a[2], a[3]));
+    else _mm256_storeu_ps(o, neo__hsum8x8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
+    if (NC * NQT > 12) _mm256_storeu_ps(o + 8, neo__hsum8x8(a[8], a[9], a[10], a[11], a[12], a[13], a[14], a[15]));
+    else if (NC * NQT > 8) _mm_storeu_ps(o + 8, neo__hsum4x8(a[8], a[9], a[10], a[11]));
+NEO__UNROLL(4)
+    for (int c = 0; c < NC; c++)
+NEO__UNROLL(8)
+        for (int i = 0; i < NQT; i++)
+            s[i * NEO__BLOCK + c] = neo__dot_tail(o[c * NQT + i], q + (size_t)i * d, kr + (size_t)c * d * es, t, dm, d);
 }
-NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(float *s, const float *q, const void *k, neo_type t,
-                                                                                 int nq, int nk, int d) {
+/* Scores of a tile of NQT (1..8) queries over all nk cells, CB at a time, then one at a time:
+   the whole of a GQA group of up to 8 is one tile, so each K element is widened once a call.
+   The first tile asks for the rows ahead (neo__prefetch_row) and for the cells' V rows. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx2(float *s, const float *q, const void *k, const void *v,
+                                                                                    neo_type t, int NQT, int CB, int nk, int d, int dv,
+                                                                                    int first) {
     size_t es = neo__type_size(t);
     int    dm = d & ~7, b = 0;
-    for (; b + 2 <= nk; b += 2) {
+    for (; b + CB <= nk; b += CB) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        neo__prefetch_row(kr, 2 * (size_t)d * es);
-        for (int r = 0; r < nq; r += 4) {
-            float       *sr = s + r * NEO__BLOCK + b;
-            const float *q0 = q + (size_t)r * d;
-            switch (nq - r) {
-            case 1: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 1, d, dm); break;
-            case 2: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 2, d, dm); break;
-            case 3: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 3, d, dm); break;
-            default: neo__scores_tile2_avx2(sr, q0, kr, kr + (size_t)d * es, t, 4, d, dm); break;
-            }
+        if (first) {
+            neo__prefetch_row(kr, (size_t)CB * d * es);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es);
         }
+        neo__scores_cells_avx2(s + b, q, kr, t, NQT, CB, d, dm);
     }
     for (; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        neo__prefetch_row(kr, (size_t)d * es);
-        for (int r = 0; r < nq; r += 4) {
-            float       *sr = s + r * NEO__BLOCK + b;
-            const float *q0 = q + (size_t)r * d;
-            switch (nq - r) { /* the tile size as a constant, so that its loops unroll */
-            case 1: neo__scores_tile_avx2(sr, q0, kr, t, 1, d, dm); break;
-            case 2: neo__scores_tile_avx2(sr, q0, kr, t, 2, d, dm); break;
-            case 3: neo__scores_tile_avx2(sr, q0, kr, t, 3, d, dm); break;
-            default: neo__scores_tile_avx2(sr, q0, kr, t, 4, d, dm); break;
-            }
+        if (first) {
+            neo__prefetch_row(kr, (size_t)d * es);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
         }
+        neo__scores_cells_avx2(s + b, q, kr, t, NQT, 1, d, dm);
     }
 }
-NEO__AVX2 NEO_ATTN__PRIVATE void neo__scores_avx2(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+/* Tiles of up to 8 queries; the cells a pass (CB) keep NQT x CB accumulators, CB K chunks and a
+   q chunk within the 16 registers. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(float *s, const float *q, const void *k, const void *v,
+                                                                                 neo_type t, int nq, int nk, int d, int dv) {
+    for (int r = 0; r < nq;) {
+        float       *sr = s + r * NEO__BLOCK;
+        const float *q0 = q + (size_t)r * d;
+        int          n = nq - r < 8 ? nq - r : 8;
+        switch (n) { /* the tile's shape as constants, so that its loops unroll */
+        case 1: neo__scores_tile_avx2(sr, q0, k, v, t, 1, 2, nk, d, dv, r == 0); break;
+        case 2: neo__scores_tile_avx2(sr, q0, k, v, t, 2, 4, nk, d, dv, r == 0); break;
+        case 3: neo__scores_tile_avx2(sr, q0, k, v, t, 3, 3, nk, d, dv, r == 0); break;
+        case 4: neo__scores_tile_avx2(sr, q0, k, v, t, 4, 3, nk, d, dv, r == 0); break;
+        case 5: neo__scores_tile_avx2(sr, q0, k, v, t, 5, 2, nk, d, dv, r == 0); break;
+        case 6: neo__scores_tile_avx2(sr, q0, k, v, t, 6, 2, nk, d, dv, r == 0); break;
+        case 7: neo__scores_tile_avx2(sr, q0, k, v, t, 7, 2, nk, d, dv, r == 0); break;
+        default: neo__scores_tile_avx2(sr, q0, k, v, t, 8, 1, nk, d, dv, r == 0); break;
+        }
+        r += n;
+    }
+}
+NEO__AVX2 NEO_ATTN__PRIVATE void neo__scores_avx2(float *s, const float *q, const void *k, const void *v, neo_type t, int nq, int nk,
+                                                  int d, int dv) {
     /* one call per storage type, so each gets its own inlined loop */
-    if (t == NEO_TYPE_F16) neo__scores_avx2_t(s, q, k, NEO_TYPE_F16, nq, nk, d);
-    else if (t == NEO_TYPE_BF16) neo__scores_avx2_t(s, q, k, NEO_TYPE_BF16, nq, nk, d);
-    else neo__scores_avx2_t(s, q, k, NEO_TYPE_F32, nq, nk, d);
+    if (t == NEO_TYPE_F16) neo__scores_avx2_t(s, q, k, v, NEO_TYPE_F16, nq, nk, d, dv);
+    else if (t == NEO_TYPE_BF16) neo__scores_avx2_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, d, dv);
+    else neo__scores_avx2_t(s, q, k, v, NEO_TYPE_F32, nq, nk, d, dv);
 }
 /* expf for x in [-87, 88] to about 2 ulp: 2^n * poly(r), the Cephes polynomial. */
 NEO__AVX2 static inline __m256 neo__exp8(__m256 x) {
@@ -1648,58 +1712,62 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__exp_sum_avx2(float *x, int n, float m) {
     }
     return neo__hsum8(sum) + neo__exp_sum_scalar(x + i, n - i, m);
 }
-/* acc of one tile of NQT (1..4) queries over the dm full 8-column chunks: each V chunk is widened
-   once for all of them. Each output sums its rows in order, whatever the tile. */
-NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_tile_avx2(float *o, const float *p, const void *v, neo_type t,
-                                                                                int NQT, int nk, int dv, int dm) {
+/* acc: columns [j, j + 8 CV) of a tile of NQT queries over nk rows, rows inner: NQT x CV
+   accumulators, so each widened V chunk feeds NQT FMAs and each broadcast weight CV. Each output
+   sums its rows in order, whatever the tile. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_cols_avx2(float *o, const float *p, const void *v, neo_type t,
+                                                                                int NQT, int CV, int nk, int dv, int j) {
     size_t es = neo__type_size(t);
-    int    j = 0;
-    /* two chunks at once (twice the independent FMA chains; each chunk's sum in the same order) */
-    for (; j + 16 <= dm; j += 16) {
-        __m256 a[4], c[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < NQT; i++) a[i] = _mm256_loadu_ps(o + (size_t)i * dv + j), c[i] = _mm256_loadu_ps(o + (size_t)i * dv + j + 8);
-        for (int b = 0; b < nk; b++) {
-            const char *vr = (const char *)v + (size_t)b * dv * es;
-            if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
-            __m256 v0 = neo__ld8(vr, (size_t)j, t), v1 = neo__ld8(vr, (size_t)j + 8, t);
-#pragma GCC unroll 4
-            for (int i = 0; i < NQT; i++) {
-                __m256 pb = _mm256_set1_ps(p[i * NEO__BLOCK + b]);
-                a[i] = _mm256_fmadd_ps(pb, v0, a[i]);
-                c[i] = _mm256_fmadd_ps(pb, v1, c[i]);
-            }
+    __m256 a[16];
+NEO__UNROLL(8)
+    for (int i = 0; i < NQT; i++)
+NEO__UNROLL(4)
+        for (int c = 0; c < CV; c++) a[i * CV + c] = _mm256_loadu_ps(o + (size_t)i * dv + j + 8 * c);
+    for (int b = 0; b < nk; b++) {
+        const char *vr = (const char *)v + (size_t)b * dv * es;
+        __m256      vv[4];
+NEO__UNROLL(4)
+        for (int c = 0; c < CV; c++) vv[c] = neo__ld8(vr, (size_t)j + 8 * c, t);
+NEO__UNROLL(8)
+        for (int i = 0; i < NQT; i++) {
+            __m256 pb = _mm256_set1_ps(p[i * NEO__BLOCK + b]);
+NEO__UNROLL(4)
+            for (int c = 0; c < CV; c++) a[i * CV + c] = _mm256_fmadd_ps(pb, vv[c], a[i * CV + c]);
         }
-#pragma GCC unroll 4
-        for (int i = 0; i < NQT; i++) _mm256_storeu_ps(o + (size_t)i * dv + j, a[i]), _mm256_storeu_ps(o + (size_t)i * dv + j + 8, c[i]);
     }
-    for (; j < dm; j += 8) {
-        __m256 a[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < NQT; i++) a[i] = _mm256_loadu_ps(o + (size_t)i * dv + j);
-        for (int b = 0; b < nk; b++) {
-            const char *vr = (const char *)v + (size_t)b * dv * es;
-            if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
-            __m256 vv = neo__ld8(vr, (size_t)j, t);
-#pragma GCC unroll 4
-            for (int i = 0; i < NQT; i++) a[i] = _mm256_fmadd_ps(_mm256_set1_ps(p[i * NEO__BLOCK + b]), vv, a[i]);
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < NQT; i++) _mm256_storeu_ps(o + (size_t)i * dv + j, a[i]);
-    }
+NEO__UNROLL(8)
+    for (int i = 0; i < NQT; i++)
+NEO__UNROLL(4)
+        for (int c = 0; c < CV; c++) _mm256_storeu_ps(o + (size_t)i * dv + j + 8 * c, a[i * CV + c]);
 }
+/* acc of a tile of NQT (1..8) queries over the dm full 8-column chunks, CV chunks a pass, then
+   one at a time: a GQA group of up to 8 is one tile, so each V element is widened once a call. */
+NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_tile_avx2(float *o, const float *p, const void *v, neo_type t,
+                                                                                int NQT, int CV, int nk, int dv, int dm) {
+    int j = 0;
+    for (; j + 8 * CV <= dm; j += 8 * CV) neo__pv_cols_avx2(o, p, v, t, NQT, CV, nk, dv, j);
+    for (; j < dm; j += 8) neo__pv_cols_avx2(o, p, v, t, NQT, 1, nk, dv, j);
+}
+/* Tiles of up to 8 queries; the chunks a pass (CV) keep NQT x CV accumulators, CV V chunks and a
+   broadcast weight within the 16 registers. */
 NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_avx2_t(float *acc, const float *p, const void *v, neo_type t,
                                                                              int nq, int nk, int dv) {
     int dm = dv & ~7;
-    for (int r = 0; r < nq; r += 4) {
+    for (int r = 0; r < nq;) {
         float       *o = acc + (size_t)r * dv;
         const float *pr = p + r * NEO__BLOCK;
-        switch (nq - r) {
-        case 1: neo__pv_tile_avx2(o, pr, v, t, 1, nk, dv, dm); break;
-        case 2: neo__pv_tile_avx2(o, pr, v, t, 2, nk, dv, dm); break;
-        case 3: neo__pv_tile_avx2(o, pr, v, t, 3, nk, dv, dm); break;
-        default: neo__pv_tile_avx2(o, pr, v, t, 4, nk, dv, dm); break;
+        int          n = nq - r < 8 ? nq - r : 8;
+        switch (n) { /* the tile's shape as constants, so that its loops unroll */
+        case 1: neo__pv_tile_avx2(o, pr, v, t, 1, 4, nk, dv, dm); break;
+        case 2: neo__pv_tile_avx2(o, pr, v, t, 2, 4, nk, dv, dm); break;
+        case 3: neo__pv_tile_avx2(o, pr, v, t, 3, 3, nk, dv, dm); break;
+        case 4: neo__pv_tile_avx2(o, pr, v, t, 4, 2, nk, dv, dm); break;
+        case 5: neo__pv_tile_avx2(o, pr, v, t, 5, 2, nk, dv, dm); break;
+        case 6: neo__pv_tile_avx2(o, pr, v, t, 6, 2, nk, dv, dm); break;
+        case 7: neo__pv_tile_avx2(o, pr, v, t, 7, 1, nk, dv, dm); break;
+        default: neo__pv_tile_avx2(o, pr, v, t, 8, 1, nk, dv, dm); break;
         }
+        r += n;
     }
     if (dm < dv) neo__pv_cols(acc, p, v, t, nq, nk, dv, dm);
 }
@@ -1766,8 +1834,8 @@ NEO__AVX512 static inline __attribute__((always_inline)) __m512 neo__hsum16x16(c
    each of its four inputs alike, whatever the others; neo__hsum16x16 too), so a score does not
    depend on which tile, cell group or path computed it. */
 NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_avx512(float *s, const float *q, const void *k,
-                                                                                        neo_type t, int NQT, int CB, int nk, int d,
-                                                                                        int first) {
+                                                                                        const void *v, neo_type t, int NQT, int CB,
+                                                                                        int nk, int d, int dv, int first) {
     size_t       es = neo__type_size(t);
     int          dm = d & ~15; /* full 16-lane chunks take plain loads, which fold into the FMAs */
     int          bg = dm == d ? nk / CB * CB : 0;
@@ -1775,35 +1843,38 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
     for (int b = 0; b < bg; b += CB) {
         const char *k0 = (const char *)k + (size_t)b * d * es;
         __m512      a[4][8];
-        if (first) neo__prefetch_row(k0, (size_t)CB * d * es);
-#pragma GCC unroll 4
+        if (first) {
+            neo__prefetch_row(k0, (size_t)CB * d * es);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es);
+        }
+NEO__UNROLL(4)
         for (int c = 0; c < CB; c++)
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) a[c][i] = z;
         for (int j = 0; j < d; j += 16) {
             __m512 x[8], kv[4];
             /* each q vector feeds CB FMAs: kept in a register (GCC would fold its load into each) */
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) {
                 x[i] = _mm512_loadu_ps(q + (size_t)i * d + j);
                 __asm__("" : "+v"(x[i]));
             }
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int c = 0; c < CB; c++) kv[c] = neo__ld16(k0 + (size_t)c * d * es, (size_t)j, 0xffff, t);
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int c = 0; c < CB; c++)
-#pragma GCC unroll 8
+NEO__UNROLL(8)
                 for (int i = 0; i < NQT; i++) a[c][i] = _mm512_fmadd_ps(x[i], kv[c], a[c][i]);
         }
         if (CB * NQT > 8) { /* 2 cells x 5-8 queries, 4 x 3-4; lane i * CB + c: query i, cell b + c */
             __m512 x[16];
-#pragma GCC unroll 16
+NEO__UNROLL(16)
             for (int f = 0; f < 16; f++) x[NEO__HSUM16_SRC(f)] = f < CB * NQT ? a[f % CB][f / CB] : z;
             const __m512 h = neo__hsum16x16(x);
             /* quarter by quarter: masked 512-bit stores cost more than four plain 128-bit ones */
             const __m128 hq[4] = {_mm512_castps512_ps128(h), _mm512_extractf32x4_ps(h, 1), _mm512_extractf32x4_ps(h, 2),
                                   _mm512_extractf32x4_ps(h, 3)};
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int u = 0; u * 4 < CB * NQT; u++) {
                 const __m128 o = hq[u];
                 if (CB == 4) _mm_storeu_ps(s + u * NEO__BLOCK + b, o);
@@ -1814,23 +1885,26 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
                 }
             }
         } else { /* 1-2 queries x 4 cells: a query's four cells a sum */
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int i = 0; i < NQT; i++) _mm_storeu_ps(s + i * NEO__BLOCK + b, neo__hsum4x16(a[0][i], a[1][i], a[2][i], a[3][i]));
         }
     }
     for (int b = bg; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
         __m512      a[8];
-        if (first) neo__prefetch_row(kr, (size_t)d * es);
-#pragma GCC unroll 8
+        if (first) {
+            neo__prefetch_row(kr, (size_t)d * es);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
+        }
+NEO__UNROLL(8)
         for (int i = 0; i < NQT; i++) a[i] = z;
         for (int j = 0; j < d; j += 16) {
             __mmask16 m = neo__mask16(d - j);
             __m512    kv = neo__ld16(kr, (size_t)j, m, t);
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) a[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + (size_t)i * d + j), kv, a[i]);
         }
-#pragma GCC unroll 2
+NEO__UNROLL(2)
         for (int i0 = 0; i0 < NQT; i0 += 4) {
             float o[4];
             _mm_storeu_ps(o, neo__hsum4x16(a[i0], i0 + 1 < NQT ? a[i0 + 1] : z, i0 + 2 < NQT ? a[i0 + 2] : z, i0 + 3 < NQT ? a[i0 + 3] : z));
@@ -1838,28 +1912,30 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
         }
     }
 }
-NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_avx512_t(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
+NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_avx512_t(float *s, const float *q, const void *k, const void *v,
+                                                                                   neo_type t, int nq, int nk, int d, int dv) {
     for (int r = 0; r < nq;) {
         float       *sr = s + r * NEO__BLOCK;
         const float *q0 = q + (size_t)r * d;
         int          n = nq - r < 8 ? nq - r : 8;
         switch (n) { /* the tile's shape as constants, so that its loops unroll */
-        case 1: neo__scores_tile_avx512(sr, q0, k, t, 1, 4, nk, d, r == 0); break;
-        case 2: neo__scores_tile_avx512(sr, q0, k, t, 2, 4, nk, d, r == 0); break;
-        case 3: neo__scores_tile_avx512(sr, q0, k, t, 3, 4, nk, d, r == 0); break;
-        case 4: neo__scores_tile_avx512(sr, q0, k, t, 4, 4, nk, d, r == 0); break;
-        case 5: neo__scores_tile_avx512(sr, q0, k, t, 5, 2, nk, d, r == 0); break;
-        case 6: neo__scores_tile_avx512(sr, q0, k, t, 6, 2, nk, d, r == 0); break;
-        case 7: neo__scores_tile_avx512(sr, q0, k, t, 7, 2, nk, d, r == 0); break;
-        default: neo__scores_tile_avx512(sr, q0, k, t, 8, 2, nk, d, r == 0); break;
+        case 1: neo__scores_tile_avx512(sr, q0, k, v, t, 1, 4, nk, d, dv, r == 0); break;
+        case 2: neo__scores_tile_avx512(sr, q0, k, v, t, 2, 4, nk, d, dv, r == 0); break;
+        case 3: neo__scores_tile_avx512(sr, q0, k, v, t, 3, 4, nk, d, dv, r == 0); break;
+        case 4: neo__scores_tile_avx512(sr, q0, k, v, t, 4, 4, nk, d, dv, r == 0); break;
+        case 5: neo__scores_tile_avx512(sr, q0, k, v, t, 5, 2, nk, d, dv, r == 0); break;
+        case 6: neo__scores_tile_avx512(sr, q0, k, v, t, 6, 2, nk, d, dv, r == 0); break;
+        case 7: neo__scores_tile_avx512(sr, q0, k, v, t, 7, 2, nk, d, dv, r == 0); break;
+        default: neo__scores_tile_avx512(sr, q0, k, v, t, 8, 2, nk, d, dv, r == 0); break;
         }
         r += n;
     }
 }
-NEO__AVX512 NEO_ATTN__PRIVATE void neo__scores_avx512(float *s, const float *q, const void *k, neo_type t, int nq, int nk, int d) {
-    if (t == NEO_TYPE_F16) neo__scores_avx512_t(s, q, k, NEO_TYPE_F16, nq, nk, d);
-    else if (t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, NEO_TYPE_BF16, nq, nk, d);
-    else neo__scores_avx512_t(s, q, k, NEO_TYPE_F32, nq, nk, d);
+NEO__AVX512 NEO_ATTN__PRIVATE void neo__scores_avx512(float *s, const float *q, const void *k, const void *v, neo_type t, int nq,
+                                                      int nk, int d, int dv) {
+    if (t == NEO_TYPE_F16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F16, nq, nk, d, dv);
+    else if (t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, d, dv);
+    else neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F32, nq, nk, d, dv);
 }
 NEO__AVX512 static inline __m512 neo__exp16(__m512 x) {
     x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f)), _mm512_set1_ps(-87.3365447505531f));
@@ -1912,29 +1988,28 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__pv_tile_avx51
     for (int j = 0; j < dv; j += 16 * CV) {
         __mmask16 m[4];
         __m512    a[8][4];
-#pragma GCC unroll 4
+NEO__UNROLL(4)
         for (int c = 0; c < CV; c++) {
             m[c] = neo__mask16(dv - j - 16 * c);
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) a[i][c] = _mm512_maskz_loadu_ps(m[c], o + (size_t)i * dv + j + 16 * c);
         }
         for (int b = 0; b < nk; b++) {
             const char *vr = (const char *)v + (size_t)b * dv * es;
             __m512      vv[4];
-            if (j == 0) neo__prefetch_row(vr, (size_t)dv * es);
-#pragma GCC unroll 4
+NEO__UNROLL(4)
             for (int c = 0; c < CV; c++) vv[c] = neo__ld16(vr, (size_t)j + 16 * c, m[c], t);
             __m512 pp[8];
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) pp[i] = _mm512_set1_ps(p[i * NEO__BLOCK + b]);
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++)
-#pragma GCC unroll 4
+NEO__UNROLL(4)
                 for (int c = 0; c < CV; c++) a[i][c] = _mm512_fmadd_ps(pp[i], vv[c], a[i][c]);
         }
-#pragma GCC unroll 4
+NEO__UNROLL(4)
         for (int c = 0; c < CV; c++)
-#pragma GCC unroll 8
+NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) _mm512_mask_storeu_ps(o + (size_t)i * dv + j + 16 * c, m[c], a[i][c]);
     }
 }
@@ -2250,7 +2325,7 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
         const char *vb = v0 + (size_t)(c - c0) * dv * es;
         int         lo = pos0 - c + 1; /* rows [lo, nk) are masked for some query */
         nk = c1 - c < NEO__BLOCK ? c1 - c : NEO__BLOCK;
-        kr->scores(st->s, st->q, k0 + (size_t)(c - c0) * d * es, t, st->nq, nk, d);
+        kr->scores(st->s, st->q, k0 + (size_t)(c - c0) * d * es, vb, t, st->nq, nk, d, dv);
         /* a full block's scores all finite (masked cells' included) in one pass; else each query's own */
         int fin = nk == NEO__BLOCK && neo__finite(st->s, (size_t)st->nq * NEO__BLOCK);
         for (int r = 0; r < st->nq; r++) {

@@ -147,9 +147,30 @@ NEO__AVX512 static int lane_sums_agree(void) {
     }
     return ok;
 }
+/* The AVX2 scores kernel sums the lanes of 8 dot products with neo__hsum8x8 and of 4 or fewer
+   with neo__hsum4x8: the same agreement, the same inputs. */
+NEO__AVX2 static int lane_sums_agree_avx2(void) {
+    int ok = 1;
+    for (int rep = 0; rep < 200; rep++) {
+        float  in[8][8], want[8], got[8];
+        __m256 x[8];
+        for (int v = 0; v < 8; v++) {
+            for (int l = 0; l < 8; l++) in[v][l] = rng_f(-1.0f, 1.0f) * ldexpf(1.0f, (int)(rng_u64() % 40) - 20);
+            x[v] = _mm256_loadu_ps(in[v]);
+        }
+        for (int v = 0; v < 8; v += 4) _mm_storeu_ps(want + v, neo__hsum4x8(x[v], x[v + 1], x[v + 2], x[v + 3]));
+        _mm256_storeu_ps(got, neo__hsum8x8(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]));
+        for (int f = 0; f < 8; f++) ok &= f2u(got[f]) == f2u(want[f]);
+    }
+    return ok;
+}
 #endif
 static void test_lane_sums(void) {
 #if NEO__X86
+    if (test_cpu_has(NEO_CPU_AVX2)) {
+        check_context("AVX2 lane sums: neo__hsum8x8 against neo__hsum4x8");
+        CHECK(lane_sums_agree_avx2());
+    }
     if (!test_cpu_has(NEO_CPU_AVX512)) return;
     check_context("AVX-512 lane sums: neo__hsum16x16 against neo__hsum4x16");
     CHECK(lane_sums_agree());
