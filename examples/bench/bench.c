@@ -9,7 +9,7 @@
                    [--cap-ctx N] [--e2e-ctx N] [--gpu-reserve-gib G]
        --quick      a small subset (contexts 4k and 32k, a 256-token decode loop, a 128k capacity row)
        --sections   which of attn, batch, e2e, cap to run (the ceilings always run: every bound needs them);
-                    sweep (never run by default) times one Llama-3-8B layer's GPU decode at 1k-64k for
+                    sweep (never run by default) times one Llama-3-8B layer's GPU decode at 256-64k cells for
                     every tensor-core block shape and split cap, the planner overridden
        --threads    CPU attention threads, in the CPU runtime and in the GPU runtime's pool, and the
                     thread count of the DRAM read ceiling (default: online cores)
@@ -847,9 +847,9 @@ static double time_forced(neo_layer **L, int n, int block_shape, int max_splits)
 }
 
 static void run_sweep(void) {
-    const long ctxs[4] = {1024, 4096, 16384, 65536};
+    const long ctxs[5] = {256, 1024, 4096, 16384, 65536}; /* 256: the fixed cost alone */
     const int  caps[12] = {0, 2, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64};
-    for (int ci = 0; ci < 4; ci++) {
+    for (int ci = 0; ci < 5; ci++) {
         long           ctx = ctxs[ci];
         double         gb = (double)kv_layer_bytes(&LLAMA, ctx);
         int            n = (int)ceil(256.0 * MiB / gb);
