@@ -6,11 +6,12 @@
    -------------
        make bench-gpu                  builds build/bench (needs nvcc; links build/neo_attn_cuda.o)
        build/bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap,sweep] [--threads N] [--seconds S]
-                   [--cap-ctx N] [--e2e-ctx N] [--gpu-reserve-gib G]
+                   [--cap-ctx N] [--e2e-ctx N] [--sweep-ctx N] [--sweep-qwen] [--gpu-reserve-gib G]
        --quick      a small subset (contexts 4k and 32k, a 256-token decode loop, a 128k capacity row)
        --sections   which of attn, batch, e2e, cap to run (the ceilings always run: every bound needs them);
                     sweep (never run by default) times one Llama-3-8B layer's GPU decode at 256-64k cells for
-                    every tensor-core block shape and split cap, the planner overridden
+                    every tensor-core block shape and split cap, the planner overridden; --sweep-ctx N
+                    sweeps that one context instead, --sweep-qwen the Qwen2.5-0.5B layer instead
        --threads    CPU attention threads, in the CPU runtime and in the GPU runtime's pool, and the
                     thread count of the DRAM read ceiling (default: online cores)
        --seconds    timing budget of one attention row (default 0.35; --quick 0.12)
@@ -220,7 +221,7 @@ static size_t meminfo_kb(const char *key) {
 /* --- options, rows and output --- */
 
 typedef struct options {
-    int         quick, threads, attn, batch, e2e, cap, sweep, cap_ctx, e2e_ctx;
+    int         quick, threads, attn, batch, e2e, cap, sweep, cap_ctx, e2e_ctx, sweep_ctx, sweep_qwen;
     double      seconds, reserve_gib;
     const char *csv_path;
 } options;
@@ -846,21 +847,51 @@ static double time_forced(neo_layer **L, int n, int block_shape, int max_splits)
     return median(t, 15);
 }
 
+/* The floors a call of that size meets on this GPU, timed as time_forced times the calls (64
+   back to back, events, median of 15): fn(i) enqueues the i-th op. */
+static double time_ops(void (*fn)(neo_layer **, int, int), neo_layer **L, int n) {
+    cudaEvent_t e0, e1;
+    double      t[15];
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    for (int r = 0; r < 15; r++) {
+        CU(cudaEventRecord(e0, stream));
+        for (int i = 0; i < 64; i++) fn(L, n, r * 64 + i);
+        float ms;
+        CU(cudaEventRecord(e1, stream));
+        CU(cudaEventSynchronize(e1));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        t[r] = ms * 1e3 / 64;
+    }
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    return median(t, 15);
+}
+/* the layer's K copied over its V: the call's bytes moved, half read and half written */
+static size_t sweep_k_bytes; /* one layer's K */
+static void   op_copy(neo_layer **L, int n, int i) {
+    neo_layer *l = L[i % n];
+    CU(cudaMemcpyAsync(l->v_dev, l->k_dev, sweep_k_bytes, cudaMemcpyDeviceToDevice, stream));
+}
+/* the smallest op there is: 4 bytes set */
+static void op_set(neo_layer **L, int n, int i) { CU(cudaMemsetAsync(L[i % n]->v_dev, 0, 4, stream)); }
+
 static void run_sweep(void) {
+    const shape *SH = opt.sweep_qwen ? &QWEN : &LLAMA;
     const long ctxs[5] = {256, 1024, 4096, 16384, 65536}; /* 256: the fixed cost alone */
     const int  caps[12] = {0, 2, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64};
     for (int ci = 0; ci < 5; ci++) {
-        long           ctx = ctxs[ci];
-        double         gb = (double)kv_layer_bytes(&LLAMA, ctx);
+        long           ctx = opt.sweep_ctx ? opt.sweep_ctx : ctxs[ci];
+        double         gb = (double)kv_layer_bytes(SH, ctx);
         int            n = (int)ceil(256.0 * MiB / gb);
         neo_layer    **L = (neo_layer **)xmalloc((size_t)n * sizeof *L);
-        neo_layer_desc d = shape_desc(&LLAMA, ctx, LLAMA.n_kv, NEO_PIPELINE_OFF);
+        neo_layer_desc d = shape_desc(SH, ctx, SH->n_kv, NEO_PIPELINE_OFF);
         for (int i = 0; i < n; i++) {
             check(neo_layer_create(rt_gpu, &d, &L[i]), "neo_layer_create");
-            fill_layer(L[i], &LLAMA, ctx, 1);
+            fill_layer(L[i], SH, ctx, 1);
         }
         CU(cudaDeviceSynchronize());
-        printf("# sweep %s %ld: bound %.2f us (HBM copy rate); us by split cap (0 = the planner's count)\n", LLAMA.name, ctx,
+        printf("# sweep %s %ld: bound %.2f us (HBM copy rate); us by split cap (0 = the planner's count)\n", SH->name, ctx,
                gb / (C.hbm * 1e9) * 1e6);
         printf("# %-8s", "shape");
         for (int k = 0; k < 12; k++) printf(" %6d", caps[k]);
@@ -871,8 +902,14 @@ static void run_sweep(void) {
             printf("\n");
             fflush(stdout);
         }
+        /* last: the copies overwrite V */
+        sweep_k_bytes = kv_layer_bytes(SH, ctx) / 2;
+        printf("# floors, back to back: a 4-byte memset %.2f us; the layer's K copied over its V (its bytes, half read and half "
+               "written) %.2f us\n",
+               time_ops(op_set, L, n), time_ops(op_copy, L, n));
         for (int i = 0; i < n; i++) neo_layer_destroy(L[i]);
         free(L);
+        if (opt.sweep_ctx) break;
     }
 }
 
@@ -1474,7 +1511,7 @@ static void run_batch(void) {
 
 static void usage(void) {
     fprintf(stderr, "usage: bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap,sweep] [--threads N] [--seconds S]\n"
-                    "             [--cap-ctx N] [--e2e-ctx N] [--gpu-reserve-gib G]\n"
+                    "             [--cap-ctx N] [--e2e-ctx N] [--sweep-ctx N] [--sweep-qwen] [--gpu-reserve-gib G]\n"
                     "  neo_attn on the GPU machine: ceilings, attention rows, decode loop, capacity (see the top of\n"
                     "  examples/bench/bench.c for what each row measures).\n");
 }
@@ -1493,6 +1530,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads") && i + 1 < argc) opt.threads = (int)parse_flag("bench", argv[++i], a, 1, 256);
         else if (!strcmp(a, "--cap-ctx") && i + 1 < argc) opt.cap_ctx = (int)parse_flag("bench", argv[++i], a, 256, 1 << 30);
         else if (!strcmp(a, "--e2e-ctx") && i + 1 < argc) opt.e2e_ctx = (int)parse_flag("bench", argv[++i], a, 1, 1 << 20);
+        else if (!strcmp(a, "--sweep-qwen")) opt.sweep_qwen = 1;
+        else if (!strcmp(a, "--sweep-ctx") && i + 1 < argc) opt.sweep_ctx = (int)parse_flag("bench", argv[++i], a, 1, 1 << 20);
         else if (!strcmp(a, "--seconds") && i + 1 < argc) opt.seconds = strtod(argv[++i], NULL);
         else if (!strcmp(a, "--gpu-reserve-gib") && i + 1 < argc) opt.reserve_gib = strtod(argv[++i], NULL);
         else if (!strcmp(a, "--sections") && i + 1 < argc) {
