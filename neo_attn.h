@@ -612,7 +612,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
 #define NEO__DEV_MEM_ABI 2
-#define NEO__DEV_ATTN_ABI 6
+#define NEO__DEV_ATTN_ABI 7
 #define NEO__DEV_MODEL_ABI 2
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
@@ -703,10 +703,11 @@ typedef struct neo__append_args {
     const float *src_v;      /* [n_tokens][n_head_kv][head_dim_v] */
     int          n_tokens, n_head_kv, head_dim, head_dim_v;
     int          kv_type;
-    /* Device [2] or NULL: the layer's length and full flag, which the device keeps so that a
-       captured append replays at the right row. row0 >= 0: len[0] = row0 + n_tokens once the rows
-       are written. row0 = -1: the rows go at len[0] and len[0] advances by n_tokens, or, when
-       len[0] + n_tokens > kv_cells, nothing is written and len[1] = 1. */
+    /* Device [3] or NULL: the layer's length and full flag, which the device keeps so that a
+       captured append replays at the right row, and a count the append's device op keeps (0
+       between ops). row0 >= 0: len[0] = row0 + n_tokens once the rows are written. row0 = -1: the
+       rows go at len[0] and len[0] advances by n_tokens, or, when len[0] + n_tokens > kv_cells,
+       nothing is written and len[1] = 1. */
     int         *len;
 } neo__append_args;
 
@@ -789,7 +790,7 @@ typedef struct neo__dev_attn {
     int  (*attend_batch)(void *state, const neo__attn_batch *b, int stream);
     /* The hybrid's last step: two states merged and finished into out (neo__merge_args). */
     int  (*merge)(void *state, const neo__merge_args *m, int stream);
-    /* len[0] = value, len[1] = 0 in stream order (len: device [2], see neo__append_args.len) */
+    /* len[0] = value, len[1] = len[2] = 0 in stream order (len: device [3], see neo__append_args.len) */
     int  (*set_length)(void *state, int *len, int value, int stream);
     /* The both-halves handoff inside a CUDA graph, where no host call numbers a replay: the
        device counts replays itself, in bell (pinned host memory [NEO__BELL_WORDS], see
@@ -2764,7 +2765,7 @@ NEO_ATTN__PRIVATE int neo__standin_set_length(void *state, int *len, int value, 
         op.kind = NEO__SG_SET_LENGTH, op.len = len, op.value = value;
         return neo__sg_add(rt, &op);
     }
-    len[0] = value, len[1] = 0;
+    len[0] = value, len[1] = len[2] = 0;
     return NEO_OK;
 }
 NEO_ATTN__PRIVATE int neo__standin_copy(void *state, void *dst, const void *src, size_t bytes, int stream) {
@@ -3215,8 +3216,8 @@ struct neo_layer {
     int          auto_len;                      /* length at the decision */
     int          len;
     /* On a GPU runtime the device keeps the length too, so that a captured append replays at the
-       right row: [2] = (length, 1 once a replayed append found the layer full); see
-       neo__append_args.len. Equal to len between calls, except after replays until neo_runtime_sync. */
+       right row: [3] = (length, 1 once a replayed append found the layer full, the append op's
+       count); see neo__append_args.len. Equal to len between calls, except after replays until neo_runtime_sync. */
     int         *len_dev;
     int          graphed;      /* 1 once an append was captured: in the runtime's graphed list */
     struct neo_layer *gnext, *gprev;
@@ -3352,7 +3353,7 @@ NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_
     L->rt = rt;
     neo__layer_shape(L, desc);
     if ((s = neo__layer_alloc_kv(L)) != NEO_OK || (s = neo__layer_params(L, desc)) != NEO_OK) goto fail;
-    if (rt->gpu && ((s = neo__dev_alloc(rt, (void **)&L->len_dev, 2 * sizeof(int))) != NEO_OK ||
+    if (rt->gpu && ((s = neo__dev_alloc(rt, (void **)&L->len_dev, 3 * sizeof(int))) != NEO_OK ||
                     (s = (neo_status)rt->attn.set_length(rt->dev_state, L->len_dev, 0, NEO__STREAM_MAIN)) != NEO_OK))
         goto fail;
     nq = (size_t)neo__max_queries(L->group);

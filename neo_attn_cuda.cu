@@ -136,6 +136,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <math.h>
@@ -149,6 +150,7 @@
 #define NEO__CU_WTILE_BYTES 2048        /* K (or V) bytes of one warp tile */
 #define NEO__CU_NQ8_BLOCKS 1            /* resident blocks the 8-query kernels are built for */
 #define NEO__CU_MAX_SPLITS 256          /* splits per KV head (the merge's shared weights) */
+#define NEO__CU_MAX_CLUSTER 16          /* splits a cluster merges (neo__mma::merge_cluster); past 8 a non-portable size */
 #define NEO__CU_MAX_DIM 16384
 /* Cells a cache may hold here. The kernels index cells and positions with ints, and a tile's or a
    split's end past a position (cell + chunk) must stay below INT_MAX: below 2^30 it does. The
@@ -305,6 +307,8 @@ struct neo__cu_attn {
     const int   *len;
     float        cut_share; /* with len, or 0: start at the hybrid's cut of the length (neo__cu_cut) */
     int          gran;    /* a split's chunk is a multiple of this (the kernel's tile) */
+    int          cl;      /* the tensor-core kernel, S > 1: a query tile's S blocks are one thread block
+                             cluster and merge through distributed shared memory (work, cnt unused) */
 };
 
 /* The hybrid's cut of a length at a CPU share, as the header's neo__hybrid_cut computes it: one
@@ -321,10 +325,11 @@ __device__ __forceinline__ int neo__cu_cut(int len, float share) {
    cells before the cut are the CPU's), and the S planned splits share [c0, c1) in chunks of
    whole tiles; a split past them (every split when the cut is at L) is empty
    and leaves (m, l, acc) = (-inf, 0, 0), which every merge weighs 0, so the result equals an
-   eager attend of [c0, L) with the same split count bit for bit. *len is written by the kernel
-   before this one on the stream (the append), so an attend with len is never launched as a
-   programmatic dependent (neo__cu_launch_mma): it starts once that kernel has completed, and
-   neo__pdl_wait returns at once. Every attention kernel is compiled twice, LEN = p.len != NULL,
+   eager attend of [c0, L) with the same split count bit for bit. *len is written by a kernel
+   before this one on the stream (the append), so it is read after neo__pdl_wait: the
+   tensor-core attend with len is launched as a programmatic dependent (its launch and block
+   start overlap the kernel before it, though none of its loads can), the CUDA-core ones plainly
+   (the wait returns at once). Every attention kernel is compiled twice, LEN = p.len != NULL,
    so that the eager kernels keep their registers, hence their occupancy, split counts and bits. */
 struct neo__cu_live {
     int c0, c1, pos0, chunk;
@@ -333,6 +338,7 @@ template <bool LEN> __device__ __forceinline__ neo__cu_live neo__attn_live(const
     if constexpr (!LEN) {
         return {p.c0, p.c1, p.pos0, p.chunk};
     } else {
+        neo__pdl_wait();
         const int L = max(*p.len, 0), c0 = p.cut_share > 0.0f ? max(p.c0, neo__cu_cut(L, p.cut_share)) : p.c0;
         const int c1 = min(p.c1, L), n = c1 - c0;
         return {c0, c1, L - p.n_tokens, n > 0 ? ((n + p.S - 1) / p.S + p.gran - 1) / p.gran * p.gran : p.gran};
@@ -1159,7 +1165,7 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
        programmatic attribute and so starts only after all earlier work is complete, and no kernel
        after it starts before it completes. So the first tiles below pos0 are requested at once,
        overlapping the previous kernel's tail, and the rest after the wait. (An attend with len
-       reads pos0 from *len before the wait: it is launched plainly, see neo__attn_live.) Head_dim 128 and 256
+       has waited already, for pos0: see neo__attn_live.) Head_dim 128 and 256
        let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
        one of this grid's leaves it and request their first tiles while this grid's last blocks
        finish; head_dim 64, whose blocks are shorter, triggers after its main loop. */
@@ -1440,10 +1446,10 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
             float     a = 0.0f;
 #pragma unroll
             for (int w = 0; w < W; w++) a = fmaf(sh.ww[w][i], red[(w * NEO__MMA_NQ + i) * RS + col], a);
-            if (S > 1) __stcg(p.work + (part0 + (size_t)split * NEO__MMA_NQ + i) * D + col, a);
+            if (S > 1 && !p.cl) __stcg(p.work + (part0 + (size_t)split * NEO__MMA_NQ + i) * D + col, a);
             else pbuf[i * D + col] = a;
         }
-        if (S == 1) {
+        if (S == 1 || p.cl) {
             __syncthreads(); /* sh.l and pbuf are read by the merge */
             return true;
         }
@@ -1511,7 +1517,7 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
     /* columns 4 (f % NC) .. + 3 of query f / NC: the weighted sum of the partials (the
        prefetched ones first when first), then the state or the finished output */
     __device__ __forceinline__ void finish(int f, bool first, const float4 (&pf)[PF], const float *s_w) const {
-        const int    i = f / NC, col = 4 * (f % NC), r = r0 + i, hq = gh * p.G + r % p.G;
+        const int    i = f / NC, col = 4 * (f % NC);
         const float *wv = s_w + i * NEO__CU_MAX_SPLITS;
         const float *pbuf = reinterpret_cast<const float *>(smem) + W * NEO__MMA_NQ * RS;
         float4       a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -1544,6 +1550,13 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
             const float  w = wv[0];
             a = make_float4(w * v.x, w * v.y, w * v.z, w * v.w);
         }
+        put(i, col, a, true);
+    }
+
+    /* a = the weighted sum of columns col .. col + 3 of query i: into the state (continuing it
+       when accumulating) or finished into out; with ml also the state's (m, l) */
+    __device__ __forceinline__ void put(int i, int col, float4 a, bool ml) const {
+        const int   r = r0 + i, hq = gh * p.G + r % p.G;
         float      *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
         float      *o = p.out ? p.out + ((size_t)(r / p.G) * p.n_head + hq) * D : NULL;
         const float wprev = sh.fin[i][0], den = sh.fin[i][3];
@@ -1554,10 +1567,76 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
             if (o) o[col + k] = neo__finish(av[k], den);
             else stp[2 + col + k] = av[k];
         }
-        if (!o && col == 0) {
+        if (ml && !o && col == 0) {
             stp[0] = sh.fin[i][1];
             stp[1] = sh.fin[i][2];
         }
+    }
+
+    /* The merge of a cluster's S partials (p.cl), each in its block's shared memory (pbuf, sh.m,
+       sh.l): every block weighs the splits of every query as merge() does, reading the others'
+       (m, l) through distributed shared memory, then finishes its own S-th of the query tile's
+       column groups, summing the partials in split order (so the bits are those of merge() with
+       the same S). The second cluster barrier keeps each block's shared memory alive until the
+       others have read it, and holds the state's (m, l) writes back until every block has read
+       the previous ones. */
+    __device__ __forceinline__ void merge_cluster() const {
+#if __CUDA_ARCH__ >= 900
+        constexpr int SPL = NEO__CU_MAX_SPLITS / 32;
+        namespace cg = cooperative_groups;
+        cg::cluster_group cl = cg::this_cluster();
+        float            *pbuf = reinterpret_cast<float *>(smem) + W * NEO__MMA_NQ * RS; /* [8][D] */
+        float            *s_w = pbuf + NEO__MMA_NQ * D;                                  /* [8][MAX_SPLITS] */
+        cl.sync(); /* every block's partial is in its shared memory */
+        const bool sink = p.out != NULL && p.sinks;
+        for (int i = warp; i < nqb; i += W) {
+            const int r = r0 + i, hq = gh * p.G + r % p.G;
+            float    *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
+            float2    ml[SPL];
+#pragma unroll
+            for (int u = 0; u < SPL; u++) {
+                const int s = lane + 32 * u;
+                ml[u] = s < S ? make_float2(*cl.map_shared_rank(&sh.m[i], (unsigned)s), *cl.map_shared_rank(&sh.l[i], (unsigned)s))
+                              : make_float2(-INFINITY, 0.0f);
+            }
+            const float4 f = neo__merge_weights([&](int u) { return ml[u]; }, S, lane, p.accumulate ? stp[0] : -INFINITY,
+                                                p.accumulate ? stp[1] : 0.0f, sink, sink ? p.sinks[hq] : 0.0f, s_w + i * NEO__CU_MAX_SPLITS);
+            if (lane == 0) {
+                sh.fin[i][0] = f.x;
+                sh.fin[i][1] = f.y;
+                sh.fin[i][2] = f.z;
+                sh.fin[i][3] = f.w;
+            }
+        }
+        __syncthreads();
+        const int per = (nqb * NC + S - 1) / S, f0 = split * per, f1 = min(nqb * NC, f0 + per);
+        for (int f = f0 + tid; f < f1; f += NT) {
+            const int    i = f / NC, col = 4 * (f % NC);
+            const float *wv = s_w + i * NEO__CU_MAX_SPLITS;
+            float4       v[NEO__CU_MAX_CLUSTER], a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+            for (int u = 0; u < NEO__CU_MAX_CLUSTER; u++)
+                if (u < S) v[u] = *reinterpret_cast<const float4 *>(cl.map_shared_rank(pbuf + i * D + col, (unsigned)u));
+#pragma unroll
+            for (int u = 0; u < NEO__CU_MAX_CLUSTER; u++)
+                if (u < S) {
+                    const float w = wv[u];
+                    a.x = fmaf(w, v[u].x, a.x);
+                    a.y = fmaf(w, v[u].y, a.y);
+                    a.z = fmaf(w, v[u].z, a.z);
+                    a.w = fmaf(w, v[u].w, a.w);
+                }
+            put(i, col, a, false);
+        }
+        cl.sync();
+        for (int f = f0 + tid; f < f1; f += NT)
+            if (f % NC == 0 && !p.out) {
+                const int i = f / NC, r = r0 + i, hq = gh * p.G + r % p.G;
+                float    *stp = p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2);
+                stp[0] = sh.fin[i][1];
+                stp[1] = sh.fin[i][2];
+            }
+#endif
     }
 };
 
@@ -1567,7 +1646,7 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
    queries itself, otherwise it writes its partial, and the last of the S blocks of the query
    tile to arrive (a counter per tile, reset by that block) merges the S partials in split order
    and finishes: so the result does not depend on which block came last. */
-template <typename T, int D, int BPS, bool LEN> __device__ __forceinline__ void neo__mma_run(const neo__cu_attn &p, int unit, int split) {
+template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinline__ void neo__mma_run(const neo__cu_attn &p, int unit, int split) {
     typedef neo__mma<T, D, BPS, LEN> K;
     extern __shared__ uint4 neo__smem[];
     __shared__ __align__(8) typename K::SH sh;
@@ -1600,11 +1679,14 @@ template <typename T, int D, int BPS, bool LEN> __device__ __forceinline__ void 
     }
     __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
     if constexpr (!K::EARLY) neo__pdl_trigger(); /* the next kernel waits for this grid's completion before touching memory */
-    if (k.combine(acc, m, l)) k.merge();
+    if (k.combine(acc, m, l)) {
+        if (CL && p.cl) k.merge_cluster();
+        else k.merge();
+    }
 }
 template <typename T, int D, int BPS, bool LEN>
 __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma(const neo__cu_attn p) {
-    neo__mma_run<T, D, BPS, LEN>(p, blockIdx.x, blockIdx.y);
+    neo__mma_run<T, D, BPS, LEN, true>(p, blockIdx.x, blockIdx.y);
 }
 /* A batch (neo__cu_batch): the block's entry found, its parameters copied to shared memory (the
    kernel's asm barriers would make the compiler reload global ones on every tile), then the
@@ -1618,7 +1700,7 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
     neo__cu_attn           *p = reinterpret_cast<neo__cu_attn *>(neo__smem + neo__mma_cfg<D, BPS>::SMEM / 16);
     int                     x, y;
     neo__batch_block(t, p, &x, &y);
-    neo__mma_run<T, D, BPS, false>(*p, x, y); /* entries with len are attends of their own */
+    neo__mma_run<T, D, BPS, false, false>(*p, x, y); /* entries with len are attends of their own; never a cluster */
 }
 
 /* =============================================================================================
@@ -1632,39 +1714,50 @@ struct neo__cu_app {
     const float *src_v;     /* [n_tokens][n_head_kv][dv] */
     int          kv_cells, kv_h0, h0, nh, n_head_kv, d, dv;
     int          row0;      /* row of the launch's token 0, or -1: row len[0] + t0 (captured) */
-    int         *len;       /* device [2] (neo__append_args.len) or NULL */
+    int         *len;       /* device [3] (neo__append_args.len) or NULL */
     int          t0, n_all; /* the launch's first token in the append, and the append's tokens */
     int          len_to;    /* >= 0: len[0] = len_to once the rows are written (row0 >= 0) */
+    int          advance;   /* row0 = -1, the append's last launch: its last block moves len */
 };
 
-/* Rows of the append's tokens. Captured (row0 = -1): every block reads len[0], which
-   neo__append_advance changes only after this grid has completed (stream order), and writes
-   nothing when the append's n_all rows do not fit after it. */
+/* Rows of the append's tokens. Captured (row0 = -1): every block reads len[0] and writes
+   nothing when the append's n_all rows do not fit after it. In the append's last launch
+   (advance) each block then counts itself in len[2], after its threads' reads of len[0], and the
+   last to arrive moves the length on by n_all, or raises the full flag len[1] when the rows did
+   not fit, and sets the count back to 0: so len[0] changes only once every block has read it. */
 template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(const neo__cu_app a) {
-    int row0 = a.row0;
+    int  row0 = a.row0, L = 0;
+    bool fits = true;
     if (row0 < 0) {
-        const int L = *a.len;
-        if (L < 0 || L > a.kv_cells - a.n_all) return;
+        L = *a.len;
+        fits = L >= 0 && L <= a.kv_cells - a.n_all;
         row0 = L + a.t0;
     }
-    const int    t = blockIdx.x / a.nh, h = a.h0 + blockIdx.x % a.nh, isv = blockIdx.y, dim = isv ? a.dv : a.d;
-    const bool   second = a.k2 && h >= a.h2;
-    const float *src = (isv ? a.src_v : a.src_k) + ((size_t)t * a.n_head_kv + h) * dim;
-    T *base = static_cast<T *>(second ? (isv ? a.v2 : a.k2) : (isv ? a.v : a.k));
-    T *dst = base + ((size_t)(h - (second ? a.h2 : a.kv_h0)) * a.kv_cells + (size_t)row0 + t) * dim;
-    for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[j] = neo__kvt<T>::st(src[j]);
+    if (fits) {
+        const int    t = blockIdx.x / a.nh, h = a.h0 + blockIdx.x % a.nh, isv = blockIdx.y, dim = isv ? a.dv : a.d;
+        const bool   second = a.k2 && h >= a.h2;
+        const float *src = (isv ? a.src_v : a.src_k) + ((size_t)t * a.n_head_kv + h) * dim;
+        T *base = static_cast<T *>(second ? (isv ? a.v2 : a.k2) : (isv ? a.v : a.k));
+        T *dst = base + ((size_t)(h - (second ? a.h2 : a.kv_h0)) * a.kv_cells + (size_t)row0 + t) * dim;
+        for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[j] = neo__kvt<T>::st(src[j]);
+    }
     if (a.len_to >= 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) a.len[0] = a.len_to;
-}
-/* A captured append's last step, after its rows (stream order): len[0] advances by n, or, when
-   the rows did not fit (neo__append_kernel wrote none), the full flag len[1] = 1. */
-__global__ void __launch_bounds__(1) neo__append_advance(int *len, int n, int kv_cells) {
-    const int L = len[0];
-    if (L < 0 || L > kv_cells - n) len[1] = 1;
-    else len[0] = L + n;
+    if (!a.advance) return;
+    __syncthreads(); /* every thread of the block has read len[0] */
+    if (threadIdx.x == 0) {
+        unsigned prev;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(a.len + 2) : "memory");
+        if (prev == gridDim.x * gridDim.y - 1) {
+            a.len[2] = 0;
+            if (fits) a.len[0] = L + a.n_all;
+            else a.len[1] = 1;
+        }
+    }
 }
 __global__ void __launch_bounds__(1) neo__set_length_kernel(int *len, int value) {
     len[0] = value;
     len[1] = 0;
+    len[2] = 0;
 }
 
 /* =============================================================================================
@@ -1991,6 +2084,9 @@ typedef struct neo__cuda {
     int          occ_fast[2][3][4];      /* [64/128/256][NQ 1/2/4/8] (float32) */
     int          occ_gen[2][3][3];       /* [type][NQ 1/2/4] */
     int          occ_mma[2][2][3][2];    /* the tensor-core kernel [f16/bf16][64/128/256][wide/narrow] */
+    /* its clusters of y = 2..16 blocks that run at once [len set][f16/bf16][64/128/256][wide/narrow][y]
+       (cudaOccupancyMaxActiveClusters); 0 = not asked, -1 = none */
+    int          occ_cl[2][2][3][2][NEO__CU_MAX_CLUSTER + 1];
     int          occ_mv[4][2];           /* the matvec kernel [epilogue][norm] */
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
@@ -2029,19 +2125,27 @@ static int neo__cu_launched(void) { return cudaGetLastError() == cudaSuccess ? N
 
 /* The one launch of a kernel that may start as a programmatic dependent (it calls neo__pdl_wait
    before reading what the kernel before it writes): with the attribute where the kernels were
-   compiled for sm_90 and run on one, plainly elsewhere. */
-static int neo__cu_launch(const neo__cuda *st, const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void **args) {
+   compiled for sm_90 and run on one, plainly elsewhere. cy > 0 (sm_90 only): blocks (x, y .. y +
+   cy - 1) are one thread block cluster. */
+static int neo__cu_launch_cl(const neo__cuda *st, const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void **args, int cy) {
     cudaLaunchConfig_t  cfg = {};
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = 1;
+    attr[1].val.clusterDim.y = (unsigned)cy;
+    attr[1].val.clusterDim.z = 1;
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     cfg.attrs = attr;
-    cfg.numAttrs = st->pdl ? 1 : 0;
+    cfg.numAttrs = st->pdl ? (cy > 0 ? 2 : 1) : 0;
     return cudaLaunchKernelExC(&cfg, fn, args) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+}
+static int neo__cu_launch(const neo__cuda *st, const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void **args) {
+    return neo__cu_launch_cl(st, fn, grid, block, smem, s, args, 0);
 }
 
 static cudaStream_t neo__cu_stream(neo__cuda *st, int s, int *ok) {
@@ -2337,7 +2441,7 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
     neo__cu_app p = {a->k,       a->v,          second ? a->k2 : NULL, second ? a->v2 : NULL, a->h2,         a->src_k,
                      a->src_v,   a->kv_cells,   a->kv_h0,              a->h0,                 a->h1 - a->h0, a->n_head_kv,
                      a->head_dim, a->head_dim_v, a->row0,              a->len,                0,             a->n_tokens,
-                     -1};
+                     -1,          0};
     /* a launch's grid (tokens x heads) stays below 2^30 blocks */
     const int slice = (1 << 30) / p.nh;
     for (int t0 = 0, rc; t0 < a->n_tokens; t0 += slice) {
@@ -2347,15 +2451,14 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
         p.row0 = a->row0 < 0 ? -1 : a->row0 + t0;
         p.t0 = t0;
         p.len_to = a->row0 >= 0 && a->len && t0 + n == a->n_tokens ? a->row0 + a->n_tokens : -1; /* the last launch stores it */
+        p.advance = a->row0 < 0 && t0 + n == a->n_tokens; /* or moves it */
         dim3 grid((unsigned)n * (unsigned)p.nh, 2);
         if (a->kv_type == NEO_TYPE_F16) neo__append_kernel<__half><<<grid, 128, 0, s>>>(p);
         else if (a->kv_type == NEO_TYPE_BF16) neo__append_kernel<__nv_bfloat16><<<grid, 128, 0, s>>>(p);
         else neo__append_kernel<float><<<grid, 128, 0, s>>>(p);
         if ((rc = neo__cu_launched()) != NEO_OK) return rc;
     }
-    if (a->row0 >= 0) return NEO_OK;
-    neo__append_advance<<<1, 1, 0, s>>>(a->len, a->n_tokens, a->kv_cells);
-    return neo__cu_launched();
+    return NEO_OK;
 }
 
 /* len[0] = value, len[1] = 0 in stream order: one thread, the value a launch parameter, so that
@@ -2395,9 +2498,10 @@ typedef struct neo__cu_plan {
 } neo__cu_plan;
 
 /* Forcing a plan (tests only): a kernel, a block shape, a cap on the split count, a batch's waves
-   (neo__cu_batch_chunk); -1, -1, 0, 0 = auto. */
+   (neo__cu_batch_chunk), the splits merged through global memory even where a cluster could
+   (neo__cu_cluster); -1, -1, 0, 0, 0 = auto. */
 typedef struct neo__cu_force {
-    int kernel, shape, max_splits, waves;
+    int kernel, shape, max_splits, waves, global;
 } neo__cu_force;
 
 /* The tensor-core kernel's shapes, (W warps, dynamic shared memory) by (dc, narrow). */
@@ -2631,11 +2735,46 @@ static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G,
     p->gran = pl->gran;
 }
 
+/* Whether the S > 1 blocks of each of a tensor-core launch's units run as one cluster that merges
+   through distributed shared memory (neo__mma::merge_cluster): the serial steps of the merge
+   through global memory (partials written, an arrival counted, the last block reading them back)
+   are most of a short call's time. Only on sm_90 (st->pdl), for S up to NEO__CU_MAX_CLUSTER, and
+   when every unit's cluster can run at once: a cluster waits for S SMs of one GPC to be free
+   together, and a second wave of clusters would cost more than the merge saves. *cache is the
+   kernel's count of clusters of S blocks that fit the GPU, asked once. */
+static int neo__cu_cluster(const neo__cuda *st, const void *fn, const neo__cu_plan *pl, long long units, int *cache) {
+    const int S = (int)pl->S;
+    if (!st->pdl || S < 2 || S > NEO__CU_MAX_CLUSTER) return 0;
+    if (cache[S] == 0) {
+        cudaLaunchConfig_t  cfg = {};
+        cudaLaunchAttribute at[1];
+        int                 n = 0;
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 1;
+        at[0].val.clusterDim.y = (unsigned)S;
+        at[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3(1, (unsigned)S);
+        cfg.blockDim = dim3((unsigned)pl->threads);
+        cfg.dynamicSmemBytes = pl->smem;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        if ((S <= 8 || cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) &&
+            cudaOccupancyMaxActiveClusters(&n, fn, &cfg) == cudaSuccess && n > 0)
+            cache[S] = n;
+        else {
+            (void)cudaGetLastError(); /* a size this device cannot take: the global merge */
+            cache[S] = -1;
+        }
+    }
+    return cache[S] >= units;
+}
+
 /* The tensor-core path: one launch that also merges and finishes. */
 static int neo__cu_launch_mma(neo__cuda *st, int stream, cudaStream_t s, const void *fn, const neo__cu_plan *pl, long long units,
-                              neo__cu_attn *p) {
+                              neo__cu_attn *p, int *cl_cache) {
     int rc;
-    if (pl->S > 1) {
+    p->cl = cl_cache && neo__cu_cluster(st, fn, pl, units, cl_cache);
+    if (pl->S > 1 && !p->cl) {
         if ((rc = neo__cu_work(st, stream, pl->per_split * (size_t)pl->S)) != NEO_OK) return rc;
         if ((rc = neo__cu_counters(st, stream, (size_t)units)) != NEO_OK) return rc;
         p->work = st->work[stream];
@@ -2644,10 +2783,8 @@ static int neo__cu_launch_mma(neo__cuda *st, int stream, cudaStream_t s, const v
         if (p->len) st->kept[stream] |= 3;
     }
     void *args[] = {p};
-    const dim3 grid((unsigned)units, (unsigned)pl->S), block((unsigned)pl->threads);
-    /* with len, plainly: the kernel reads *len (written by the append before it) before its wait */
-    if (p->len) return cudaLaunchKernel(fn, grid, block, args, pl->smem, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
-    return neo__cu_launch(st, fn, grid, block, pl->smem, s, args);
+    return neo__cu_launch_cl(st, fn, dim3((unsigned)units, (unsigned)pl->S), dim3((unsigned)pl->threads), pl->smem, s, args,
+                             p->cl ? (int)pl->S : 0);
 }
 
 /* The CUDA-core paths: the attention kernel writes every split's partial, neo__attn_merge
@@ -2716,11 +2853,13 @@ static int neo__cu_attend_plan(neo__cuda *st, const neo__attn_args *a, int strea
     if (units * pl.ZC * pl.S > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
     neo__cu_attn p;
     neo__cu_attn_params(&p, a, G, nq, c1, &pl);
-    return pl.kernel == NEO__KER_MMA ? neo__cu_launch_mma(st, stream, s, fn, &pl, units, &p) : neo__cu_launch_split(st, stream, s, fn, &pl, H, &p);
+    if (pl.kernel != NEO__KER_MMA) return neo__cu_launch_split(st, stream, s, fn, &pl, H, &p);
+    int *cl_cache = f->global ? NULL : st->occ_cl[a->len != NULL][a->kv_type == NEO_TYPE_F16 ? 0 : 1][pl.dc][pl.shape];
+    return neo__cu_launch_mma(st, stream, s, fn, &pl, units, &p, cl_cache);
 }
 
 static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
-    const neo__cu_force f = {-1, -1, 0, 0};
+    const neo__cu_force f = {-1, -1, 0, 0, 0};
     return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
 }
 
@@ -2942,7 +3081,7 @@ static int neo__cu_attend_batch_plan(neo__cuda *st, const neo__attn_batch *b, in
 }
 
 static int neo__cu_attend_batch(void *state, const neo__attn_batch *b, int stream) {
-    const neo__cu_force f = {-1, -1, 0, 0};
+    const neo__cu_force f = {-1, -1, 0, 0, 0};
     return neo__cu_attend_batch_plan((neo__cuda *)state, b, stream, &f);
 }
 
@@ -2955,7 +3094,13 @@ static int neo__cu_attend_batch(void *state, const neo__attn_batch *b, int strea
    shape (tensor-core: 0 wide, 1 narrow) or -1, max_splits > 0 caps the split count.
    NEO_ERR_UNSUPPORTED when the forced kernel or shape cannot serve the attend. */
 extern "C" int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits) {
-    const neo__cu_force f = {kernel, shape, max_splits, 0};
+    const neo__cu_force f = {kernel, shape, max_splits, 0, 0};
+    if (!state) return NEO_ERR_INVALID_ARG;
+    return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
+}
+/* the same, the splits merged through global memory whatever the plan (tests: = the cluster's merge, bit for bit) */
+extern "C" int neo__cu_test_attend_global(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits) {
+    const neo__cu_force f = {kernel, shape, max_splits, 0, 1};
     if (!state) return NEO_ERR_INVALID_ARG;
     return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
 }
@@ -2963,7 +3108,7 @@ extern "C" int neo__cu_test_attend(void *state, const neo__attn_args *a, int str
 /* A batch with a forced tensor-core block shape (0 wide, 1 narrow, -1 the planner's), a cap on
    the splits of an entry (max_splits > 0) and the waves its chunk is sized for (waves > 0). */
 extern "C" int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits, int waves) {
-    const neo__cu_force f = {-1, shape, max_splits, waves};
+    const neo__cu_force f = {-1, shape, max_splits, waves, 0};
     if (!state) return NEO_ERR_INVALID_ARG;
     return neo__cu_attend_batch_plan((neo__cuda *)state, b, stream, &f);
 }

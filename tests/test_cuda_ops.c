@@ -22,7 +22,8 @@
    API.md on the stored (rounded) K/V, with outputs poisoned (NaN) before every call, the heads
    and cells outside the attended range poisoned in the inputs (so reading them would show), the
    untouched outputs checked to keep their poison, and every case run twice and compared
-   bitwise. Device-side lengths ("graph" rows): an append (row0 = -1) and an attend (len set)
+   bitwise, the second time with the splits merged through global memory (the first may have
+   merged them in a thread block cluster). Device-side lengths ("graph" rows): an append (row0 = -1) and an attend (len set)
    captured into a CUDA graph and replayed, each replay against float64 at the length it reaches,
    past n_ctx too, and set_length. Append is checked bit for bit against round-to-nearest-even on the host; the decode
    loop's matvec (each epilogue, with and without its rmsnorm) against float64 (< 1e-5). Inputs are seeded (NEO_TEST_SEED=N). */
@@ -107,6 +108,7 @@ static int get_ops(void) {
    kernel or shape cannot serve the attend; the same for a batch (the tensor-core kernel's shape) */
 int neo__cu_test_image(int device, int *ptx_version, int *binary_version);
 int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
+int neo__cu_test_attend_global(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
 int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits, int waves);
 
 /* the plan every attention case runs with (see main: each case runs under every plan) */
@@ -346,9 +348,12 @@ static int run_attend(const acase *cs) {
             a.kv_type = c.type;
             a.scale = 1.0f / sqrtf((float)d);
             a.softcap = c.softcap;
+            /* the second run merges the splits through global memory, where the first may have
+               merged them in a cluster: the two must agree bit for bit */
             const int forced = FORCE.kernel >= 0 || FORCE.shape >= 0 || FORCE.max_splits > 0;
-            int       s = forced ? neo__cu_test_attend(ST, &a, NEO__STREAM_MAIN, FORCE.kernel, FORCE.shape, FORCE.max_splits)
-                                 : OPS.attend(ST, &a, NEO__STREAM_MAIN);
+            int       s = rep ? neo__cu_test_attend_global(ST, &a, NEO__STREAM_MAIN, FORCE.kernel, FORCE.shape, FORCE.max_splits)
+                          : forced ? neo__cu_test_attend(ST, &a, NEO__STREAM_MAIN, FORCE.kernel, FORCE.shape, FORCE.max_splits)
+                                   : OPS.attend(ST, &a, NEO__STREAM_MAIN);
             if (forced && s == NEO_ERR_UNSUPPORTED && rep == 0 && k == 0) { /* the forced plan cannot serve this case */
                 skip = 1;
                 break;
@@ -381,7 +386,7 @@ static int run_attend(const acase *cs) {
         return 1;
     }
     const int det = !memcmp(out[0], out[1], oe * 4) && !memcmp(state[0], state[1], se * 4);
-    CHECK(det, "%s: two runs differ", c.name);
+    CHECK(det, "%s: two runs differ (the second merged through global memory)", c.name);
 
     /* the float64 reference, and the checks */
     double  num = 0, den = 0, mmax = 0, lmax = 0;
@@ -1301,12 +1306,13 @@ static double g_err_from(gstate *g, int c0, int L) {
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 static double g_err(gstate *g, int L) { return g_err_from(g, 0, L); }
-/* 1 when the device's len[2] holds what the host expects */
+/* 1 when the device's len[3] holds what the host expects (the append's count back at 0) */
 static int g_len_ok(gstate *g) {
-    int dl[2] = {-7, -7};
+    int dl[3] = {-7, -7, -7};
     down(dl, g->dlen, sizeof dl);
-    CHECK(dl[0] == g->len && dl[1] == g->full, "graph %s: len = {%d, %d}, want {%d, %d}", g->c->name, dl[0], dl[1], g->len, g->full);
-    return dl[0] == g->len && dl[1] == g->full;
+    const int ok = dl[0] == g->len && dl[1] == g->full && dl[2] == 0;
+    CHECK(ok, "graph %s: len = {%d, %d, %d}, want {%d, %d, 0}", g->c->name, dl[0], dl[1], dl[2], g->len, g->full);
+    return ok;
 }
 
 static void g_setup(gstate *g, const gcase *c) {
@@ -1325,7 +1331,7 @@ static void g_setup(gstate *g, const gcase *c) {
     for (int h = 0; h < c->n_head && h < 256; h++) g->sinks[h] = 2.0f * rng_normal(), g->slopes[h] = alibi_slope(h, c->n_head, c->alibi);
     g->dk = dalloc(ke * g->es), g->dv = dalloc(ve * g->es);
     g->dsrck = (float *)dalloc(nsrc * c->n_kv * c->d * 4), g->dsrcv = (float *)dalloc(nsrc * c->n_kv * c->dv * 4);
-    g->dq = (float *)dalloc(qe * 4), g->dout = (float *)dalloc(oe * 4), g->dlen = (int *)dalloc(2 * sizeof(int));
+    g->dq = (float *)dalloc(qe * 4), g->dout = (float *)dalloc(oe * 4), g->dlen = (int *)dalloc(3 * sizeof(int));
     g->dsinks = (float *)dalloc(sizeof g->sinks), g->dslopes = (float *)dalloc(sizeof g->slopes);
     up(g->dk, g->kraw, ke * g->es), up(g->dv, g->vraw, ve * g->es);
     up(g->dsinks, g->sinks, sizeof g->sinks), up(g->dslopes, g->slopes, sizeof g->slopes);
@@ -1553,7 +1559,7 @@ static void test_graph_len(const gcase *c) {
 
 /* bad arguments of the device-side lengths are statuses */
 static void test_graph_args(void) {
-    int             *dlen = (int *)dalloc(2 * sizeof(int));
+    int             *dlen = (int *)dalloc(3 * sizeof(int));
     void            *dk = dalloc(4 * 16 * 8 * 2), *src = dalloc(4 * 8 * 4);
     neo__append_args a;
     memset(&a, 0, sizeof a);
