@@ -325,11 +325,12 @@ __device__ __forceinline__ int neo__cu_cut(int len, float share) {
    cells before the cut are the CPU's), and the S planned splits share [c0, c1) in chunks of
    whole tiles; a split past them (every split when the cut is at L) is empty
    and leaves (m, l, acc) = (-inf, 0, 0), which every merge weighs 0, so the result equals an
-   eager attend of [c0, L) with the same split count bit for bit. *len is written by a kernel
-   before this one on the stream (the append), so it is read after neo__pdl_wait: the
-   tensor-core attend with len is launched as a programmatic dependent (its launch and block
-   start overlap the kernel before it, though none of its loads can), the CUDA-core ones plainly
-   (the wait returns at once). Every attention kernel is compiled twice, LEN = p.len != NULL,
+   eager attend of [c0, L) with the same split count bit for bit. *len is written by the kernel
+   before this one on the stream (the append), so an attend with len is never launched as a
+   programmatic dependent (neo__cu_launch_mma): it starts once that kernel has completed, and
+   neo__pdl_wait returns at once. (Launched as one, waiting before it reads *len, it measured no
+   faster: its blocks can request nothing before the wait.) Every attention kernel is compiled
+   twice, LEN = p.len != NULL,
    so that the eager kernels keep their registers, hence their occupancy, split counts and bits. */
 struct neo__cu_live {
     int c0, c1, pos0, chunk;
@@ -338,7 +339,6 @@ template <bool LEN> __device__ __forceinline__ neo__cu_live neo__attn_live(const
     if constexpr (!LEN) {
         return {p.c0, p.c1, p.pos0, p.chunk};
     } else {
-        neo__pdl_wait();
         const int L = max(*p.len, 0), c0 = p.cut_share > 0.0f ? max(p.c0, neo__cu_cut(L, p.cut_share)) : p.c0;
         const int c1 = min(p.c1, L), n = c1 - c0;
         return {c0, c1, L - p.n_tokens, n > 0 ? ((n + p.S - 1) / p.S + p.gran - 1) / p.gran * p.gran : p.gran};
@@ -1165,7 +1165,7 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
        programmatic attribute and so starts only after all earlier work is complete, and no kernel
        after it starts before it completes. So the first tiles below pos0 are requested at once,
        overlapping the previous kernel's tail, and the rest after the wait. (An attend with len
-       has waited already, for pos0: see neo__attn_live.) Head_dim 128 and 256
+       reads pos0 from *len before the wait: it is launched plainly, see neo__attn_live.) Head_dim 128 and 256
        let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
        one of this grid's leaves it and request their first tiles while this grid's last blocks
        finish; head_dim 64, whose blocks are shorter, triggers after its main loop. */
@@ -1686,7 +1686,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinlin
 }
 template <typename T, int D, int BPS, bool LEN>
 __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma(const neo__cu_attn p) {
-    neo__mma_run<T, D, BPS, LEN, true>(p, blockIdx.x, blockIdx.y);
+    neo__mma_run<T, D, BPS, LEN, !LEN>(p, blockIdx.x, blockIdx.y); /* an attend with len never clusters */
 }
 /* A batch (neo__cu_batch): the block's entry found, its parameters copied to shared memory (the
    kernel's asm barriers would make the compiler reload global ones on every tile), then the
@@ -2084,9 +2084,9 @@ typedef struct neo__cuda {
     int          occ_fast[2][3][4];      /* [64/128/256][NQ 1/2/4/8] (float32) */
     int          occ_gen[2][3][3];       /* [type][NQ 1/2/4] */
     int          occ_mma[2][2][3][2];    /* the tensor-core kernel [f16/bf16][64/128/256][wide/narrow] */
-    /* its clusters of y = 2..16 blocks that run at once [len set][f16/bf16][64/128/256][wide/narrow][y]
-       (cudaOccupancyMaxActiveClusters); 0 = not asked, -1 = none */
-    int          occ_cl[2][2][3][2][NEO__CU_MAX_CLUSTER + 1];
+    /* its clusters of y = 2..16 blocks that run at once [f16/bf16][64/128/256][wide/narrow][y]
+       (cudaOccupancyMaxActiveClusters; the kernel without len, the one that clusters); 0 = not asked, -1 = none */
+    int          occ_cl[2][3][2][NEO__CU_MAX_CLUSTER + 1];
     int          occ_mv[4][2];           /* the matvec kernel [epilogue][norm] */
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
@@ -2736,12 +2736,13 @@ static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G,
 }
 
 /* Whether the S > 1 blocks of each of a tensor-core launch's units run as one cluster that merges
-   through distributed shared memory (neo__mma::merge_cluster): the serial steps of the merge
-   through global memory (partials written, an arrival counted, the last block reading them back)
-   are most of a short call's time. Only on sm_90 (st->pdl), for S up to NEO__CU_MAX_CLUSTER, and
-   when every unit's cluster can run at once: a cluster waits for S SMs of one GPC to be free
-   together, and a second wave of clusters would cost more than the merge saves. *cache is the
-   kernel's count of clusters of S blocks that fit the GPU, asked once. */
+   through distributed shared memory (neo__mma::merge_cluster) instead of through global memory
+   (partials written, an arrival counted, the last block reading them back: serial steps that a
+   short call pays whatever its size). Only on sm_90 (st->pdl), for S up to NEO__CU_MAX_CLUSTER,
+   never for an attend with len (cache NULL: its kernel is launched plainly), and when every
+   unit's cluster can run at once: a cluster waits for S SMs of one GPC to be free together, and
+   a second wave of clusters would cost more than the merge saves. cache[S] is the kernel's count
+   of clusters of S blocks that fit the GPU, asked once. */
 static int neo__cu_cluster(const neo__cuda *st, const void *fn, const neo__cu_plan *pl, long long units, int *cache) {
     const int S = (int)pl->S;
     if (!st->pdl || S < 2 || S > NEO__CU_MAX_CLUSTER) return 0;
@@ -2782,9 +2783,11 @@ static int neo__cu_launch_mma(neo__cuda *st, int stream, cudaStream_t s, const v
         p->cnt = st->cnt[stream];
         if (p->len) st->kept[stream] |= 3;
     }
-    void *args[] = {p};
-    return neo__cu_launch_cl(st, fn, dim3((unsigned)units, (unsigned)pl->S), dim3((unsigned)pl->threads), pl->smem, s, args,
-                             p->cl ? (int)pl->S : 0);
+    void      *args[] = {p};
+    const dim3 grid((unsigned)units, (unsigned)pl->S), block((unsigned)pl->threads);
+    /* with len, plainly: the kernel reads *len (written by the append before it) before its wait */
+    if (p->len) return cudaLaunchKernel(fn, grid, block, args, pl->smem, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    return neo__cu_launch_cl(st, fn, grid, block, pl->smem, s, args, p->cl ? (int)pl->S : 0);
 }
 
 /* The CUDA-core paths: the attention kernel writes every split's partial, neo__attn_merge
@@ -2854,7 +2857,7 @@ static int neo__cu_attend_plan(neo__cuda *st, const neo__attn_args *a, int strea
     neo__cu_attn p;
     neo__cu_attn_params(&p, a, G, nq, c1, &pl);
     if (pl.kernel != NEO__KER_MMA) return neo__cu_launch_split(st, stream, s, fn, &pl, H, &p);
-    int *cl_cache = f->global ? NULL : st->occ_cl[a->len != NULL][a->kv_type == NEO_TYPE_F16 ? 0 : 1][pl.dc][pl.shape];
+    int *cl_cache = f->global || a->len ? NULL : st->occ_cl[a->kv_type == NEO_TYPE_F16 ? 0 : 1][pl.dc][pl.shape];
     return neo__cu_launch_mma(st, stream, s, fn, &pl, units, &p, cl_cache);
 }
 
