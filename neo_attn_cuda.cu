@@ -60,7 +60,12 @@
                              counter per tile in the stream's buffer, which that block resets)
                              merges the partials in split order and writes out / state, so an
                              attend is one launch (a programmatic dependent on sm_90, so that
-                             its launch overlaps the tail of the kernel before).
+                             its launch overlaps the tail of the kernel before). On sm_90, when
+                             S is 2-16 and every unit's cluster fits the GPU at once, a query
+                             tile's S blocks are one thread block cluster instead: the partials
+                             stay in each block's shared memory and every block finishes an S-th
+                             of the tile's columns from the others' (distributed shared memory,
+                             the same sums in the same order).
    neo__attn_fast<T, D, NQ>  float32 K and V (T = float): flash-decoding for head_dim ==
                              head_dim_v == D in {64, 128, 256} and
                              16-byte aligned K, V and q. grid (H * QT, S): one block per (KV head,
@@ -105,7 +110,8 @@
    occupancy, and every sum (dot products, partial reductions, the merge) runs in a fixed order,
    so the same inputs on the same GPU give bitwise the same outputs. In neo__attn_mma the block that merges is whichever
    arrives last, but it reads every partial from memory in split order, so the result does not
-   depend on which one it is. Each stream has its own partial buffer and counters, so attends on
+   depend on which one it is; a cluster's blocks read them in the same order, so the two merges
+   give the same bits. Each stream has its own partial buffer and counters, so attends on
    MAIN and COPY may run at once.
 
    DEVICE-SIDE LENGTHS

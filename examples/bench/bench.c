@@ -10,8 +10,10 @@
        --quick      a small subset (contexts 4k and 32k, a 256-token decode loop, a 128k capacity row)
        --sections   which of attn, batch, e2e, cap to run (the ceilings always run: every bound needs them);
                     sweep (never run by default) times one Llama-3-8B layer's GPU decode at 256-64k cells for
-                    every tensor-core block shape and split cap, the planner overridden; --sweep-ctx N
-                    sweeps that one context instead, --sweep-qwen the Qwen2.5-0.5B layer instead
+                    every tensor-core block shape and split cap, the planner overridden, and the floors a
+                    call of that size meets (a 4-byte memset, and a copy of the layer's bytes, back to
+                    back); --sweep-ctx N sweeps that one context instead, --sweep-qwen the Qwen2.5-0.5B
+                    layer instead
        --threads    CPU attention threads, in the CPU runtime and in the GPU runtime's pool, and the
                     thread count of the DRAM read ceiling (default: online cores)
        --seconds    timing budget of one attention row (default 0.35; --quick 0.12)

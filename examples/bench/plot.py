@@ -88,7 +88,8 @@ def capacity_panel(ax, rows):
     ax.set_xlim(0, max(b[1] for b in bars) * 1.25)
     ax.set_xlabel("ms per decode step, all layers (lower is better)")
     ax.set_title(f"Capacity: {layers} layers x {ctx / 1e6:.2f}M tokens = {gib:.0f} GiB of KV,\n"
-                 f"more than the GPU holds: {gpu_share * 8:.0f} of 8 KV heads in GPU memory", fontsize=10)
+                 f"more than the GPU holds: {gpu_share:.1%} of it in GPU memory, {(1 - gpu_share) * gib:.1f} GiB on the host",
+                 fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
 
 
