@@ -1596,23 +1596,18 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
         cl.sync(); /* every block's partial is in its shared memory */
         const bool sink = p.out != NULL && p.sinks;
         for (int i = warp; i < nqb; i += W) {
-            const int r = r0 + i, hq = gh * p.G + r % p.G;
-            float    *stp = p.state ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL;
-            float2    ml[SPL];
+            float2 ml[SPL]; /* the splits' (m, l) of query i, from their blocks */
 #pragma unroll
             for (int u = 0; u < SPL; u++) {
                 const int s = lane + 32 * u;
                 ml[u] = s < S ? make_float2(*cl.map_shared_rank(&sh.m[i], (unsigned)s), *cl.map_shared_rank(&sh.l[i], (unsigned)s))
                               : make_float2(-INFINITY, 0.0f);
             }
-            const float4 f = neo__merge_weights([&](int u) { return ml[u]; }, S, lane, p.accumulate ? stp[0] : -INFINITY,
-                                                p.accumulate ? stp[1] : 0.0f, sink, sink ? p.sinks[hq] : 0.0f, s_w + i * NEO__CU_MAX_SPLITS);
-            if (lane == 0) {
-                sh.fin[i][0] = f.x;
-                sh.fin[i][1] = f.y;
-                sh.fin[i][2] = f.z;
-                sh.fin[i][3] = f.w;
-            }
+            const int    r = r0 + i, hq = gh * p.G + r % p.G;
+            const float *prev = p.accumulate ? p.state + ((size_t)(r / p.G) * p.n_head + hq) * (D + 2) : NULL; /* (m, l) continued */
+            const float4 f = neo__merge_weights([&](int u) { return ml[u]; }, S, lane, prev ? prev[0] : -INFINITY, prev ? prev[1] : 0.0f,
+                                                sink, sink ? p.sinks[hq] : 0.0f, s_w + i * NEO__CU_MAX_SPLITS);
+            if (lane == 0) sh.fin[i][0] = f.x, sh.fin[i][1] = f.y, sh.fin[i][2] = f.z, sh.fin[i][3] = f.w;
         }
         __syncthreads();
         const int per = (nqb * NC + S - 1) / S, f0 = split * per, f1 = min(nqb * NC, f0 + per);
