@@ -85,8 +85,8 @@
                              (and the previous state when accumulating) in split order, then
                              writes the state or the finished, normalised output. A
                              programmatic dependent of the attention kernel on sm_90.
-   neo__append_kernel        grid (n_tokens * (h1 - h0), 2: K and V), 128 threads: one new row each.
-   neo__append_advance       one thread: a captured append's length step (see DEVICE-SIDE LENGTHS);
+   neo__append_kernel        grid (n_tokens * (h1 - h0), 2: K and V), 128 threads: one new row each;
+                             a captured append's last block also moves the length (DEVICE-SIDE LENGTHS).
    neo__set_length_kernel    one thread: set_length.
    neo__matvec_kernel<E, N>  the decode loop's projections, with run.c's rmsnorm before (N) and the
                              residual add, SwiGLU or RoPE after (E) folded in: 8 warps a block, R
@@ -117,9 +117,9 @@
    DEVICE-SIDE LENGTHS
    -------------------
    For calls captured into a CUDA graph a layer's length lives in device memory (neo__append_args.len,
-   neo__attn_args.len). An append with row0 = -1 writes its rows at len[0], and a one-thread kernel
-   after it advances len[0] (or, when the rows did not fit, writes none and sets the full flag
-   len[1]). An attend with len reads *len when it runs (neo__attn_live): its kernel, block shape
+   neo__attn_args.len). An append with row0 = -1 writes its rows at len[0], and the last of its
+   blocks to finish advances len[0] (or, when the rows did not fit, none are written and it sets
+   the full flag len[1]); len[2] counts the blocks and is 0 between appends. An attend with len reads *len when it runs (neo__attn_live): its kernel, block shape
    and split count are planned on the host for the bound c1 (the layer's n_ctx), and the splits
    share the cells the layer holds then, so a replay gives the bits of an eager attend with that
    split count. A captured hybrid decode's device part (neo__attn_args.cut_share) also starts at the
@@ -1085,7 +1085,7 @@ template <int W, int NS> struct neo__mma_sh {
 
 /* The parts of neo__attn_mma (below), one warp's view of one block: the coordinates, then load /
    q / scores / softmax / p . v for a tile, then the warps' combine and the splits' merge. */
-template <typename T, int D, int BPS, bool LEN> struct neo__mma {
+template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
     typedef neo__mma_cfg<D, BPS> C;
     typedef neo__mmt<T>          MT;
     typedef neo__mma_sh<C::W, C::NS> SH;
@@ -1124,6 +1124,9 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
         if constexpr (LEN) return minpos - r0 / p.G;
         else return p.pos0;
     }
+
+    /* this launch's splits merge in a cluster (only kernels built with CL can) */
+    __device__ __forceinline__ bool clustered() const { return CL && p.cl; }
 
     __device__ __forceinline__ unsigned bar(int stage) const { return (unsigned)__cvta_generic_to_shared(&sh.bar[warp][stage]); }
 
@@ -1410,11 +1413,12 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
     }
 
     /* The warps' states combined in a fixed order (weights e^(m_w - M) per query) into the block's
-       partial: to the stream's work buffer when there are splits (then true only in the last
-       block of the query tile to arrive, which merges), else into pbuf (true). */
+       partial: to the stream's work buffer when there are splits and no cluster (then true only
+       in the last block of the query tile to arrive, which merges), else into pbuf, with its
+       (m, l) in sh (true: one block merges, or, in a cluster, every block takes part). */
     __device__ __forceinline__ bool combine(const float (&acc)[KS][4], const float (&m)[2], const float (&l)[2]) const {
         float *red = reinterpret_cast<float *>(smem); /* [W][8][RS] the warps' acc */
-        float *pbuf = red + W * NEO__MMA_NQ * RS;     /* [8][D] the block's partial when S == 1 */
+        float *pbuf = red + W * NEO__MMA_NQ * RS;     /* [8][D] the block's partial when S == 1 or clustered */
 #pragma unroll
         for (int t = 0; t < KS; t++) {
             const int d0 = neo__mma_dim<TMA>(t, g, 0), d8 = neo__mma_dim<TMA>(t, g, 1);
@@ -1452,10 +1456,10 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
             float     a = 0.0f;
 #pragma unroll
             for (int w = 0; w < W; w++) a = fmaf(sh.ww[w][i], red[(w * NEO__MMA_NQ + i) * RS + col], a);
-            if (S > 1 && !p.cl) __stcg(p.work + (part0 + (size_t)split * NEO__MMA_NQ + i) * D + col, a);
+            if (S > 1 && !clustered()) __stcg(p.work + (part0 + (size_t)split * NEO__MMA_NQ + i) * D + col, a);
             else pbuf[i * D + col] = a;
         }
-        if (S == 1 || p.cl) {
+        if (S == 1 || clustered()) {
             __syncthreads(); /* sh.l and pbuf are read by the merge */
             return true;
         }
@@ -1637,6 +1641,8 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
                 stp[0] = sh.fin[i][1];
                 stp[1] = sh.fin[i][2];
             }
+#else
+        __trap(); /* the host clusters only sm_90 images (neo__cu_cluster) */
 #endif
     }
 };
@@ -1646,9 +1652,10 @@ template <typename T, int D, int BPS, bool LEN> struct neo__mma {
    At the end the warps are combined in a fixed order; with one split the block finishes the
    queries itself, otherwise it writes its partial, and the last of the S blocks of the query
    tile to arrive (a counter per tile, reset by that block) merges the S partials in split order
-   and finishes: so the result does not depend on which block came last. */
+   and finishes: so the result does not depend on which block came last. Built with CL and
+   launched as clusters (p.cl), the S blocks merge together instead (merge_cluster). */
 template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinline__ void neo__mma_run(const neo__cu_attn &p, int unit, int split) {
-    typedef neo__mma<T, D, BPS, LEN> K;
+    typedef neo__mma<T, D, BPS, LEN, CL> K;
     extern __shared__ uint4 neo__smem[];
     __shared__ __align__(8) typename K::SH sh;
     const K k(p, unit, split, neo__smem, sh);
@@ -1681,7 +1688,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinlin
     __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
     if constexpr (!K::EARLY) neo__pdl_trigger(); /* the next kernel waits for this grid's completion before touching memory */
     if (k.combine(acc, m, l)) {
-        if (CL && p.cl) k.merge_cluster();
+        if (k.clustered()) k.merge_cluster();
         else k.merge();
     }
 }
@@ -2088,6 +2095,7 @@ typedef struct neo__cuda {
     /* its clusters of y = 2..16 blocks that run at once [f16/bf16][64/128/256][wide/narrow][y]
        (cudaOccupancyMaxActiveClusters; the kernel without len, the one that clusters); 0 = not asked, -1 = none */
     int          occ_cl[2][3][2][NEO__CU_MAX_CLUSTER + 1];
+    unsigned long long n_cl;             /* its launches as clusters so far (neo__cu_test_clusters) */
     int          occ_mv[4][2];           /* the matvec kernel [epilogue][norm] */
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
@@ -2143,6 +2151,7 @@ static int neo__cu_launch_cl(const neo__cuda *st, const void *fn, dim3 grid, dim
     cfg.stream = s;
     cfg.attrs = attr;
     cfg.numAttrs = st->pdl ? (cy > 0 ? 2 : 1) : 0;
+    if (cy > 0 && !st->pdl) return NEO_ERR_DEVICE; /* a cluster's merge exists only in sm_90 images */
     return cudaLaunchKernelExC(&cfg, fn, args) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
 }
 static int neo__cu_launch(const neo__cuda *st, const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void **args) {
@@ -2462,7 +2471,7 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
     return NEO_OK;
 }
 
-/* len[0] = value, len[1] = 0 in stream order: one thread, the value a launch parameter, so that
+/* len[0] = value, len[1] = len[2] = 0 in stream order: one thread, the value a launch parameter, so that
    it can be captured into a graph */
 static int neo__cu_set_length(void *state, int *len, int value, int stream) {
     int          ok;
@@ -2788,7 +2797,8 @@ static int neo__cu_launch_mma(neo__cuda *st, int stream, cudaStream_t s, const v
     const dim3 grid((unsigned)units, (unsigned)pl->S), block((unsigned)pl->threads);
     /* with len, plainly: the kernel reads *len (written by the append before it) before its wait */
     if (p->len) return cudaLaunchKernel(fn, grid, block, args, pl->smem, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
-    return neo__cu_launch_cl(st, fn, grid, block, pl->smem, s, args, p->cl ? (int)pl->S : 0);
+    if ((rc = neo__cu_launch_cl(st, fn, grid, block, pl->smem, s, args, p->cl ? (int)pl->S : 0)) == NEO_OK && p->cl) st->n_cl++;
+    return rc;
 }
 
 /* The CUDA-core paths: the attention kernel writes every split's partial, neo__attn_merge
@@ -3108,6 +3118,8 @@ extern "C" int neo__cu_test_attend_global(void *state, const neo__attn_args *a, 
     if (!state) return NEO_ERR_INVALID_ARG;
     return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
 }
+/* how many attends so far merged their splits in a cluster (tests: that the cluster merge ran) */
+extern "C" unsigned long long neo__cu_test_clusters(void *state) { return state ? ((const neo__cuda *)state)->n_cl : 0; }
 
 /* A batch with a forced tensor-core block shape (0 wide, 1 narrow, -1 the planner's), a cap on
    the splits of an entry (max_splits > 0) and the waves its chunk is sized for (waves > 0). */

@@ -109,6 +109,7 @@ static int get_ops(void) {
 int neo__cu_test_image(int device, int *ptx_version, int *binary_version);
 int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
 int neo__cu_test_attend_global(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
+unsigned long long neo__cu_test_clusters(void *state);
 int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits, int waves);
 
 /* the plan every attention case runs with (see main: each case runs under every plan) */
@@ -2280,6 +2281,16 @@ int main(int argc, char **argv) {
                 for (int T = 1; T <= 10; T += 9) run_nonfinite(nf_type[ty], nf_d[ty], T, kind);
     }
     FORCE = plans[0];
+    /* every case above also ran with the global merge and matched it bit for bit, which shows
+       nothing about the cluster merge unless some of them took it: on an sm_90 image they must */
+    {
+        const unsigned long long ncl = neo__cu_test_clusters(ST);
+        const int                want = ptxv >= 90 && !quick;
+        char                     what[96];
+        CHECK(!want || ncl > 0, "no attend merged its splits in a cluster on an sm_90 image");
+        snprintf(what, sizeof what, "%llu attends merged in a cluster%s", ncl, ptxv >= 90 ? "" : " (not an sm_90 image)");
+        add_result("cluster merge ran", what, -1, -1, !want || ncl > 0);
+    }
     /* batches: the planner's shape, each shape forced, few splits; past 32 entries (the block's
        entry search counts 32 a step); head_dim 64 / 256, bf16 */
     test_batch(NEO_TYPE_F16, 128, 32, 8, quick ? 5 : 40, quick ? 700 : 20000, -1, 0);
