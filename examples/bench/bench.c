@@ -10,10 +10,11 @@
        --quick      a small subset (contexts 4k and 32k, a 256-token decode loop, a 128k capacity row)
        --sections   which of attn, batch, e2e, cap to run (the ceilings always run: every bound needs them);
                     sweep (never run by default) times one Llama-3-8B layer's GPU decode at 256-64k cells for
-                    every tensor-core block shape and split cap, the planner overridden, and the floors a
-                    call of that size meets (a 4-byte memset, and a copy of the layer's bytes, back to
-                    back); --sweep-ctx N sweeps that one context instead, --sweep-qwen the Qwen2.5-0.5B
-                    layer instead
+                    every tensor-core block shape and split cap, the planner overridden (its own shape
+                    also from a CUDA graph, and from a graph with the splits merged through global
+                    memory), and the floors a call of that size meets (a 4-byte memset, and a copy of
+                    the layer's bytes, back to back); --sweep-ctx N sweeps that one context instead,
+                    --sweep-qwen the Qwen2.5-0.5B layer instead
        --threads    CPU attention threads, in the CPU runtime and in the GPU runtime's pool, and the
                     thread count of the DRAM read ceiling (default: online cores)
        --seconds    timing budget of one attention row (default 0.35; --quick 0.12)
@@ -816,37 +817,61 @@ static void run_attn(void) {
 /* sweep (only with --sections sweep): one layer's GPU decode, Llama-3-8B shapes, for each
    tensor-core block shape (planner's choice, wide, narrow) and cap on the split count, through
    the kernels' test entry (the planner forced), timed as the gpu rows are (events around
-   back-to-back calls over >= 256 MiB of layers, median): what the planner leaves at each context. */
+   back-to-back calls over >= 256 MiB of layers, median): what the planner leaves at each context.
+   The planner's shape also from a CUDA graph (the device's time alone), and from a graph with the
+   splits merged through global memory (graph-gm) where the planner would merge them in a thread
+   block cluster: what the cluster merge saves. */
 int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
+int neo__cu_test_attend_global(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
 
-static double time_forced(neo_layer **L, int n, int block_shape, int max_splits) {
-    cudaEvent_t e0, e1;
-    double      t[15];
-    for (int r = 0; r < 15; r++) {
-        CU(cudaEventCreate(&e0));
-        CU(cudaEventCreate(&e1));
-        CU(cudaEventRecord(e0, stream));
-        for (int i = 0; i < 64; i++) {
-            neo__attn_args a;
-            neo_layer     *l = L[(r * 64 + i) % n];
-            neo__layer_args(l, &a, dq, 1, dout, 1);
-            a.k = l->k_dev, a.v = l->v_dev, a.h1 = l->n_head_kv;
-            if (neo__cu_test_attend(rt_gpu->dev_state, &a, NEO__STREAM_MAIN, -1, block_shape, max_splits) != NEO_OK) {
-                CU(cudaStreamSynchronize(stream));
-                CU(cudaEventDestroy(e0));
-                CU(cudaEventDestroy(e1));
-                return NAN; /* a shape this device or head_dim cannot take */
-            }
-        }
+/* One attend of l's every head with the plan forced; global: its splits merged through global
+   memory even where a thread block cluster could merge them. 0, or -1 when the forced plan
+   cannot serve it (a shape this device or head_dim cannot take). */
+static int forced_call(neo_layer *l, int block_shape, int max_splits, int global) {
+    neo__attn_args a;
+    neo__layer_args(l, &a, dq, 1, dout, 1);
+    a.k = l->k_dev, a.v = l->v_dev, a.h1 = l->n_head_kv;
+    const int s = global ? neo__cu_test_attend_global(rt_gpu->dev_state, &a, NEO__STREAM_MAIN, -1, block_shape, max_splits)
+                         : neo__cu_test_attend(rt_gpu->dev_state, &a, NEO__STREAM_MAIN, -1, block_shape, max_splits);
+    return s == NEO_OK ? 0 : -1;
+}
+
+/* us a call: 64 forced attends over L back to back, timed with events, median of 15; graph: the
+   64 captured once (after an eager pass that sizes the buffers) and the graph replayed, so that
+   no host launch cost is in the time */
+static double time_forced(neo_layer **L, int n, int block_shape, int max_splits, int graph, int global) {
+    cudaEvent_t     e0, e1;
+    cudaGraphExec_t ge = NULL;
+    double          t[15];
+    int             bad = 0;
+    if (graph) {
+        cudaGraph_t g;
+        for (int i = 0; i < 64 && !bad; i++) bad = forced_call(L[i % n], block_shape, max_splits, global);
+        CU(cudaStreamSynchronize(stream));
+        if (bad) return NAN;
+        CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < 64 && !bad; i++) bad = forced_call(L[i % n], block_shape, max_splits, global);
+        CU(cudaStreamEndCapture(stream, &g));
+        if (!bad) CU(cudaGraphInstantiate(&ge, g, 0));
+        CU(cudaGraphDestroy(g));
+        if (bad) return NAN;
+    }
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    for (int r = 0; r < 15 && !bad; r++) {
         float ms;
+        CU(cudaEventRecord(e0, stream));
+        if (graph) CU(cudaGraphLaunch(ge, stream));
+        for (int i = 0; i < 64 && !graph && !bad; i++) bad = forced_call(L[(r * 64 + i) % n], block_shape, max_splits, global);
         CU(cudaEventRecord(e1, stream));
         CU(cudaEventSynchronize(e1));
         CU(cudaEventElapsedTime(&ms, e0, e1));
         t[r] = ms * 1e3 / 64;
-        CU(cudaEventDestroy(e0));
-        CU(cudaEventDestroy(e1));
     }
-    return median(t, 15);
+    if (ge) CU(cudaGraphExecDestroy(ge));
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    return bad ? NAN : median(t, 15);
 }
 
 /* The floors a call of that size meets on this GPU, timed as time_forced times the calls (64
@@ -898,9 +923,11 @@ static void run_sweep(void) {
         printf("# %-8s", "shape");
         for (int k = 0; k < 12; k++) printf(" %6d", caps[k]);
         printf("\n");
-        for (int shp = -1; shp <= 1; shp++) {
-            printf("# %-8s", shp < 0 ? "planner" : shp ? "narrow" : "wide");
-            for (int k = 0; k < 12; k++) printf(" %6.2f", time_forced(L, n, shp, caps[k]));
+        for (int row = 0; row < 5; row++) { /* the planner's shape eager, from a graph, with the global merge; wide; narrow */
+            static const char *names[5] = {"planner", "graph", "graph-gm", "wide", "narrow"};
+            const int          shp = row < 3 ? -1 : row - 3, graph = row == 1 || row == 2;
+            printf("# %-8s", names[row]);
+            for (int k = 0; k < 12; k++) printf(" %6.2f", time_forced(L, n, shp, caps[k], graph, row == 2));
             printf("\n");
             fflush(stdout);
         }
