@@ -6,7 +6,7 @@
    -------------
        make bench-gpu                  builds build/bench (needs nvcc; links build/neo_attn_cuda.o)
        build/bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap,sweep] [--threads N] [--seconds S]
-                   [--cap-ctx N] [--e2e-ctx N] [--sweep-ctx N] [--sweep-qwen] [--gpu-reserve-gib G]
+                   [--cap-ctx N] [--cap-host-heads H] [--e2e-ctx N] [--sweep-ctx N] [--sweep-qwen] [--gpu-reserve-gib G]
        --quick      a small subset (contexts 4k and 32k, a 256-token decode loop, a 128k capacity row)
        --sections   which of attn, batch, e2e, cap to run (the ceilings always run: every bound needs them);
                     sweep (never run by default) times one Llama-3-8B layer's GPU decode at 256-64k cells for
@@ -19,6 +19,11 @@
                     thread count of the DRAM read ceiling (default: online cores)
        --seconds    timing budget of one attention row (default 0.35; --quick 0.12)
        --csv FILE   also write every row as CSV (machine, date and commit on '#' lines first)
+       --cap-ctx N  the capacity row's context (default: the smallest of at least 1M tokens, in 64k
+                    steps, whose cache does not fit the GPU's free memory less the reserve)
+       --cap-host-heads H   H of the 8 KV heads of every capacity layer on the host (default: as
+                    neo_plan_gpu_heads places them, as many on the GPU as fit)
+       --gpu-reserve-gib G  GPU memory the capacity row leaves free (default 4)
    The whole run takes about two minutes on the H200 machine (16 cores, 128 GiB RAM).
 
    WHAT EACH SECTION MEASURES
@@ -224,7 +229,7 @@ static size_t meminfo_kb(const char *key) {
 /* --- options, rows and output --- */
 
 typedef struct options {
-    int         quick, threads, attn, batch, e2e, cap, sweep, cap_ctx, e2e_ctx, sweep_ctx, sweep_qwen;
+    int         quick, threads, attn, batch, e2e, cap, sweep, cap_ctx, e2e_ctx, sweep_ctx, sweep_qwen, cap_host;
     double      seconds, reserve_gib;
     const char *csv_path;
 } options;
@@ -1267,8 +1272,9 @@ static void run_capacity(void) {
                          (double)free_b / GiB, opt.reserve_gib, ctx);
         }
         neo_layer_desc pd[32];
-        for (int i = 0; i < NL; i++) pd[i] = shape_desc(s, ctx, 0, NEO_PIPELINE_ON);
-        if (neo_plan_gpu_heads(pd, NL, budget > 0 ? (size_t)budget : 0, gh) < 0) {
+        for (int i = 0; i < NL; i++) pd[i] = shape_desc(s, ctx, 0, NEO_PIPELINE_ON), gh[i] = s->n_kv - opt.cap_host;
+        if (opt.cap_host) snprintf(why + strlen(why), sizeof why - strlen(why), "; %d of 8 heads of every layer on the host by choice", opt.cap_host);
+        else if (neo_plan_gpu_heads(pd, NL, budget > 0 ? (size_t)budget : 0, gh) < 0) {
             fprintf(stderr, "bench: cap: neo_plan_gpu_heads refused the layers\n");
             return;
         }
@@ -1287,7 +1293,7 @@ static void run_capacity(void) {
         if (s->n_kv - dev > hmax) hmax = s->n_kv - dev;
     }
     double kv = gb + hb;
-    printf("# cap: 32 layers x %ld tokens, KV %.1f GiB: %.0f of %d KV heads on the GPU by neo_plan_gpu_heads, at most %d of 8 "
+    printf("# cap: 32 layers x %ld tokens, KV %.1f GiB: %.0f of %d KV heads on the GPU (neo_plan_gpu_heads unless chosen), at most %d of 8 "
            "a layer on the host (%.1f GiB; %.1f GiB free of %.1f), %.1f GiB pinned on the host. %s\n",
            ctx, kv / GiB, gb / per_head, NL * s->n_kv, hmax, gb / GiB, (double)free_b / GiB, (double)total_b / GiB, hb / GiB, why);
     fflush(stdout);
@@ -1546,7 +1552,8 @@ static void run_batch(void) {
 
 static void usage(void) {
     fprintf(stderr, "usage: bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap,sweep] [--threads N] [--seconds S]\n"
-                    "             [--cap-ctx N] [--e2e-ctx N] [--sweep-ctx N] [--sweep-qwen] [--gpu-reserve-gib G]\n"
+                    "             [--cap-ctx N] [--cap-host-heads H] [--e2e-ctx N] [--sweep-ctx N] [--sweep-qwen]\n"
+                    "             [--gpu-reserve-gib G]\n"
                     "  neo_attn on the GPU machine: ceilings, attention rows, decode loop, capacity (see the top of\n"
                     "  examples/bench/bench.c for what each row measures).\n");
 }
@@ -1566,6 +1573,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--cap-ctx") && i + 1 < argc) opt.cap_ctx = (int)parse_flag("bench", argv[++i], a, 256, 1 << 30);
         else if (!strcmp(a, "--e2e-ctx") && i + 1 < argc) opt.e2e_ctx = (int)parse_flag("bench", argv[++i], a, 1, 1 << 20);
         else if (!strcmp(a, "--sweep-qwen")) opt.sweep_qwen = 1;
+        else if (!strcmp(a, "--cap-host-heads") && i + 1 < argc) opt.cap_host = (int)parse_flag("bench", argv[++i], a, 1, 8);
         else if (!strcmp(a, "--sweep-ctx") && i + 1 < argc) opt.sweep_ctx = (int)parse_flag("bench", argv[++i], a, 1, 1 << 20);
         else if (!strcmp(a, "--seconds") && i + 1 < argc) opt.seconds = strtod(argv[++i], NULL);
         else if (!strcmp(a, "--gpu-reserve-gib") && i + 1 < argc) opt.reserve_gib = strtod(argv[++i], NULL);
