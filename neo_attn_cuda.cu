@@ -822,6 +822,14 @@ __global__ void __launch_bounds__(NEO__CU_THREADS) neo__attn_generic(const neo__
    with a sink. ml(u) is the (m, l) of split lane + 32u, (-inf, 0) from S on. A fixed order (each
    lane's splits in order, then the warp's tree), so the result does not depend on which block
    merges. Both merges (the tensor-core kernel's own and neo__attn_merge) use it. */
+/* a += w v, lane by lane: one split's weighted partial added into a merge's sum */
+__device__ __forceinline__ void neo__fma4(float4 &a, float w, const float4 &v) {
+    a.x = fmaf(w, v.x, a.x);
+    a.y = fmaf(w, v.y, a.y);
+    a.z = fmaf(w, v.z, a.z);
+    a.w = fmaf(w, v.w, a.w);
+}
+
 template <typename ML>
 __device__ __forceinline__ float4 neo__merge_weights(ML ml, int S, int lane, float mprev, float lprev, bool sink, float sv, float *w) {
     constexpr int SPL = NEO__CU_MAX_SPLITS / 32;
@@ -1537,23 +1545,12 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
             if (first) {
 #pragma unroll
                 for (int u = 0; u < PF; u++)
-                    if (u < S) {
-                        const float w = wv[u];
-                        a.x = fmaf(w, pf[u].x, a.x);
-                        a.y = fmaf(w, pf[u].y, a.y);
-                        a.z = fmaf(w, pf[u].z, a.z);
-                        a.w = fmaf(w, pf[u].w, a.w);
-                    }
+                    if (u < S) neo__fma4(a, wv[u], pf[u]);
                 s = min(S, PF);
             }
 #pragma unroll 8
             for (; s < S; s++) {
-                const float4 v = __ldcg(reinterpret_cast<const float4 *>(src + (size_t)s * NEO__MMA_NQ * D));
-                const float  w = wv[s];
-                a.x = fmaf(w, v.x, a.x);
-                a.y = fmaf(w, v.y, a.y);
-                a.z = fmaf(w, v.z, a.z);
-                a.w = fmaf(w, v.w, a.w);
+                neo__fma4(a, wv[s], __ldcg(reinterpret_cast<const float4 *>(src + (size_t)s * NEO__MMA_NQ * D)));
             }
         } else {
             const float4 v = *reinterpret_cast<const float4 *>(pbuf + i * D + col);
@@ -1624,13 +1621,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
                 if (u < S) v[u] = *reinterpret_cast<const float4 *>(cl.map_shared_rank(pbuf + i * D + col, (unsigned)u));
 #pragma unroll
             for (int u = 0; u < NEO__CU_MAX_CLUSTER; u++)
-                if (u < S) {
-                    const float w = wv[u];
-                    a.x = fmaf(w, v[u].x, a.x);
-                    a.y = fmaf(w, v[u].y, a.y);
-                    a.z = fmaf(w, v[u].z, a.z);
-                    a.w = fmaf(w, v[u].w, a.w);
-                }
+                if (u < S) neo__fma4(a, wv[u], v[u]);
             put(i, col, a, false);
         }
         cl.sync();
