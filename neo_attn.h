@@ -22,9 +22,10 @@
    ---------
    CPU: a C11 or C++17 compiler and POSIX threads (NEO_ATTN_NO_THREADS=1 needs none); built and
    tested with gcc and clang on Linux. On x86-64 with gcc or clang the kernels are picked at run
-   time from what the CPU has: AVX-512 (F, BW, VL) or AVX2 + F16C + FMA. Every other CPU (ARM
-   included) and compiler gets the portable scalar kernels: the same results within the error
-   bound below, at a lower speed.
+   time from what the CPU has: AVX-512 (F, BW, VL) or AVX2 + F16C + FMA, and on Linux with AMX
+   (Sapphire Rapids and later) AMX tile products for the tasks that carry many queries (prefill
+   blocks, GQA groups of 48 or more). Every other CPU (ARM included) and compiler gets the portable scalar
+   kernels: the same results within the error bound below, at a lower speed.
    GPU: the GPU path (neo_attn_cuda.cu) needs an NVIDIA GPU and the CUDA toolkit (cudart only).
    Supported GPUs: compute capability 8.0 and up, tested with CUDA 13.0: Ampere (sm_80, sm_86),
    Ada (sm_89) and Hopper (sm_90, which also gets bulk copies and programmatic launches); later
@@ -45,6 +46,8 @@
                                                (PLATFORMS) and linked with -lcudart -lstdc++
        NEO_ATTN_NO_THREADS       0             1 = no pthread pool; every parallel loop runs inline
        NEO_ATTN_NO_SIMD          0             1 = only the portable scalar kernels
+       NEO_ATTN_NO_AMX           undefined     defined = no AMX path (an assembler without the
+                                               tile instructions)
        NEO_ATTN_SPIN_US          300           how long idle pool workers spin before sleeping
        NEO_ATTN_LISTEN_US        2000          how long the listener of captured ON calls spins
                                                after the last one before sleeping (CUDA GRAPHS)
@@ -157,7 +160,7 @@
    beyond the float range), every element of out_h is NaN; softcap does not bound such a score.
    A NaN or inf in element d of a visible v_j makes element d of out_h NaN or +-inf and leaves
    the others as they would be. Cells after a query's position never change its output,
-   whatever they hold. Every path (scalar, AVX2, AVX-512, GPU) follows these rules.
+   whatever they hold. Every path (scalar, AVX2, AVX-512, AMX, GPU) follows these rules.
 
    THE GPU, SPLIT LAYERS AND THE PIPELINES
    ---------------------------------------
@@ -280,7 +283,7 @@
    starts no threads and runs every parallel job through it, output unchanged. CPU attention
    splits every KV head's cells into chunks whose size depends only on the context length, and
    merges the chunks pairwise up a fixed tree, so the output is bitwise identical for any thread
-   count on a given CPU path (scalar, AVX2 or AVX-512; neo_runtime_desc.cpu_isa can force one).
+   count on a given CPU path (scalar, AVX2, AVX-512 or AMX; neo_runtime_desc.cpu_isa can force one).
    A runtime, and the layers and sessions made from it, are used from one thread at a time;
    different runtimes are independent. A call that overlaps another on the same runtime (from a
    second thread, the logger or an engine's parallel-for task) is refused with
@@ -368,7 +371,7 @@ NEO_ATTN_API const char *neo_attn_version(void);            /* NEO_ATTN_VERSION_
 
 typedef enum neo_type { NEO_TYPE_F16 = 0, NEO_TYPE_BF16, NEO_TYPE_F32 } neo_type;   /* KV storage */
 typedef enum neo_pipeline { NEO_PIPELINE_OFF = 0, NEO_PIPELINE_ON, NEO_PIPELINE_AUTO, NEO_PIPELINE_HYBRID } neo_pipeline;
-typedef enum neo_cpu_isa { NEO_CPU_AUTO = 0, NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512 } neo_cpu_isa;
+typedef enum neo_cpu_isa { NEO_CPU_AUTO = 0, NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512, NEO_CPU_AMX } neo_cpu_isa;
 
 /* --- runtime: thread pool, GPU device and streams --- */
 
@@ -422,7 +425,7 @@ typedef struct neo_runtime_info {
 NEO_ATTN_API neo_status neo_runtime_create(const neo_runtime_desc *desc, neo_runtime **out);
 NEO_ATTN_API void       neo_runtime_destroy(neo_runtime *rt);   /* NULL is fine; destroy its layers first */
 NEO_ATTN_API neo_status neo_runtime_get_info(const neo_runtime *rt, neo_runtime_info *info);
-NEO_ATTN_API const char *neo_cpu_isa_name(neo_cpu_isa isa);     /* "auto", "scalar", "avx2", "avx512" */
+NEO_ATTN_API const char *neo_cpu_isa_name(neo_cpu_isa isa);     /* "auto", "scalar", "avx2", "avx512", "amx" */
 
 /* --- layer: one attention layer's KV cache, split by KV head --- */
 
@@ -1055,6 +1058,7 @@ NEO_ATTN__PUBLIC const char *neo_cpu_isa_name(neo_cpu_isa isa) {
     case NEO_CPU_SCALAR: return "scalar";
     case NEO_CPU_AVX2: return "avx2";
     case NEO_CPU_AVX512: return "avx512";
+    case NEO_CPU_AMX: return "amx";
     }
     return "unknown";
 }
@@ -1425,6 +1429,42 @@ NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo_task_fn fn, 
    widening in registers. A tile of up to eight queries (a whole GQA group of up to 8) shares
    every K and V load and widening, so DRAM sees each row once per call and each element is
    widened once. Function pointers are called once per block (and query), never per row. */
+/* The AMX tile path's shapes and work area (the kernels are in the AVX-512 part below). */
+#ifndef NEO__TILE_MIN_QUERIES
+#define NEO__TILE_MIN_QUERIES 48
+#endif
+#define NEO__TILE_MAX_DIM 512
+NEO_ATTN__PRIVATE int neo__tile_fits(neo_type t, int d, int dv, int nq) {
+    return (t == NEO_TYPE_F16 || t == NEO_TYPE_BF16) && d % 32 == 0 && dv % 16 == 0 && d <= NEO__TILE_MAX_DIM &&
+           dv <= NEO__TILE_MAX_DIM && nq >= NEO__TILE_MIN_QUERIES;
+}
+/* The tile path's per-thread work area, 64-byte aligned, in this order (pv uses only the parts
+   before k, whose sizes do not depend on head_dim): */
+typedef struct neo__tile_area {
+    unsigned char *cfg; /* [64] the tile configuration */
+    float         *c;   /* [16][16] scores of 16 cells (rows) x 16 queries, from tmm0 */
+    uint16_t      *p;   /* [2 chunks][2 parts][16 queries][32 cells] bf16: a block's weights as A tiles */
+    uint32_t      *v;   /* [2 chunks][dv / 16][2 parts][16 cell pairs][16 columns] bf16 pairs: a block's V as B tiles */
+    float         *acc; /* [16][dv] 16 queries' accumulators, as tmm0 loads them */
+    uint16_t      *k;   /* [d / 32][2 parts][16 cells][32 dims] bf16: 16 cells' K as A tiles */
+    uint32_t      *q;   /* [query groups of 16][d / 32][3 parts][16 dim pairs][16 queries] bf16 pairs: Q^T as B tiles */
+} neo__tile_area;
+/* Fills ar from w (or only counts, w NULL); returns the bytes from the aligned start. */
+NEO_ATTN__PRIVATE size_t neo__tile_layout(void *w, int d, int dv, int nq, neo__tile_area *ar) {
+    size_t sz[7] = {64, 1024, 4096, (size_t)dv * 256, (size_t)dv * 64, (size_t)d * 64, (size_t)(nq + 15) / 16 * (size_t)d * 96};
+    unsigned char *b = (unsigned char *)(((uintptr_t)w + 63) & ~(uintptr_t)63), *o[7];
+    size_t         n = 0;
+    for (int i = 0; i < 7; i++) {
+        o[i] = b + n;
+        n += sz[i];
+    }
+    if (w) {
+        ar->cfg = o[0], ar->c = (float *)(void *)o[1], ar->p = (uint16_t *)(void *)o[2], ar->v = (uint32_t *)(void *)o[3];
+        ar->acc = (float *)(void *)o[4], ar->k = (uint16_t *)(void *)o[5], ar->q = (uint32_t *)(void *)o[6];
+    }
+    return n;
+}
+
 typedef struct neo__kernels {
     neo_cpu_isa isa;
     /* s: [nq][NEO__BLOCK] <- q: [nq][d] . k: [nk][d] of type t (row dot products); v: [nk][dv] of
@@ -1441,6 +1481,13 @@ typedef struct neo__kernels {
     void (*pv)(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv);
     /* dot product of two [n] vectors (the decode loop's matmuls) */
     float (*dot)(const float *a, const float *b, int n);
+    /* The tile path (AMX; NULL on the others), for layers neo__tile_fits takes, in place of scores
+       and pv. w: the thread's work area (neo__tile_layout), set up by tile_begin with the task's
+       queries q: [nq][d]; tile_end gives the tile registers back at the end of the task. */
+    void (*tile_begin)(void *w, const float *q, int nq, int d, int dv);
+    void (*tile_scores)(float *s, void *w, const void *k, const void *v, neo_type t, int nq, int nk, int d, int dv);
+    void (*tile_pv)(float *acc, const float *p, void *w, const void *v, neo_type t, int nq, int nk, int dv);
+    void (*tile_end)(void);
 } neo__kernels;
 
 /* --- scalar: the portable reference path --- */
@@ -2037,10 +2084,220 @@ NEO__AVX512 NEO_ATTN__PRIVATE void neo__pv_avx512(float *acc, const float *p, co
     else if (t == NEO_TYPE_BF16) neo__pv_avx512_t(acc, p, v, NEO_TYPE_BF16, nq, nk, dv);
     else neo__pv_avx512_t(acc, p, v, NEO_TYPE_F32, nq, nk, dv);
 }
+/* --- AMX: bfloat16 tile products; the softmax steps stay on the AVX-512 kernels ---
+   TDPBF16PS multiplies bfloat16 pairs exactly and sums them in float32, 16 x 16 outputs from 16
+   x 32 inputs an instruction, at many times the FMA rate. Each operand is split into bfloat16
+   parts that sum to it: an f16 element is hi + lo exactly (11 significant bits, 8 a part), a
+   float32 query hi + mid + lo exactly (24 bits; the parts are truncations, so each remainder
+   is exact), a weight p hi + lo to 2^-17 of p (the last part rounded to nearest). The tiles
+   multiply every pair of parts but the f16 lo part times the query's lo part (under 2^-24 of
+   the product), so scores and sums keep float32 accuracy.
+     scores: S^T[16 cells][16 queries] = K[16 cells][32 dims] . Q^T[32 dims][16 queries]
+     p . v:  O[16 queries][16 columns] += P[16 queries][32 cells] . V[32 cells][16 columns]
+   so K rows are tile rows as stored (bf16) or as split (f16), only the 16 x 16 scores are
+   transposed, and V's rows are paired as the B operand's layout wants (element (r, 2c + i) is
+   cell 2r + i, column c). A task's queries are split once (neo__tile_begin). Tile rows past a
+   call's queries or cells hold zeros or earlier values: an output depends only on its own row
+   of A and column of B, so those rows reach no output that is kept. Splitting an f16 K or V
+   element costs about as many vector instructions as the FMAs of a GQA group of 8 on it, so
+   the tiles pay only when a task carries NEO__TILE_MIN_QUERIES queries or more (prefill
+   blocks of 48 to 64 queries, GQA groups of 48 or more): those tasks, with f16 or bf16 KV, head_dim a multiple of 32 and
+   head_dim_v of 16 (up to 512), take this path; decode with smaller groups keeps the AVX-512
+   kernels. A task's queries depend on the call and the layer, never on the thread count, and
+   so do the results. Tiles: tmm0 the output, tmm1-2 A's parts, tmm3-5 B's parts; every tile
+   16 rows of 64 bytes. */
+#if defined(__linux__) && !defined(NEO_ATTN_NO_AMX)
+#define NEO__AMX_BUILD 1
+#define NEO__AMX NEO__TARGET("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
+/* The tile instructions by mnemonic (the assembler knows them; no compiler flag is needed). They
+   read and write memory the compiler does not see, hence the clobbers. */
+#define NEO__TILE_LOAD(t, p, stride) __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(p), "r"((long)(stride)) : "memory")
+#define NEO__TILE_STORE(t, p, stride)                                                                                          \
+    __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(p), "r"((long)(stride)) : "memory")
+#define NEO__TILE_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
+#define NEO__TILE_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+/* Linux lends a thread the tile registers' state only after the process asks for it once. */
+NEO_ATTN__PRIVATE int neo__amx_permit(void) {
+    long r = 158; /* SYS_arch_prctl (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) */
+    __asm__ volatile("syscall" : "+a"(r) : "D"(0x1023L), "S"(18L) : "rcx", "r11", "memory");
+    return r == 0;
+}
+/* 32 float32 as bfloat16 in order (x0's 16, then x1's), rounded to nearest */
+NEO__AMX static inline __m512i neo__bf16x32(__m512 x0, __m512 x1) { return (__m512i)_mm512_cvtne2ps_pbh(x1, x0); }
+/* x with the low 16 bits of each element cleared: its leading bfloat16 part, truncated */
+NEO__AMX static inline __m512 neo__bf16_hi(__m512 x) {
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0xffff0000u)));
+}
+/* lane i: 16 i, the offsets of a 16 x 16 tile's column in 4-byte elements */
+NEO__AMX static inline __m512i neo__tile_column(void) {
+    return _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
+}
+
+NEO__AMX NEO_ATTN__PRIVATE void neo__tile_begin(void *w, const float *q, int nq, int d, int dv) {
+    neo__tile_area ar;
+    int            nc = d / 32;
+    neo__tile_layout(w, d, dv, nq, &ar);
+    memset(ar.cfg, 0, 64);
+    ar.cfg[0] = 1; /* palette 1 */
+    for (int t = 0; t < 6; t++) {
+        ar.cfg[16 + 2 * t] = 64; /* bytes a row */
+        ar.cfg[48 + t] = 16;     /* rows */
+    }
+    __asm__ volatile("ldtilecfg %0" ::"m"(*(const unsigned char(*)[64])ar.cfg));
+    memset(ar.p, 0, 4096 + (size_t)dv * 256 + (size_t)dv * 64); /* p, v and acc rows a call leaves alone start as zeros */
+    memset(ar.q, 0, (size_t)(nq + 15) / 16 * (size_t)d * 96);   /* and the B columns past the last query */
+    for (int r = 0; r < nq; r++) /* query r is column r % 16 of its group's B tiles, dims 2j and 2j + 1 of a chunk in row j */
+        for (int c = 0; c < nc; c++) {
+            __m512 x0 = _mm512_loadu_ps(q + (size_t)r * d + (size_t)c * 32),
+                   x1 = _mm512_loadu_ps(q + (size_t)r * d + (size_t)c * 32 + 16);
+            uint32_t *dst = ar.q + (size_t)((r / 16) * nc + c) * 3 * 256 + (size_t)(r % 16);
+            for (int k = 0; k < 3; k++, dst += 256) { /* truncated parts, so the rounding conversion keeps them exactly */
+                __m512 h0 = neo__bf16_hi(x0), h1 = neo__bf16_hi(x1);
+                _mm512_i32scatter_epi32(dst, neo__tile_column(), neo__bf16x32(h0, h1), 4);
+                x0 = _mm512_sub_ps(x0, h0), x1 = _mm512_sub_ps(x1, h1);
+            }
+        }
+}
+NEO_ATTN__PRIVATE void neo__tile_end(void) { __asm__ volatile("tilerelease" ::); }
+
+/* K rows [0, n) of a 16-cell group as A tiles (rows n.. zero): f16 split hi + lo, bf16 copied */
+NEO__AMX static void neo__tile_split_k(uint16_t *dst, const char *k, neo_type t, int n, int d) {
+    for (int i = 0; i < 16; i++) {
+        const char *row = k + (size_t)i * d * 2;
+        for (int c = 0; c < d / 32; c++) {
+            __m512i *hi = (__m512i *)(void *)(dst + ((size_t)c * 2 * 16 + (size_t)i) * 32), *lo = hi + 16;
+            if (i >= n)
+                *hi = *lo = _mm512_setzero_si512();
+            else if (t == NEO_TYPE_BF16)
+                *hi = _mm512_loadu_si512(row + c * 64);
+            else {
+                __m512 x0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + c * 64)));
+                __m512 x1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + c * 64 + 32)));
+                __m512 h0 = neo__bf16_hi(x0), h1 = neo__bf16_hi(x1);
+                *hi = neo__bf16x32(h0, h1);
+                *lo = neo__bf16x32(_mm512_sub_ps(x0, h0), _mm512_sub_ps(x1, h1));
+            }
+        }
+    }
+}
+
+/* s: [nq][NEO__BLOCK] <- the task's queries (w, from neo__tile_begin) . k: [nk][d] */
+NEO__AMX NEO_ATTN__PRIVATE void neo__tile_scores(float *s, void *w, const void *k, const void *v, neo_type t, int nq, int nk,
+                                                 int d, int dv) {
+    neo__tile_area ar;
+    int            nc = d / 32;
+    neo__tile_layout(w, d, dv, nq, &ar);
+    for (int b0 = 0; b0 < nk; b0 += 16) {
+        int         n = nk - b0 < 16 ? nk - b0 : 16, direct = t == NEO_TYPE_BF16 && n == 16;
+        const char *kb = (const char *)k + (size_t)b0 * d * 2;
+        neo__prefetch_row(kb, (size_t)n * d * 2);
+        neo__prefetch_lines((const char *)v + (size_t)b0 * dv * 2, (size_t)n * dv * 2);
+        if (!direct) neo__tile_split_k(ar.k, kb, t, n, d);
+        for (int g = 0; g * 16 < nq; g++) {
+            NEO__TILE_ZERO(0);
+            for (int c = 0; c < nc; c++) {
+                const uint32_t *qp = ar.q + (size_t)(g * nc + c) * 3 * 256;
+                const uint16_t *kp = ar.k + (size_t)c * 2 * 512;
+                if (direct)
+                    NEO__TILE_LOAD(1, kb + c * 64, d * 2);
+                else
+                    NEO__TILE_LOAD(1, kp, 64);
+                NEO__TILE_LOAD(3, qp, 64);
+                NEO__TILE_LOAD(4, qp + 256, 64);
+                NEO__TILE_LOAD(5, qp + 512, 64);
+                NEO__TILE_DP(0, 1, 3);
+                NEO__TILE_DP(0, 1, 4);
+                NEO__TILE_DP(0, 1, 5);
+                if (t == NEO_TYPE_F16) {
+                    NEO__TILE_LOAD(2, kp + 512, 64);
+                    NEO__TILE_DP(0, 2, 3);
+                    NEO__TILE_DP(0, 2, 4);
+                }
+            }
+            NEO__TILE_STORE(0, ar.c, 64);
+            for (int r = 0; r < 16 && g * 16 + r < nq; r++) /* s[query][cell] = c[cell][query] */
+                _mm512_mask_storeu_ps(s + (size_t)(g * 16 + r) * NEO__BLOCK + b0, neo__mask16(n),
+                                      _mm512_i32gather_ps(_mm512_add_epi32(neo__tile_column(), _mm512_set1_epi32(r)), ar.c, 4));
+        }
+    }
+}
+
+/* A block's V rows [0, nk) as B tiles, cells paired (rows nk.. zero): f16 split hi + lo (an
+   element that is not finite keeps it in hi, lo 0, as float32 arithmetic would), bf16 one part */
+NEO__AMX static void neo__tile_split_v(uint32_t *dst, const char *v, neo_type t, int nk, int dv) {
+    const __m256i z = _mm256_setzero_si256();
+    for (int ch = 0; ch * 32 < nk; ch++)
+        for (int j = 0; j < dv / 16; j++)
+            for (int r = 0; r < 16; r++) {
+                int            c0 = ch * 32 + 2 * r;
+                const __m256i *ra = (const __m256i *)(const void *)(v + ((size_t)c0 * dv + (size_t)j * 16) * 2);
+                const __m256i *rb = (const __m256i *)(const void *)((const char *)ra + (size_t)dv * 2);
+                __m256i        a = c0 < nk ? _mm256_loadu_si256(ra) : z, b = c0 + 1 < nk ? _mm256_loadu_si256(rb) : z;
+                __m512i       *hi = (__m512i *)(void *)(dst + ((size_t)(ch * (dv / 16) + j) * 2 * 16 + (size_t)r) * 16),
+                        *lo = hi + 16;
+                if (t == NEO_TYPE_BF16) {
+                    *hi = _mm512_or_si512(_mm512_cvtepu16_epi32(a), _mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+                    continue;
+                }
+                __m512 xa = _mm512_cvtph_ps(a), xb = _mm512_cvtph_ps(b), ha = neo__bf16_hi(xa), hb = neo__bf16_hi(xb);
+                __m512 la = _mm512_maskz_sub_ps(_knot_mask16(_mm512_fpclass_ps_mask(xa, 0x99)), xa, ha);
+                __m512 lb = _mm512_maskz_sub_ps(_knot_mask16(_mm512_fpclass_ps_mask(xb, 0x99)), xb, hb);
+                *hi = _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(ha), 16), _mm512_castps_si512(hb));
+                *lo = _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(la), 16), _mm512_castps_si512(lb));
+            }
+}
+
+/* acc: [nq][dv] += p: [nq][NEO__BLOCK] x v: [nk][dv] */
+NEO__AMX NEO_ATTN__PRIVATE void neo__tile_pv(float *acc, const float *p, void *w, const void *v, neo_type t, int nq, int nk,
+                                             int dv) {
+    neo__tile_area ar;
+    int            nch = (nk + 31) / 32;
+    neo__tile_layout(w, 32, dv, nq, &ar);
+    neo__tile_split_v(ar.v, (const char *)v, t, nk, dv);
+    for (int g = 0; g * 16 < nq; g++) {
+        int nr = nq - g * 16 < 16 ? nq - g * 16 : 16;
+        for (int r = 0; r < nr; r++) { /* the group's weights as A tiles, cells past nk zero */
+            memcpy(ar.acc + (size_t)r * dv, acc + (size_t)(g * 16 + r) * dv, sizeof(float) * (size_t)dv);
+            for (int ch = 0; ch < nch; ch++) {
+                const float *pr = p + (size_t)(g * 16 + r) * NEO__BLOCK + ch * 32;
+                __m512       x0 = _mm512_maskz_loadu_ps(neo__mask16(nk - ch * 32), pr);
+                __m512       x1 = _mm512_maskz_loadu_ps(neo__mask16(nk - ch * 32 - 16), pr + 16);
+                __m512       h0 = neo__bf16_hi(x0), h1 = neo__bf16_hi(x1);
+                __m512i     *hi = (__m512i *)(void *)(ar.p + ((size_t)ch * 2 * 16 + (size_t)r) * 32);
+                hi[0] = neo__bf16x32(h0, h1);
+                hi[16] = neo__bf16x32(_mm512_sub_ps(x0, h0), _mm512_sub_ps(x1, h1));
+            }
+        }
+        for (int j = 0; j < dv / 16; j++) {
+            NEO__TILE_LOAD(0, ar.acc + j * 16, dv * 4);
+            for (int ch = 0; ch < nch; ch++) {
+                const uint16_t *pp = ar.p + (size_t)ch * 2 * 512;
+                const uint32_t *vp = ar.v + (size_t)(ch * (dv / 16) + j) * 2 * 256;
+                NEO__TILE_LOAD(1, pp, 64);
+                NEO__TILE_LOAD(2, pp + 512, 64);
+                NEO__TILE_LOAD(3, vp, 64);
+                NEO__TILE_DP(0, 1, 3);
+                if (t == NEO_TYPE_F16) {
+                    NEO__TILE_LOAD(4, vp + 256, 64);
+                    NEO__TILE_DP(0, 1, 4);
+                }
+                NEO__TILE_DP(0, 2, 3);
+                if (t == NEO_TYPE_F16) NEO__TILE_DP(0, 2, 4);
+            }
+            NEO__TILE_STORE(0, ar.acc + j * 16, dv * 4);
+        }
+        for (int r = 0; r < nr; r++)
+            memcpy(acc + (size_t)(g * 16 + r) * dv, ar.acc + (size_t)r * dv, sizeof(float) * (size_t)dv);
+    }
+}
+#endif /* AMX */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 #endif /* NEO__X86 */
+#ifndef NEO__AMX_BUILD
+#define NEO__AMX_BUILD 0
+#endif
 
 NEO_ATTN__PRIVATE int neo__cpu_has(neo_cpu_isa isa) {
     if (isa == NEO_CPU_SCALAR) return 1;
@@ -2051,16 +2308,25 @@ NEO_ATTN__PRIVATE int neo__cpu_has(neo_cpu_isa isa) {
     int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
     if (isa == NEO_CPU_AVX2) return avx2;
-    if (isa == NEO_CPU_AVX512)
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    int avx512 =
+        avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    if (isa == NEO_CPU_AVX512) return avx512;
+#if NEO__AMX_BUILD
+    /* AMX-TILE and AMX-BF16 are CPUID.(7, 0):EDX bits 24 and 22, AVX512-BF16 CPUID.(7, 1):EAX bit 5 */
+    if (isa == NEO_CPU_AMX && avx512 && __builtin_cpu_supports("avx512dq") && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+        (d >> 24 & 1u) && (d >> 22 & 1u) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u))
+        return neo__amx_permit();
+#endif
 #endif
     return 0;
 }
 
 /* Fills k with the kernels of isa (AUTO = the best this CPU has); 0 if the CPU lacks it. */
 NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
-    if (isa == NEO_CPU_AUTO) isa = neo__cpu_has(NEO_CPU_AVX512) ? NEO_CPU_AVX512 : neo__cpu_has(NEO_CPU_AVX2) ? NEO_CPU_AVX2 : NEO_CPU_SCALAR;
+    if (isa == NEO_CPU_AUTO)
+        isa = neo__cpu_has(NEO_CPU_AMX) ? NEO_CPU_AMX : neo__cpu_has(NEO_CPU_AVX512) ? NEO_CPU_AVX512 : neo__cpu_has(NEO_CPU_AVX2) ? NEO_CPU_AVX2 : NEO_CPU_SCALAR;
     if (!neo__cpu_has(isa)) return 0;
+    memset(k, 0, sizeof *k);
     k->isa = NEO_CPU_SCALAR;
     k->scores = neo__scores_scalar;
     k->max = neo__max_scalar;
@@ -2077,7 +2343,7 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
         k->exp_sum = neo__exp_sum_avx2;
         k->pv = neo__pv_avx2;
         k->dot = neo__dot_avx2;
-    } else if (isa == NEO_CPU_AVX512) {
+    } else if (isa == NEO_CPU_AVX512 || isa == NEO_CPU_AMX) {
         k->isa = isa;
         k->scores = neo__scores_avx512;
         k->max = neo__max_avx512;
@@ -2086,6 +2352,14 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
         k->pv = neo__pv_avx512;
         k->dot = neo__dot_avx512;
     }
+#if NEO__AMX_BUILD
+    if (isa == NEO_CPU_AMX) {
+        k->tile_begin = neo__tile_begin;
+        k->tile_scores = neo__tile_scores;
+        k->tile_pv = neo__tile_pv;
+        k->tile_end = neo__tile_end;
+    }
+#endif
 #endif
     return 1;
 }
@@ -2182,9 +2456,11 @@ NEO_ATTN__PRIVATE int neo__prefill_tokens(int group) { return group >= NEO__PREF
 NEO_ATTN__PRIVATE int neo__max_queries(int group) { return group * neo__prefill_tokens(group); }
 
 /* Per-thread scratch of a layer shape, in floats: the scaled queries, scores, and the
-   online-softmax state (m, l, acc) of every query. */
-NEO_ATTN__PRIVATE size_t neo__scratch_floats(int d, int dv, int nq) {
-    return (size_t)nq * ((size_t)d + NEO__BLOCK + 2 + (size_t)dv);
+   online-softmax state (m, l, acc) of every query, then the tile path's work area if the layer takes it. */
+NEO_ATTN__PRIVATE size_t neo__scratch_floats(const neo__kernels *kr, neo_type t, int d, int dv, int nq) {
+    size_t tiles =
+        kr->tile_pv && neo__tile_fits(t, d, dv, nq) ? (neo__tile_layout(NULL, d, dv, nq, NULL) + 64) / sizeof(float) : 0;
+    return (size_t)nq * ((size_t)d + NEO__BLOCK + 2 + (size_t)dv) + tiles;
 }
 
 /* Grows the runtime's CPU scratch to fit a layer. Layers of one runtime run one at a time. */
@@ -2307,11 +2583,19 @@ NEO_ATTN__PRIVATE int neo__finite_kv(const void *p, size_t n, neo_type t) {
 /* acc += p x v over the rows of the block each query sees (row b is cell c + b; query r sits at
    pos0 + r / G): the path of a block whose masked rows are not all finite, since a masked row's
    weight 0 times an infinite value would be NaN. */
-NEO_ATTN__PRIVATE void neo__pv_visible(const neo__kernels *kr, neo__qstate *st, const void *v, neo_type t, int nk, int dv, int G,
-                                       int pos0, int c) {
+/* acc: [nq][dv] += p: [nq][NEO__BLOCK] x v: [nk][dv], on the tile path when w (its work area) is set */
+NEO_ATTN__PRIVATE void neo__pv_any(const neo__kernels *kr, void *w, float *acc, const float *p, const void *v, neo_type t,
+                                   int nq, int nk, int dv) {
+    if (w)
+        kr->tile_pv(acc, p, w, v, t, nq, nk, dv);
+    else
+        kr->pv(acc, p, v, t, nq, nk, dv);
+}
+NEO_ATTN__PRIVATE void neo__pv_visible(const neo__kernels *kr, void *w, neo__qstate *st, const void *v, neo_type t, int nk,
+                                       int dv, int G, int pos0, int c) {
     for (int r = 0; r < st->nq; r++) {
         int nv = pos0 + r / G - c + 1;
-        if (nv > 0) kr->pv(st->acc + (size_t)r * dv, st->s + r * NEO__BLOCK, v, t, 1, nv < nk ? nv : nk, dv);
+        if (nv > 0) neo__pv_any(kr, w, st->acc + (size_t)r * dv, st->s + r * NEO__BLOCK, v, t, 1, nv < nk ? nv : nk, dv);
     }
 }
 
@@ -2322,11 +2606,18 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
     size_t      es = neo__type_size(t);
     const char *k0 = neo__kv_row(a, st->g, c0, 0), *v0 = neo__kv_row(a, st->g, c0, 1); /* cell c0 */
     int         pos0 = a->pos0 + st->t0; /* position of the task's first token */
+    /* the tile path's work area, after the accumulators (neo__scratch_floats) */
+    void *w = kr->tile_pv && neo__tile_fits(t, d, dv, st->nq) ? (void *)(st->acc + (size_t)st->nq * dv) : NULL;
+    if (w) kr->tile_begin(w, st->q, st->nq, d, dv);
     for (int c = c0, nk; c < c1; c += nk) { /* c + nk <= c1: no overflow at the end of the int range */
         const char *vb = v0 + (size_t)(c - c0) * dv * es;
+        const char *kb = k0 + (size_t)(c - c0) * d * es;
         int         lo = pos0 - c + 1; /* rows [lo, nk) are masked for some query */
         nk = c1 - c < NEO__BLOCK ? c1 - c : NEO__BLOCK;
-        kr->scores(st->s, st->q, k0 + (size_t)(c - c0) * d * es, vb, t, st->nq, nk, d, dv);
+        if (w)
+            kr->tile_scores(st->s, w, kb, vb, t, st->nq, nk, d, dv);
+        else
+            kr->scores(st->s, st->q, kb, vb, t, st->nq, nk, d, dv);
         /* a full block's scores all finite (masked cells' included) in one pass; else each query's own */
         int fin = nk == NEO__BLOCK && neo__finite(st->s, (size_t)st->nq * NEO__BLOCK);
         for (int r = 0; r < st->nq; r++) {
@@ -2359,10 +2650,11 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
             st->l[r] += kr->exp_sum(s, nv, st->m[r]);
         }
         if (lo < nk && !neo__finite_kv(vb + (size_t)(lo > 0 ? lo : 0) * dv * es, (size_t)(nk - (lo > 0 ? lo : 0)) * dv, t))
-            neo__pv_visible(kr, st, vb, t, nk, dv, G, pos0, c);
+            neo__pv_visible(kr, w, st, vb, t, nk, dv, G, pos0, c);
         else
-            kr->pv(st->acc, st->s, vb, t, st->nq, nk, dv);
+            neo__pv_any(kr, w, st->acc, st->s, vb, t, st->nq, nk, dv);
     }
+    if (w) kr->tile_end();
 }
 
 /* Merges a partial state (m, l, acc[dv]) with an optional prior state [m, l, acc[dv]] into
@@ -2976,7 +3268,7 @@ NEO_ATTN__PRIVATE const char *neo__check_runtime_desc(const neo_runtime_desc *d)
     if ((d->gpu != 0 && d->gpu != 1) || d->gpu_device < 0) return "gpu must be 0 or 1, and gpu_device >= 0";
     if ((d->gpu_standin != 0 && d->gpu_standin != 1) || (d->gpu_standin && !d->gpu))
         return "gpu_standin must be 0 or 1, and 1 only with gpu = 1";
-    if ((unsigned)d->cpu_isa > (unsigned)NEO_CPU_AVX512) return "cpu_isa is not one of its enum's values";
+    if ((unsigned)d->cpu_isa > (unsigned)NEO_CPU_AMX) return "cpu_isa is not one of its enum's values";
     if (d->parallel_for && d->n_threads == 0) return "parallel_for needs n_threads, the size of the engine's pool";
     if (!d->allocator.alloc != !d->allocator.free) return "allocator needs both alloc and free, or neither";
     return NULL;
@@ -3358,7 +3650,8 @@ NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_
         goto fail;
     nq = (size_t)neo__max_queries(L->group);
     partial = (size_t)L->n_head * NEO__MAX_CHUNKS * ((size_t)L->head_dim_v + 2);
-    if ((s = neo__rt_reserve(rt, neo__scratch_floats(L->head_dim, L->head_dim_v, (int)nq), partial, (size_t)L->n_head_kv * 2 * NEO__MAX_CHUNKS)) != NEO_OK)
+    if ((s = neo__rt_reserve(rt, neo__scratch_floats(&rt->kern, L->kv_type, L->head_dim, L->head_dim_v, (int)nq), partial,
+                             (size_t)L->n_head_kv * 2 * NEO__MAX_CHUNKS)) != NEO_OK)
         goto fail;
     if (rt->gpu && L->gpu_heads < L->n_head_kv && (s = neo__split_prepare(L)) != NEO_OK) goto fail;
     *out = L;

@@ -120,7 +120,8 @@ static void test_strings(void) {
     CHECK(strcmp(neo_cpu_isa_name(NEO_CPU_SCALAR), "scalar") == 0);
     CHECK(strcmp(neo_cpu_isa_name(NEO_CPU_AVX2), "avx2") == 0);
     CHECK(strcmp(neo_cpu_isa_name(NEO_CPU_AVX512), "avx512") == 0);
-    CHECK(neo_cpu_isa_name((neo_cpu_isa)4) != NULL);
+    CHECK(strcmp(neo_cpu_isa_name(NEO_CPU_AMX), "amx") == 0);
+    CHECK(neo_cpu_isa_name((neo_cpu_isa)5) != NULL);
     CHECK(neo_cpu_isa_name((neo_cpu_isa)-1) != NULL);
 }
 
@@ -155,7 +156,7 @@ static void test_runtime(void) {
     neo_runtime_desc rd = {0};
     neo_runtime_info ri;
     neo_runtime *rt = NULL;
-    static const neo_cpu_isa isas[] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512};
+    static const neo_cpu_isa isas[] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512, NEO_CPU_AMX};
     int i;
 
     check_context("runtime defaults");
@@ -191,7 +192,7 @@ static void test_runtime(void) {
     CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
     CHECK(rt == NULL);
     rd.n_threads = 1;
-    rd.cpu_isa = (neo_cpu_isa)4;
+    rd.cpu_isa = (neo_cpu_isa)5;
     CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
     CHECK(rt == NULL);
     rd.cpu_isa = (neo_cpu_isa)-1;
@@ -230,7 +231,7 @@ static void test_runtime(void) {
     neo_runtime_destroy(rt);
     rd.gpu = 0, rd.gpu_standin = 0, rd.n_threads = 1;
 
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 4; i++) {
         int has = test_cpu_has(isas[i]);
         check_context("forced cpu_isa %s (cpu has it: %d)", neo_cpu_isa_name(isas[i]), has);
         rd.cpu_isa = isas[i];
@@ -1020,9 +1021,9 @@ static void test_refusals_logged(void) {
     rd.allocator.alloc = NULL, rd.gpu = 1;
     EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_UNSUPPORTED, "NEO_ATTN_CUDA");
     rd.gpu = 0;
-    if (!test_cpu_has(NEO_CPU_AVX512)) {
-        rd.cpu_isa = NEO_CPU_AVX512;
-        EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_UNSUPPORTED, "avx512");
+    if (!test_cpu_has(NEO_CPU_AMX)) {
+        rd.cpu_isa = NEO_CPU_AMX;
+        EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_UNSUPPORTED, "amx");
         rd.cpu_isa = NEO_CPU_AUTO;
     }
     CHECK(rt == NULL);

@@ -6,8 +6,9 @@
    with host heads under stream-back and both halves; a few steps of the decode loop on a synthetic
    model) runs on every CPU path this machine has. Each output buffer (and each call's status) goes
    into an FNV-1a 64 hash, one per (group, CPU path). The test compares them with the lines of the
-   hash file (default tests/data/bits_d3e7625.txt, made by the build of the header at d3e7625)
-   whose CPU path the machine has, and reports the others as not checked.
+   hash file (default tests/data/bits_d3e7625.txt, made by the build of the header at d3e7625;
+   the amx lines by the first build that had that path) whose CPU path the machine has, and
+   reports the others as not checked.
 
    test_bits [FILE]            checks
    test_bits --write [FILE]    rewrites the lines of the CPU paths present, keeps the others
@@ -272,7 +273,7 @@ static int read_lines(const char *path, line *ls) {
 }
 
 int main(int argc, char **argv) {
-    static const neo_cpu_isa isas[] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512};
+    static const neo_cpu_isa isas[] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512, NEO_CPU_AMX};
     static void (*const groups[])(neo_cpu_isa) = {group_cpu, group_standin, group_model};
     static const char *group_name[] = {"cpu", "standin", "model"};
     const char        *path = BITS_FILE;
@@ -288,7 +289,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "test_bits: cannot read %s\n", path);
         return 1;
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (!test_cpu_has(isas[i])) {
             printf("test_bits: %s: not on this machine, not checked\n", neo_cpu_isa_name(isas[i]));
             continue;

@@ -1,10 +1,14 @@
 /* test_ref.c - CPU attention against a float64 evaluation of the formula in API.md on the stored
    (rounded to kv_type) K/V: ||out - ref||_2 / ||ref||_2 < 1e-4 for every call, every CPU path
-   (scalar, AVX2, AVX-512 where the CPU has them) and thread count; outputs bitwise identical
+   (scalar, AVX2, AVX-512, AMX where the CPU has them) and thread count; outputs bitwise identical
    across thread counts for one path. Inputs come from a seeded xorshift: the seed is printed,
    NEO_TEST_SEED=N repeats a run. Split layers (GPU heads + host heads, every pipeline) run on the
    header's stand-in GPU, with small stream-back chunks so that they take many. */
 #define NEO_ATTN_STAGE_BYTES 8192u
+/* every task the AMX tile path can take goes through it here, however few its queries (the
+   library sends tasks of fewer than NEO__TILE_MIN_QUERIES to the AVX-512 kernels, tested as the
+   avx512 path) */
+#define NEO__TILE_MIN_QUERIES 1
 #define NEO_ATTN_IMPLEMENTATION
 #include "neo_attn.h"
 
@@ -179,14 +183,16 @@ static void test_lane_sums(void) {
 
 /* --- the runtimes: every CPU path this machine has, with 1 to 4 threads --- */
 
-static const neo_cpu_isa isa_list[3] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512};
-static int isa_ok[3];
-static neo_runtime *rts[3][5]; /* [isa][n_threads] */
+/* the paths: the CPU ISAs, then the stand-in GPU and the real GPU */
+enum { N_ISA = 4, P_STANDIN = N_ISA, P_CUDA, N_PATH };
+static const neo_cpu_isa isa_list[N_ISA] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512, NEO_CPU_AMX};
+static int isa_ok[N_ISA];
+static neo_runtime *rts[N_ISA][5]; /* [isa][n_threads] */
 static neo_runtime *rts_gpu[5]; /* stand-in GPU, best CPU path, [n_threads] */
 static neo_runtime *rt_cuda;    /* a real GPU (NEO_TEST_CUDA), online cores */
-static double max_err[5];       /* [isa], the stand-in GPU, the real GPU */
-static long n_calls[5];
-static const char *const path_names[5] = {"scalar", "avx2", "avx512", "gpu-standin", "cuda"};
+static double max_err[N_PATH];  /* [path] */
+static long n_calls[N_PATH];
+static const char *const path_names[N_PATH] = {"scalar", "avx2", "avx512", "amx", "gpu-standin", "cuda"};
 static const char *const pipe_names[4] = {"OFF", "ON", "AUTO", "HYBRID"};
 
 /* The calls a case makes, with activations in device memory on the real GPU. */
@@ -233,7 +239,7 @@ static neo_status t_query(neo_layer *l, int on_gpu, const float *q, size_t qn, i
 
 static void open_runtimes(void) {
     int i, t;
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < N_ISA; i++) {
         isa_ok[i] = test_cpu_has(isa_list[i]);
         if (!isa_ok[i]) { /* reported at the end as not run, never counted */
             neo_runtime_desc rd = {0};
@@ -285,7 +291,7 @@ enum { MAXL = 16 };
 typedef struct tcase {
     neo_layer_desc d;
     float sinks[64];
-    int n, isa[MAXL], thr[MAXL]; /* isa 3: the stand-in GPU, 4: the real GPU */
+    int n, isa[MAXL], thr[MAXL]; /* a path: an ISA, P_STANDIN or P_CUDA */
     int bitwise;                 /* outputs of one path must match bitwise across thread counts */
     neo_layer *l[MAXL];
     float *ks, *vs; /* [n_ctx][n_head_kv][head_dim(_v)] as stored */
@@ -312,10 +318,10 @@ static int tc_open(tcase *c, const neo_layer_desc *d, int mode, const char *name
     check_context("case %d %s: create", case_no, name);
     for (t = 1; mode == 2 && t <= 4; t += 2) {
         if (!rts_gpu[t] || !CHECK_STATUS(neo_layer_create(rts_gpu[t], &c->d, &c->l[c->n]), NEO_OK)) return 0;
-        c->isa[c->n] = 3, c->thr[c->n] = t, c->n++;
+        c->isa[c->n] = P_STANDIN, c->thr[c->n] = t, c->n++;
     }
-    for (i = 0; i < 3 && mode != 2; i++) {
-        int best = i == (isa_ok[2] ? 2 : isa_ok[1] ? 1 : 0), tsel = 1 + (case_no + i) % 4;
+    for (i = 0; i < N_ISA && mode != 2; i++) {
+        int best = i == (isa_ok[3] ? 3 : isa_ok[2] ? 2 : isa_ok[1] ? 1 : 0), tsel = 1 + (case_no + i) % 4;
         if (!isa_ok[i]) continue;
         for (t = 1; t <= 4; t++) {
             if (mode == 0 && t != tsel && !(best && !quick && t == 1 + tsel % 4)) continue;
@@ -326,7 +332,7 @@ static int tc_open(tcase *c, const neo_layer_desc *d, int mode, const char *name
     }
     if (rt_cuda) { /* the real GPU takes every case: with no split unless the case is a split one */
         if (!CHECK_STATUS(neo_layer_create(rt_cuda, &c->d, &c->l[c->n]), NEO_OK)) return 0;
-        c->isa[c->n] = 4, c->thr[c->n] = 0, c->n++;
+        c->isa[c->n] = P_CUDA, c->thr[c->n] = 0, c->n++;
     }
     c->ks = (float *)malloc((size_t)d->n_ctx * (size_t)d->n_head_kv * (size_t)d->head_dim * sizeof(float));
     c->vs = (float *)malloc((size_t)d->n_ctx * (size_t)d->n_head_kv * (size_t)c->dv * sizeof(float));
@@ -345,7 +351,7 @@ static void tc_append_vals(tcase *c, const float *k, const float *v, int n) {
     size_t rk = (size_t)c->d.n_head_kv * (size_t)c->d.head_dim, rv = (size_t)c->d.n_head_kv * (size_t)c->dv, j;
     int full = c->len + n > c->d.n_ctx, i;
     for (i = 0; i < c->n; i++) {
-        CHECK_STATUS(t_append(c->l[i], c->isa[i] == 4, k, v, (size_t)n * rk, (size_t)n * rv, n), full ? NEO_ERR_FULL : NEO_OK);
+        CHECK_STATUS(t_append(c->l[i], c->isa[i] == P_CUDA, k, v, (size_t)n * rk, (size_t)n * rv, n), full ? NEO_ERR_FULL : NEO_OK);
         CHECK(neo_layer_length(c->l[i]) == (full ? c->len : c->len + n));
     }
     if (!full) {
@@ -432,7 +438,7 @@ NEO_TEST_ORACLE static void reference(const tcase *c, const float *q, int n_tok,
 static void tc_query(tcase *c, int n_tok) {
     int cap = neo__prefill_tokens(c->d.n_head / c->d.n_head_kv) + 1;
     if (quick && n_tok > cap && n_tok <= c->len) n_tok = cap;
-    int nq = n_tok ? n_tok : 1, i, first[5] = {-1, -1, -1, -1, -1};
+    int nq = n_tok ? n_tok : 1, i, first[N_PATH] = {-1, -1, -1, -1, -1, -1};
     size_t nqe = (size_t)nq * (size_t)c->d.n_head * (size_t)c->d.head_dim;
     size_t no = (size_t)nq * (size_t)c->d.n_head * (size_t)c->dv, e;
     float *q = (float *)malloc(nqe * sizeof(float)), *out = (float *)malloc((size_t)c->n * no * sizeof(float));
@@ -442,14 +448,14 @@ static void tc_query(tcase *c, int n_tok) {
     for (e = 0; e < (size_t)c->n * no; e++) out[e] = u2f(0x7FC0DEADu); /* a missed write stays NaN */
     if (c->len == 0 || nq > c->len) {
         for (i = 0; i < c->n; i++)
-            CHECK_STATUS(t_query(c->l[i], c->isa[i] == 4, q, nqe, n_tok, out, no), NEO_ERR_INVALID_ARG);
+            CHECK_STATUS(t_query(c->l[i], c->isa[i] == P_CUDA, q, nqe, n_tok, out, no), NEO_ERR_INVALID_ARG);
         goto done;
     }
     reference(c, q, nq, ref);
     for (i = 0; i < c->n; i++) {
         float *o = out + (size_t)i * no;
         double num = 0.0, den = 0.0, err;
-        neo_status st = t_query(c->l[i], c->isa[i] == 4, q, nqe, n_tok, o, no);
+        neo_status st = t_query(c->l[i], c->isa[i] == P_CUDA, q, nqe, n_tok, o, no);
         CHECK_STATUS(st, NEO_OK);
         for (e = 0; e < no; e++) {
             double diff = (double)o[e] - ref[e];
@@ -671,7 +677,7 @@ static void *open_gate_later(void *arg) {
 static void test_gated(void) {
     const int   ctx = 1500, n_head = 8, n_kv = 2, d = 64;
     neo_runtime *rt = NULL;
-    for (int i = 2; i >= 0 && !rt; i--)
+    for (int i = N_ISA - 1; i >= 0 && !rt; i--)
         if (isa_ok[i]) rt = rts[i][3];
     if (!rt) return;
     neo_layer_desc ld = shape(n_head, n_kv, d, d, 2048, NEO_TYPE_F16);
@@ -766,7 +772,7 @@ static int any_nonfinite(const float *x, size_t n) {
    reference. */
 static void tc_query_nf(tcase *c, int n_tok, int q_bad_head) {
     const neo_layer_desc *d = &c->d;
-    int nq = n_tok ? n_tok : 1, hd = d->head_dim, dv = c->dv, group = d->n_head / d->n_head_kv, i, first[5] = {-1, -1, -1, -1, -1};
+    int nq = n_tok ? n_tok : 1, hd = d->head_dim, dv = c->dv, group = d->n_head / d->n_head_kv, i, first[N_PATH] = {-1, -1, -1, -1, -1, -1};
     size_t nqe = (size_t)nq * (size_t)d->n_head * (size_t)hd, no = (size_t)nq * (size_t)d->n_head * (size_t)dv, e;
     float *q = (float *)malloc(nqe * sizeof(float)), *out = (float *)malloc((size_t)c->n * no * sizeof(float));
     double *ref = (double *)malloc(no * sizeof(double));
@@ -791,7 +797,7 @@ static void tc_query_nf(tcase *c, int n_tok, int q_bad_head) {
         float *o = out + (size_t)i * no;
         int    tt, h, bad_heads = 0, bad_cols = 0, ok = 1;
         double worst = 0.0;
-        CHECK_STATUS(t_query(c->l[i], c->isa[i] == 4, q, nqe, n_tok, o, no), NEO_OK);
+        CHECK_STATUS(t_query(c->l[i], c->isa[i] == P_CUDA, q, nqe, n_tok, o, no), NEO_OK);
         for (tt = 0; tt < nq; tt++) {
             int p = c->len - nq + tt;
             for (h = 0; h < d->n_head; h++) {
@@ -825,7 +831,7 @@ static void tc_query_nf(tcase *c, int n_tok, int q_bad_head) {
                     "finite head rel err %.3g)\n", path_names[c->isa[i]], c->thr[i], n_tok ? "prefill" : "decode", n_tok, c->len,
                     bad_heads, bad_cols, worst);
         n_calls[c->isa[i]]++;
-        if (c->isa[i] == 4) continue; /* one GPU layer a case */
+        if (c->isa[i] == P_CUDA) continue; /* one GPU layer a case */
         if (first[c->isa[i]] < 0) first[c->isa[i]] = i;
         else if (c->bitwise && !CHECK(memcmp(o, out + (size_t)first[c->isa[i]] * no, no * sizeof(float)) == 0))
             fprintf(stderr, "    %s: x%d and x%d differ (%s n_tok %d len %d)\n", path_names[c->isa[i]], c->thr[first[c->isa[i]]],
@@ -893,7 +899,7 @@ static void test_int_range(void) {
                                INT_MAX - 1, INT_MAX};
     static const int heads[] = {1, 2, 8, 65536};
     const int        n = 2999, nh = 8, nkv = 2, hd = 64;
-    neo_runtime     *rt[5] = {NULL, NULL, NULL, NULL, NULL};
+    neo_runtime     *rt[N_PATH] = {NULL, NULL, NULL, NULL, NULL, NULL};
     int              i, j, r;
     check_context("decode chunks at lengths up to INT_MAX");
     for (i = 0; i < (int)(sizeof lens / sizeof *lens); i++)
@@ -903,15 +909,15 @@ static void test_int_range(void) {
             if (!CHECK(c >= 1 && nc >= 1 && nc <= NEO__MAX_CHUNKS && (c <= NEO__MAX_CHUNK || c % NEO__BLOCK == 0)))
                 fprintf(stderr, "    length %d, %d heads: chunks of %d cells\n", lens[i], heads[j], c);
         }
-    for (i = 0; i < 3; i++) rt[i] = isa_ok[i] ? rts[i][2] : NULL;
-    rt[3] = rts_gpu[3];
-    rt[4] = rt_cuda;
-    for (r = 0; r < 5; r++) {
+    for (i = 0; i < N_ISA; i++) rt[i] = isa_ok[i] ? rts[i][2] : NULL;
+    rt[P_STANDIN] = rts_gpu[3];
+    rt[P_CUDA] = rt_cuda;
+    for (r = 0; r < N_PATH; r++) {
         neo_layer_desc ld = shape(nh, nkv, hd, 0, n, (neo_type)(r % 3));
         neo_layer     *L = NULL;
         float         *k, *v, *q, *out[2];
         const void    *kc, *vc;
-        int            dev = r >= 3;
+        int            dev = r >= P_STANDIN;
         if (!rt[r]) continue;
         check_context("cells below INT_MAX: %s", path_names[r]);
         if (!CHECK_STATUS(neo_layer_create(rt[r], &ld, &L), NEO_OK)) continue;
@@ -920,7 +926,7 @@ static void test_int_range(void) {
         out[0] = (float *)malloc(sizeof(float) * 5 * nh * hd), out[1] = (float *)malloc(sizeof(float) * 5 * nh * hd);
         if (CHECK(k && v && q && out[0] && out[1])) {
             rng_fill(k, (size_t)n * nkv * hd, -2.0f, 2.0f), rng_fill(v, (size_t)n * nkv * hd, -2.0f, 2.0f), rng_fill(q, 5 * nh * hd, -2.0f, 2.0f);
-            CHECK_STATUS(t_append(L, r == 4, k, v, (size_t)n * nkv * hd, (size_t)n * nkv * hd, n), NEO_OK);
+            CHECK_STATUS(t_append(L, r == P_CUDA, k, v, (size_t)n * nkv * hd, (size_t)n * nkv * hd, n), NEO_OK);
             /* L stores K and V itself: device memory on a GPU runtime, else host */
             kc = dev ? L->k_dev : L->k_host, vc = dev ? L->v_dev : L->v_host;
             for (j = 0; j < 2; j++) { /* decode, then a prefill of 5 */
@@ -931,23 +937,23 @@ static void test_int_range(void) {
                     float *qd = q, *od = out[top];
                     for (size_t e = 0; e < no; e++) out[top][e] = u2f(0x7FC0DEADu);
 #if NEO_TEST_CUDA
-                    if (r == 4) qd = (float *)to_dev(q, no * sizeof(float)), od = (float *)to_dev(out[top], no * sizeof(float));
+                    if (r == P_CUDA) qd = (float *)to_dev(q, no * sizeof(float)), od = (float *)to_dev(out[top], no * sizeof(float));
 #endif
                     neo__layer_args(L, &a, qd, nt, od, dev);
                     a.k = kc, a.v = vc, a.h1 = nkv;
                     if (top) { /* the CUDA kernels serve cells below 2^30 (larger GPU layers are refused) */
-                        const int end = r == 4 ? 1 << 30 : INT_MAX;
+                        const int end = r == P_CUDA ? 1 << 30 : INT_MAX;
                         a.cell_base = a.c0 = end - n, a.c1 = end, a.pos0 = end - nt;
                     }
                     CHECK_STATUS((neo_status)rt[r]->attn.attend(rt[r]->dev_state, &a, NEO__STREAM_MAIN), NEO_OK);
 #if NEO_TEST_CUDA
-                    if (r == 4) {
+                    if (r == P_CUDA) {
                         CHECK(cudaDeviceSynchronize() == cudaSuccess && cudaMemcpy(out[top], od, no * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
                         cudaFree(qd), cudaFree(od);
                     }
 #endif
                 }
-                if (r < 4) CHECK(memcmp(out[0], out[1], no * sizeof(float)) == 0);
+                if (r < P_CUDA) CHECK(memcmp(out[0], out[1], no * sizeof(float)) == 0);
                 else {
                     double num = 0.0, den = 0.0;
                     for (size_t e = 0; e < no; e++) num += ((double)out[1][e] - out[0][e]) * ((double)out[1][e] - out[0][e]), den += (double)out[0][e] * out[0][e];
@@ -1004,7 +1010,7 @@ static void test_int_max_gpu(void) {
             CHECK(neo_layer_length(L) == N);
             CHECK_STATUS(t_append(L, 1, zk, ones, 1, 1, 1), NEO_ERR_FULL);
         }
-        n_calls[4] += 3;
+        n_calls[P_CUDA] += 3;
     }
     cudaFree(zeros);
     neo_layer_destroy(L);
@@ -1213,7 +1219,7 @@ static int bset_open(bset *s, neo_runtime *rt, int path, int hd, int dv, int n_h
                                         NEO_PIPELINE_HYBRID, NEO_PIPELINE_AUTO};
     int i;
     memset(s, 0, sizeof *s);
-    s->rt = rt, s->path = path, s->on_gpu = path == 4, s->bitwise = path != 4;
+    s->rt = rt, s->path = path, s->on_gpu = path == P_CUDA, s->bitwise = path != P_CUDA;
     for (i = 0; i < BN; i++) {
         neo_layer_desc *d = &s->d[i];
         *d = shape(n_head, n_kv, hd, dv, i == BN - 1 ? 10 + 50 * i + 3 : 400 + 150 * i, (neo_type)(i % 3));
@@ -1309,7 +1315,7 @@ static void bset_decode(bset *s) {
         if (!CHECK(err < TOL)) fprintf(stderr, "    %s batch layer %d len %d: rel err %.3g\n", path_names[s->path], i, s->m[i].len, err);
         note_err(s->path, err);
         CHECK(rel_err(t, ref, on) < TOL);
-        if (s->bitwise && (s->path < 3 || s->d[i].pipeline != NEO_PIPELINE_AUTO) && !CHECK(memcmp(o, t, on * sizeof(float)) == 0))
+        if (s->bitwise && (s->path < N_ISA || s->d[i].pipeline != NEO_PIPELINE_AUTO) && !CHECK(memcmp(o, t, on * sizeof(float)) == 0))
             fprintf(stderr, "    %s: batch and single call differ, layer %d len %d\n", path_names[s->path], i, s->m[i].len);
     }
 done:
@@ -1349,19 +1355,19 @@ static void batch_on(neo_runtime *rt, int path, const char *what) {
 static void test_batch(void) {
     neo_runtime     *bare = NULL;
     neo_runtime_desc rd = {0};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < N_ISA; i++)
         for (int t = 1; t <= 3 && isa_ok[i]; t += 2) batch_on(rts[i][t], i, path_names[i]);
     for (int t = 1; t <= 3; t += 2)
-        if (rts_gpu[t]) batch_on(rts_gpu[t], 3, "the stand-in");
+        if (rts_gpu[t]) batch_on(rts_gpu[t], P_STANDIN, "the stand-in");
     /* a backend without attend_batch: the header attends the device halves one by one */
     rd.gpu = 1, rd.gpu_standin = 1, rd.n_threads = 2;
     check_context("stand-in without attend_batch");
     if (CHECK_STATUS(neo_runtime_create(&rd, &bare), NEO_OK)) {
         bare->attn.attend_batch = NULL;
-        batch_on(bare, 3, "the stand-in without attend_batch");
+        batch_on(bare, P_STANDIN, "the stand-in without attend_batch");
     }
     neo_runtime_destroy(bare);
-    if (rt_cuda) batch_on(rt_cuda, 4, "the GPU");
+    if (rt_cuda) batch_on(rt_cuda, P_CUDA, "the GPU");
 }
 
 /* A split layer's heads moved to every placement and back: after each move the output is within
@@ -1373,7 +1379,7 @@ static void move_on(neo_runtime *rt, int path, neo_pipeline p, neo_type t) {
     size_t qn = 8 * 64, on = 8 * 64;
     float  q[8 * 64], first[8 * 64], out[8 * 64], twin[8 * 64];
     double ref[8 * 64];
-    int    bitwise = path == 3 && p != NEO_PIPELINE_AUTO;
+    int    bitwise = path == P_STANDIN && p != NEO_PIPELINE_AUTO;
     memset(&c, 0, sizeof c);
     c.d = shape(8, 4, 64, 64, 700, t);
     c.d.gpu_heads = 2, c.d.pipeline = p, c.dv = 64, c.n = 1, c.isa[0] = path;
@@ -1383,7 +1389,7 @@ static void move_on(neo_runtime *rt, int path, neo_pipeline p, neo_type t) {
     tc_append(&c, 500);
     rng_fill(q, qn, -2.0f, 2.0f);
     reference(&c, q, 1, ref);
-    CHECK_STATUS(t_query(c.l[0], c.isa[0] == 4, q, qn, 0, first, on), NEO_OK);
+    CHECK_STATUS(t_query(c.l[0], c.isa[0] == P_CUDA, q, qn, 0, first, on), NEO_OK);
     for (size_t i = 0; i < sizeof seq / sizeof *seq; i++) {
         neo_layer     *fresh = NULL;
         neo_layer_desc fd = c.d;
@@ -1395,13 +1401,13 @@ static void move_on(neo_runtime *rt, int path, neo_pipeline p, neo_type t) {
         CHECK_STATUS(neo_layer_get_info(c.l[0], &li), NEO_OK);
         CHECK(li.gpu_heads == dev && li.cpu_heads == 4 - dev && li.gpu_bytes == (size_t)dev * 700 * 128 * (t == NEO_TYPE_F32 ? 4 : 2));
         CHECK(neo_layer_length(c.l[0]) == 500);
-        CHECK_STATUS(t_query(c.l[0], c.isa[0] == 4, q, qn, 0, out, on), NEO_OK);
+        CHECK_STATUS(t_query(c.l[0], c.isa[0] == P_CUDA, q, qn, 0, out, on), NEO_OK);
         note_err(path, rel_err(out, ref, on));
         CHECK(rel_err(out, ref, on) < TOL);
         fd.gpu_heads = g;
         if (CHECK_STATUS(neo_layer_create(rt, &fd, &fresh), NEO_OK)) {
-            CHECK_STATUS(t_append(fresh, c.isa[0] == 4, c.ks, c.vs, 500 * 4 * 64, 500 * 4 * 64, 500), NEO_OK);
-            CHECK_STATUS(t_query(fresh, c.isa[0] == 4, q, qn, 0, twin, on), NEO_OK);
+            CHECK_STATUS(t_append(fresh, c.isa[0] == P_CUDA, c.ks, c.vs, 500 * 4 * 64, 500 * 4 * 64, 500), NEO_OK);
+            CHECK_STATUS(t_query(fresh, c.isa[0] == P_CUDA, q, qn, 0, twin, on), NEO_OK);
             CHECK(!bitwise || memcmp(out, twin, sizeof out) == 0);
         }
         neo_layer_destroy(fresh);
@@ -1427,8 +1433,8 @@ done:
 static void test_set_gpu_heads(void) {
     for (int p = 0; p < 4; p++) /* OFF, ON, AUTO, HYBRID */
         for (int t = 0; t < 3; t++) {
-            if (rts_gpu[1 + 2 * (t % 2)]) move_on(rts_gpu[1 + 2 * (t % 2)], 3, (neo_pipeline)p, (neo_type)t);
-            if (rt_cuda) move_on(rt_cuda, 4, (neo_pipeline)p, (neo_type)t);
+            if (rts_gpu[1 + 2 * (t % 2)]) move_on(rts_gpu[1 + 2 * (t % 2)], P_STANDIN, (neo_pipeline)p, (neo_type)t);
+            if (rt_cuda) move_on(rt_cuda, P_CUDA, (neo_pipeline)p, (neo_type)t);
         }
 }
 
@@ -1609,8 +1615,8 @@ static void graph_replays(gcap *g, const neo_layer_desc *d, int len0, int trunc)
             }
             err = sqrt(num) / sqrt(den);
             if (!CHECK(err < TOL)) fprintf(stderr, "    replay %d at length %d: rel err %.3g\n", r, held, err);
-            if (!(err <= max_err[g->cuda ? 4 : 3])) max_err[g->cuda ? 4 : 3] = err;
-            n_calls[g->cuda ? 4 : 3]++;
+            if (!(err <= max_err[g->cuda ? P_CUDA : P_STANDIN])) max_err[g->cuda ? P_CUDA : P_STANDIN] = err;
+            n_calls[g->cuda ? P_CUDA : P_STANDIN]++;
         }
     }
     /* an eager append after the replays goes on from the length sync read back */
@@ -1679,7 +1685,7 @@ static void graph_batch(gcap *g) {
             }
             err = sqrt(num) / sqrt(den);
             if (!CHECK(err < TOL)) fprintf(stderr, "    batch replay %d, layer %d at length %d: rel err %.3g\n", r, i, c[i].len, err);
-            n_calls[g->cuda ? 4 : 3]++;
+            n_calls[g->cuda ? P_CUDA : P_STANDIN]++;
         }
     }
     g_drop(g);
@@ -1815,16 +1821,16 @@ int main(void) {
     timed("CUDA graphs", test_graphs);
 report:
 
-    for (i = 0; i < 5; i++) {
-        if (i == 3 || (i < 3 && isa_ok[i]) || (i == 4 && rt_cuda))
+    for (i = 0; i < N_PATH; i++) {
+        if (i == P_STANDIN || (i < N_ISA && isa_ok[i]) || (i == P_CUDA && rt_cuda))
             printf("test_ref: %-11s %5ld calls, max relative L2 error %.3g\n", path_names[i], n_calls[i], max_err[i]);
-        else if (i < 3)
+        else if (i < N_ISA)
             printf("test_ref: %-11s NOT RUN: not in this CPU or build (NEO_ERR_UNSUPPORTED)\n", path_names[i]);
-        for (t = 1; t <= 4 && i < 4; t++) neo_runtime_destroy(i < 3 ? rts[i][t] : rts_gpu[t]);
+        for (t = 1; t <= 4 && i < P_CUDA; t++) neo_runtime_destroy(i < N_ISA ? rts[i][t] : rts_gpu[t]);
     }
     neo_runtime_destroy(rt_cuda);
     check_context("%s", "");
-    CHECK((n_calls[0] > 0 || (env && *env)) && n_calls[3] > 0); /* the scalar path (unless split only) and the stand-in GPU ran */
-    CHECK(!NEO_TEST_CUDA || n_calls[4] > 0);
+    CHECK((n_calls[0] > 0 || (env && *env)) && n_calls[P_STANDIN] > 0); /* the scalar path (unless split only) and the stand-in GPU ran */
+    CHECK(!NEO_TEST_CUDA || n_calls[P_CUDA] > 0);
     return check_summary("test_ref");
 }

@@ -18,9 +18,10 @@
    cache = cold) and are --gap-us apart, spent spinning, as a model's other work would be.
 
        make probe-cpu && build/probe-cpu [--shape Q,KV,D] [--ctx N] [--threads N] [--layers N]
-                                         [--calls N] [--gap-us U]
+                                         [--calls N] [--gap-us U] [--isa NAME]
        defaults: 7,1,64 (the Qwen2.5-0.5B layer's host half with 1 of its 2 KV heads on the
-       host), ctx 4096, online cores, 24 layers, 400 calls, 30 us. */
+       host), ctx 4096, online cores, 24 layers, 400 calls, 30 us, the best CPU path (--isa
+       scalar, avx2, avx512 or amx forces one). */
 #include "examples/bench/bench_util.h"
 
 #define MAX_TASKS 4096
@@ -44,7 +45,7 @@ static void check(neo_status s, const char *what) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: probe-cpu [--shape Q,KV,D] [--ctx N] [--threads N] [--layers N] [--calls N] [--gap-us U]\n"
+    fprintf(stderr, "usage: probe-cpu [--shape Q,KV,D] [--ctx N] [--threads N] [--layers N] [--calls N] [--gap-us U] [--isa NAME]\n"
                     "  the time of one CPU decode call, task by task (see the top of examples/bench/probe_cpu.c)\n");
 }
 
@@ -52,6 +53,7 @@ int main(int argc, char **argv) {
     int  nh = 7, nkv = 1, hd = 64, ctx = 4096, n_layers = 24, calls = 400, gap_us = 30;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int  threads = ncpu > 0 ? (int)ncpu : 1;
+    neo_cpu_isa isa = NEO_CPU_AUTO;
     for (int i = 1; i < argc; i += 2) { /* every option but --help takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -72,7 +74,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--layers")) n_layers = (int)parse_flag("probe-cpu", v, "--layers", 1, 4096);
         else if (!strcmp(a, "--calls")) calls = (int)parse_flag("probe-cpu", v, "--calls", 1, 1000000);
         else if (!strcmp(a, "--gap-us")) gap_us = (int)parse_flag("probe-cpu", v, "--gap-us", 0, 1000000);
-        else {
+        else if (!strcmp(a, "--isa")) {
+            for (isa = NEO_CPU_SCALAR; isa <= NEO_CPU_AMX && strcmp(v, neo_cpu_isa_name(isa)); isa = (neo_cpu_isa)(isa + 1)) {
+            }
+            if (isa > NEO_CPU_AMX) {
+                fprintf(stderr, "probe-cpu: --isa wants scalar, avx2, avx512 or amx\n");
+                return 1;
+            }
+        } else {
             usage();
             return 1;
         }
@@ -81,7 +90,7 @@ int main(int argc, char **argv) {
     neo_runtime     *rt = NULL;
     neo_runtime_desc rd = {0};
     neo_runtime_info ri;
-    rd.n_threads = threads;
+    rd.n_threads = threads, rd.cpu_isa = isa;
     check(neo_runtime_create(&rd, &rt), "neo_runtime_create");
     check(neo_runtime_get_info(rt, &ri), "neo_runtime_get_info");
 
