@@ -24,8 +24,11 @@
    tested with gcc and clang on Linux. On x86-64 with gcc or clang the kernels are picked at run
    time from what the CPU has: AVX-512 (F, BW, VL) or AVX2 + F16C + FMA, and on Linux with AMX
    (Sapphire Rapids and later) AMX tile products for the tasks that carry many queries (prefill
-   blocks, GQA groups of 48 or more). Every other CPU (ARM included) and compiler gets the portable scalar
-   kernels: the same results within the error bound below, at a lower speed.
+   blocks, GQA groups of 48 or more). The first layer that can use the tiles asks Linux for
+   their state (arch_prctl); from then on the process's alternate signal stacks must hold the
+   tile state's signal frame (sigaltstack refuses smaller ones). cpu_isa = NEO_CPU_AVX512 or
+   NEO_ATTN_NO_AMX leaves the tiles alone. Every other CPU (ARM included) and compiler gets the
+   portable scalar kernels: the same results within the error bound below, at a lower speed.
    GPU: the GPU path (neo_attn_cuda.cu) needs an NVIDIA GPU and the CUDA toolkit (cudart only).
    Supported GPUs: compute capability 8.0 and up, tested with CUDA 13.0: Ampere (sm_80, sm_86),
    Ada (sm_89) and Hopper (sm_90, which also gets bulk copies and programmatic launches); later
@@ -46,8 +49,9 @@
                                                (PLATFORMS) and linked with -lcudart -lstdc++
        NEO_ATTN_NO_THREADS       0             1 = no pthread pool; every parallel loop runs inline
        NEO_ATTN_NO_SIMD          0             1 = only the portable scalar kernels
-       NEO_ATTN_NO_AMX           undefined     defined = no AMX path (an assembler without the
-                                               tile instructions)
+       NEO_ATTN_NO_AMX           undefined     defined = no AMX path (needed with an assembler
+                                               older than binutils 2.36; gcc below 10 and
+                                               clang below 12 leave it out themselves)
        NEO_ATTN_SPIN_US          300           how long idle pool workers spin before sleeping
        NEO_ATTN_LISTEN_US        2000          how long the listener of captured ON calls spins
                                                after the last one before sleeping (CUDA GRAPHS)
@@ -2089,9 +2093,11 @@ NEO__AVX512 NEO_ATTN__PRIVATE void neo__pv_avx512(float *acc, const float *p, co
    x 32 inputs an instruction, at many times the FMA rate. Each operand is split into bfloat16
    parts that sum to it: an f16 element is hi + lo exactly (11 significant bits, 8 a part), a
    float32 query hi + mid + lo exactly (24 bits; the parts are truncations, so each remainder
-   is exact), a weight p hi + lo to 2^-17 of p (the last part rounded to nearest). The tiles
-   multiply every pair of parts but the f16 lo part times the query's lo part (under 2^-24 of
-   the product), so scores and sums keep float32 accuracy.
+   is exact), a weight p hi + lo to 2^-16 of p (the last part rounded to nearest). The tiles
+   multiply every pair of parts but the f16 lo part times the query's lo part (about 2^-22 of
+   the product at most), so scores keep float32 accuracy and p . v is off by at most 2^-16 of
+   each weight, well inside the error bound. The tiles and the bfloat16 conversion read
+   bfloat16 values below 2^-126 as 0: a bf16 cache of such values alone attends to 0.
      scores: S^T[16 cells][16 queries] = K[16 cells][32 dims] . Q^T[32 dims][16 queries]
      p . v:  O[16 queries][16 columns] += P[16 queries][32 cells] . V[32 cells][16 columns]
    so K rows are tile rows as stored (bf16) or as split (f16), only the 16 x 16 scores are
@@ -2106,7 +2112,7 @@ NEO__AVX512 NEO_ATTN__PRIVATE void neo__pv_avx512(float *acc, const float *p, co
    kernels. A task's queries depend on the call and the layer, never on the thread count, and
    so do the results. Tiles: tmm0 the output, tmm1-2 A's parts, tmm3-5 B's parts; every tile
    16 rows of 64 bytes. */
-#if defined(__linux__) && !defined(NEO_ATTN_NO_AMX)
+#if defined(__linux__) && !defined(NEO_ATTN_NO_AMX) && (defined(__clang__) ? __clang_major__ >= 12 : __GNUC__ >= 10)
 #define NEO__AMX_BUILD 1
 #define NEO__AMX NEO__TARGET("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c")
 /* The tile instructions by mnemonic (the assembler knows them; no compiler flag is needed). They
@@ -2116,11 +2122,13 @@ NEO__AVX512 NEO_ATTN__PRIVATE void neo__pv_avx512(float *acc, const float *p, co
     __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(p), "r"((long)(stride)) : "memory")
 #define NEO__TILE_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
 #define NEO__TILE_DP(c, a, b) __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
-/* Linux lends a thread the tile registers' state only after the process asks for it once. */
-NEO_ATTN__PRIVATE int neo__amx_permit(void) {
-    long r = 158; /* SYS_arch_prctl (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) */
-    __asm__ volatile("syscall" : "+a"(r) : "D"(0x1023L), "S"(18L) : "rcx", "r11", "memory");
-    return r == 0;
+/* arch_prctl(code, arg) (x86-64 Linux system call 158): Linux lends a thread the tile
+   registers' state only after the process asks for it (ARCH_REQ_XCOMP_PERM 0x1023, XTILEDATA =
+   state component 18); ARCH_GET_XCOMP_SUPP (0x1021) says whether the kernel can, asking nothing. */
+NEO_ATTN__PRIVATE long neo__arch_prctl(long code, unsigned long arg) {
+    long r = 158;
+    __asm__ volatile("syscall" : "+a"(r) : "D"(code), "S"(arg) : "rcx", "r11", "memory");
+    return r;
 }
 /* 32 float32 as bfloat16 in order (x0's 16, then x1's), rounded to nearest */
 NEO__AMX static inline __m512i neo__bf16x32(__m512 x0, __m512 x1) { return (__m512i)_mm512_cvtne2ps_pbh(x1, x0); }
@@ -2314,8 +2322,10 @@ NEO_ATTN__PRIVATE int neo__cpu_has(neo_cpu_isa isa) {
 #if NEO__AMX_BUILD
     /* AMX-TILE and AMX-BF16 are CPUID.(7, 0):EDX bits 24 and 22, AVX512-BF16 CPUID.(7, 1):EAX bit 5 */
     if (isa == NEO_CPU_AMX && avx512 && __builtin_cpu_supports("avx512dq") && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
-        (d >> 24 & 1u) && (d >> 22 & 1u) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u))
-        return neo__amx_permit();
+        (d >> 24 & 1u) && (d >> 22 & 1u) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u)) {
+        unsigned long long supp = 0;
+        return neo__arch_prctl(0x1021, (unsigned long)&supp) == 0 && (supp >> 18 & 1u);
+    }
 #endif
 #endif
     return 0;
@@ -2455,6 +2465,21 @@ NEO_ATTN__PRIVATE void neo__leave(neo_runtime *rt) { __atomic_store_n(&rt->busy,
 NEO_ATTN__PRIVATE int neo__prefill_tokens(int group) { return group >= NEO__PREFILL_QUERIES ? 1 : NEO__PREFILL_QUERIES / group; }
 NEO_ATTN__PRIVATE int neo__max_queries(int group) { return group * neo__prefill_tokens(group); }
 
+/* The process asks Linux for the tile registers' state when the first layer that can use the
+   tiles is made (not when the runtime is: from then on Linux refuses alternate signal stacks
+   smaller than the tile state's signal frame, sigaltstack). If Linux refuses, the runtime keeps
+   the AVX-512 kernels for every task, and says so. */
+NEO_ATTN__PRIVATE void neo__tiles_permit(neo_runtime *rt) {
+#if NEO__AMX_BUILD
+    if (neo__arch_prctl(0x1023, 18) == 0) return;
+    neo__log(rt, NEO_LOG_WARN, "neo_layer_create: Linux refused the AMX tile state (arch_prctl); this runtime's CPU attention "
+             "keeps the AVX-512 kernels");
+    rt->kern.tile_begin = NULL, rt->kern.tile_scores = NULL, rt->kern.tile_pv = NULL, rt->kern.tile_end = NULL;
+#else
+    (void)rt;
+#endif
+}
+
 /* Per-thread scratch of a layer shape, in floats: the scaled queries, scores, and the
    online-softmax state (m, l, acc) of every query, then the tile path's work area if the layer takes it. */
 NEO_ATTN__PRIVATE size_t neo__scratch_floats(const neo__kernels *kr, neo_type t, int d, int dv, int nq) {
@@ -2580,9 +2605,6 @@ NEO_ATTN__PRIVATE int neo__finite_kv(const void *p, size_t n, neo_type t) {
     return e != ex;
 }
 
-/* acc += p x v over the rows of the block each query sees (row b is cell c + b; query r sits at
-   pos0 + r / G): the path of a block whose masked rows are not all finite, since a masked row's
-   weight 0 times an infinite value would be NaN. */
 /* acc: [nq][dv] += p: [nq][NEO__BLOCK] x v: [nk][dv], on the tile path when w (its work area) is set */
 NEO_ATTN__PRIVATE void neo__pv_any(const neo__kernels *kr, void *w, float *acc, const float *p, const void *v, neo_type t,
                                    int nq, int nk, int dv) {
@@ -2591,6 +2613,9 @@ NEO_ATTN__PRIVATE void neo__pv_any(const neo__kernels *kr, void *w, float *acc, 
     else
         kr->pv(acc, p, v, t, nq, nk, dv);
 }
+/* acc += p x v over the rows of the block each query sees (row b is cell c + b; query r sits at
+   pos0 + r / G): the path of a block whose masked rows are not all finite, since a masked row's
+   weight 0 times an infinite value would be NaN. */
 NEO_ATTN__PRIVATE void neo__pv_visible(const neo__kernels *kr, void *w, neo__qstate *st, const void *v, neo_type t, int nk,
                                        int dv, int G, int pos0, int c) {
     for (int r = 0; r < st->nq; r++) {
@@ -3649,6 +3674,7 @@ NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_
                     (s = (neo_status)rt->attn.set_length(rt->dev_state, L->len_dev, 0, NEO__STREAM_MAIN)) != NEO_OK))
         goto fail;
     nq = (size_t)neo__max_queries(L->group);
+    if (rt->kern.tile_pv && neo__tile_fits(L->kv_type, L->head_dim, L->head_dim_v, (int)nq)) neo__tiles_permit(rt);
     partial = (size_t)L->n_head * NEO__MAX_CHUNKS * ((size_t)L->head_dim_v + 2);
     if ((s = neo__rt_reserve(rt, neo__scratch_floats(&rt->kern, L->kv_type, L->head_dim, L->head_dim_v, (int)nq), partial,
                              (size_t)L->n_head_kv * 2 * NEO__MAX_CHUNKS)) != NEO_OK)
