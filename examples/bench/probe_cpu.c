@@ -14,13 +14,14 @@
        tail        the call's return after the last task ended
        max/thread  the most tasks one thread ran in the call
 
-   The calls rotate over --layers copies of the layer (1 = hot; enough to exceed the last-level
-   cache = cold) and are --gap-us apart, spent spinning, as a model's other work would be.
+   The calls rotate over --layers copies of the layer (1 = hot; by default enough copies to hold
+   twice the last-level cache, at least 2 and at most 4096, so that every call reads memory) and
+   are --gap-us apart, spent spinning, as a model's other work would be.
 
        make probe-cpu && build/probe-cpu [--shape Q,KV,D] [--ctx N] [--threads N] [--layers N]
                                          [--calls N] [--gap-us U] [--isa NAME]
        defaults: 7,1,64 (the Qwen2.5-0.5B layer's host half with 1 of its 2 KV heads on the
-       host), ctx 4096, online cores, 24 layers, 400 calls, 30 us, the best CPU path (--isa
+       host), ctx 4096, online cores, layers past twice the LLC, 400 calls, 30 us, the best CPU path (--isa
        scalar, avx2, avx512 or amx forces one). */
 #include "examples/bench/bench_util.h"
 
@@ -50,7 +51,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
-    int  nh = 7, nkv = 1, hd = 64, ctx = 4096, n_layers = 24, calls = 400, gap_us = 30;
+    int  nh = 7, nkv = 1, hd = 64, ctx = 4096, n_layers = 0, calls = 400, gap_us = 30; /* n_layers 0: from the LLC */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int  threads = ncpu > 0 ? (int)ncpu : 1;
     neo_cpu_isa isa = NEO_CPU_AUTO;
@@ -97,6 +98,11 @@ int main(int argc, char **argv) {
     neo_layer_desc d;
     memset(&d, 0, sizeof d);
     d.n_head = nh, d.n_head_kv = nkv, d.head_dim = hd, d.n_ctx = ctx, d.kv_type = NEO_TYPE_F16;
+    if (!n_layers) { /* twice the LLC in f16 K and V, so that no call finds its layer in the cache */
+        size_t llc_sc, llc_sys, llc = llc_bytes(&llc_sc, &llc_sys), lb = (size_t)ctx * nkv * hd * 2 * 2;
+        size_t want = (2 * llc + lb - 1) / lb;
+        n_layers = want < 2 ? 2 : want > 4096 ? 4096 : (int)want;
+    }
     /* k, v: [fill][nkv][hd]; q, out: [nh][hd]; then, per timed call: call, first, last, task,
        merge, tail, max/thread */
     const int    fill = 1024;
