@@ -308,7 +308,7 @@
    ----------------
    The implementation is in banners, each with a grep tag, in dependency order:
        >>config  >>util  >>status  >>pool (thread pool: launch, help, wait)  >>cpu (SIMD
-       kernels)  >>attn (CPU flash-attention: ranges, merge tree)  >>host (the CPU backend)
+       and AMX kernels)  >>attn (CPU flash-attention: ranges, merge tree)  >>host (the CPU backend)
        >>standin (the GPU stand-in for tests)  >>runtime  >>layer (KV cache, append)  >>split
        (stream-back OFF, both halves ON, HYBRID, AUTO)  >>batch (many layers in one call, moving
        heads, placement)  >>model (llama2.c decode loop and its ops;
@@ -1427,12 +1427,14 @@ NEO_ATTN__PRIVATE void neo__pool_run(neo__pool *p, int n_tasks, neo_task_fn fn, 
 }
 
 /* =============================================================================================
-   >>cpu: CPU kernels (scalar, AVX2 + F16C + FMA, AVX-512) behind one small table
+   >>cpu: CPU kernels (scalar, AVX2 + F16C + FMA, AVX-512, AMX tiles) behind one small table
    =============================================================================================
    Attention works on blocks of NEO__BLOCK cells, reading K and V in their storage type and
    widening in registers. A tile of up to eight queries (a whole GQA group of up to 8) shares
    every K and V load and widening, so DRAM sees each row once per call and each element is
-   widened once. Function pointers are called once per block (and query), never per row. */
+   widened once. Function pointers are called once per block (and query), never per row. The
+   AMX runtime keeps the AVX-512 kernels and adds tile kernels for tasks of many queries (see
+   "AMX" below). */
 /* The AMX tile path's shapes and work area (the kernels are in the AVX-512 part below). */
 #ifndef NEO__TILE_MIN_QUERIES
 #define NEO__TILE_MIN_QUERIES 48
