@@ -2338,31 +2338,19 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
     if (isa == NEO_CPU_AUTO)
         isa = neo__cpu_has(NEO_CPU_AMX) ? NEO_CPU_AMX : neo__cpu_has(NEO_CPU_AVX512) ? NEO_CPU_AVX512 : neo__cpu_has(NEO_CPU_AVX2) ? NEO_CPU_AVX2 : NEO_CPU_SCALAR;
     if (!neo__cpu_has(isa)) return 0;
-    memset(k, 0, sizeof *k);
-    k->isa = NEO_CPU_SCALAR;
-    k->scores = neo__scores_scalar;
-    k->max = neo__max_scalar;
-    k->scale = neo__scale_scalar;
-    k->exp_sum = neo__exp_sum_scalar;
-    k->pv = neo__pv_scalar;
-    k->dot = neo__dot_scalar;
+    /* isa, scores, max, scale, exp_sum, pv, dot; the tile path (AMX) is added below */
+    static const neo__kernels scalar = {NEO_CPU_SCALAR, neo__scores_scalar, neo__max_scalar, neo__scale_scalar, neo__exp_sum_scalar,
+                                        neo__pv_scalar, neo__dot_scalar, NULL, NULL, NULL, NULL};
+    *k = scalar;
 #if NEO__X86
-    if (isa == NEO_CPU_AVX2) {
+    static const neo__kernels avx2 = {NEO_CPU_AVX2, neo__scores_avx2, neo__max_avx2, neo__scale_avx2, neo__exp_sum_avx2,
+                                      neo__pv_avx2, neo__dot_avx2, NULL, NULL, NULL, NULL};
+    static const neo__kernels avx512 = {NEO_CPU_AVX512, neo__scores_avx512, neo__max_avx512, neo__scale_avx512, neo__exp_sum_avx512,
+                                        neo__pv_avx512, neo__dot_avx512, NULL, NULL, NULL, NULL};
+    if (isa == NEO_CPU_AVX2) *k = avx2;
+    else if (isa == NEO_CPU_AVX512 || isa == NEO_CPU_AMX) {
+        *k = avx512;
         k->isa = isa;
-        k->scores = neo__scores_avx2;
-        k->max = neo__max_avx2;
-        k->scale = neo__scale_avx2;
-        k->exp_sum = neo__exp_sum_avx2;
-        k->pv = neo__pv_avx2;
-        k->dot = neo__dot_avx2;
-    } else if (isa == NEO_CPU_AVX512 || isa == NEO_CPU_AMX) {
-        k->isa = isa;
-        k->scores = neo__scores_avx512;
-        k->max = neo__max_avx512;
-        k->scale = neo__scale_avx512;
-        k->exp_sum = neo__exp_sum_avx512;
-        k->pv = neo__pv_avx512;
-        k->dot = neo__dot_avx512;
     }
 #if NEO__AMX_BUILD
     if (isa == NEO_CPU_AMX) {
