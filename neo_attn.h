@@ -233,8 +233,13 @@
    returned, so call it between replays and eager calls on the same runtime. A replayed append
    that would pass n_ctx writes nothing and its decode attends what is there; the next
    neo_runtime_sync returns NEO_ERR_FULL (and logs which layer). Under capture each layer of a
-   batch append finds out for itself (not all or nothing), and a batch decode is each layer's
-   own decode. What a capture holds, by pipeline:
+   batch append finds out for itself (not all or nothing). A batch decode attends the device
+   heads of its layers (and the host heads OFF reads in place) together, as the eager batch
+   does (with CUDA one launch per storage type and head_dim of its f16 / bf16 layers of head_dim
+   64, 128 or 256), each layer's length read on the device and its split count fixed by its
+   n_ctx; with CUDA each such launch keeps its table in device memory for the runtime's life
+   (capture once, replay many times). ON and HYBRID layers ring their own bells. What a capture
+   holds, by pipeline:
      no split, OFF      kernels only. A captured split layer's host heads are attended in
                         place, the GPU reading their pinned memory over the bus (a stream-back's
                         chunk count depends on the length, which a graph cannot know).
@@ -533,7 +538,7 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    with one join, and their GPU heads together on the stream: with CUDA, the f16 / bf16 layers of
    head_dim 64, 128 or 256 in one varlen tensor-core launch per storage type, whose splits of
    equal cells span the whole batch so that short and long sequences alike fill the GPU (other
-   layers, and every layer while the stream is being captured, one launch each). Split layers
+   layers one launch each; while the stream is being captured, see CUDA GRAPHS). Split layers
    under OFF stream their host heads back through the runtime's shared double-buffered chunks;
    ON layers' host outputs come up in one copy. A split AUTO layer that is still measuring, and a
    split HYBRID layer (or AUTO layer that chose it), runs as its own single call. */
@@ -5019,6 +5024,32 @@ NEO_ATTN__PRIVATE neo_status neo__batch_gpu(neo_layer *const *layers, int n, con
     return NEO_OK;
 }
 
+/* A batch being captured into a CUDA graph: one attend_batch of every layer's device heads and,
+   for a split layer that does not ring (OFF), its host heads read in place, each entry reading
+   its layer's length on the device when the graph runs; ON and HYBRID layers ring their own
+   bells (a decode of their own each). */
+NEO_ATTN__PRIVATE neo_status neo__batch_capture(neo_layer *const *layers, int n, const float *q, float *out) {
+    neo_runtime *rt = layers[0]->rt;
+    neo_status   s = neo__batch_reserve(rt, 2 * n);
+    int          m = 0;
+    for (int i = 0; i < n && s == NEO_OK; i++) {
+        neo_layer      *L = layers[i];
+        neo__attn_args *a = &rt->batch->dev[m];
+        if (neo__rings(L)) {
+            s = neo__attn_decode(L, neo__batch_q(L, q, i), neo__batch_out(L, out, i));
+            continue;
+        }
+        neo__layer_args(L, a, neo__batch_q(L, q, i), 1, neo__batch_out(L, out, i), 1);
+        a->k = L->k_dev, a->v = L->v_dev, a->h1 = L->gpu_heads;
+        if (L->gpu_heads < L->n_head_kv) { /* the host heads, after the device ones if any */
+            if (L->gpu_heads) a[1] = a[0], a++, m++;
+            a->k = L->k_host, a->v = L->v_host, a->kv_h0 = a->h0 = L->gpu_heads, a->h1 = L->n_head_kv;
+        }
+        m++;
+    }
+    return s == NEO_OK && m ? neo__batch_launch(rt, rt->batch, m) : s;
+}
+
 NEO_ATTN__PRIVATE neo_status neo__attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out) {
     neo_status s = neo__batch_check(layers, n, q, out, "neo_attn_decode_batch");
     if (s != NEO_OK) return s;
@@ -5032,10 +5063,7 @@ NEO_ATTN__PRIVATE neo_status neo__attn_decode_batch(neo_layer *const *layers, in
             neo__log(layers[0]->rt, NEO_LOG_ERROR, "neo_attn_decode_batch: layer %d is empty", i);
             return NEO_ERR_INVALID_ARG;
         }
-    if (layers[0]->rt->capturing) { /* a graph holds each layer's own decode (ON's ring its own bell) */
-        for (int i = 0; i < n && s == NEO_OK; i++) s = neo__attn_decode(layers[i], neo__batch_q(layers[i], q, i), neo__batch_out(layers[i], out, i));
-        return s;
-    }
+    if (layers[0]->rt->capturing) return neo__batch_capture(layers, n, q, out);
     return layers[0]->rt->gpu ? neo__batch_gpu(layers, n, q, out) : neo__batch_cpu(layers, n, q, out);
 }
 

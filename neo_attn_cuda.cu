@@ -126,7 +126,11 @@
    hybrid's cut of that length, computed in the kernel as the host's listener computes it, so that
    the two sides meet at the same cell. Each attention kernel is compiled twice, with and without
    (template parameter LEN), so that an eager attend runs exactly the code it ran before lengths
-   moved to the device.
+   moved to the device. A batch of attends with len (a captured neo_attn_decode_batch) is one
+   launch of neo__attn_mma_batch<LEN> per storage type and head_dim: each entry's split count is
+   fixed by its bound, its chunk follows the length it reads, and the launch's table lives in
+   device memory of its own, written outside the capture and kept until release (neo__cu_bt_keep),
+   since the graph reads it at every replay.
 
    NUMERICS
    --------
@@ -167,6 +171,7 @@
 #define NEO__CU_BT_SLOTS 4              /* batch tables in flight before the host waits for the oldest's copy */
 #define NEO__CU_BATCH_WAVES 4           /* a batch's blocks: about this many waves of equal ones (neo__cu_batch_chunk) */
 #define NEO__CU_BATCH_BLOCK_BYTES (2 << 20) /* and the K and V bytes one reads at least */
+#define NEO__CU_BT_LEN 6                /* a batch's launch groups with len come after the 6 without */
 #define NEO__CU_WORK_CAP ((size_t)512 << 20) /* split partials beyond this use fewer splits */
 /* How the tensor-core kernel loads its tiles, per compiled architecture: on sm_90 bulk copies
    (cp.async.bulk completing on an mbarrier's transaction count) into plain rows; below sm_90
@@ -1692,14 +1697,15 @@ __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_m
    block (unit, split) of that entry's own grid as one launch of neo__attn_mma would run it. The
    parameters go after the rings, in dynamic shared memory: as a static variable they would move
    the rings' start, and the rings stream markedly slower from some starts than from the one the
-   single-attend kernel has. */
-template <typename T, int D, int BPS>
+   single-attend kernel has. With LEN every entry reads its own length (a captured batch: each
+   entry's splits are fixed, their chunk follows the length); never a cluster. */
+template <typename T, int D, int BPS, bool LEN>
 __global__ void __launch_bounds__(neo__mma_cfg<D, BPS>::W * 32, BPS) neo__attn_mma_batch(const neo__cu_batch t) {
     extern __shared__ uint4 neo__smem[];
     neo__cu_attn           *p = reinterpret_cast<neo__cu_attn *>(neo__smem + neo__mma_cfg<D, BPS>::SMEM / 16);
     int                     x, y;
     neo__batch_block(t, p, &x, &y);
-    neo__mma_run<T, D, BPS, false, false>(*p, x, y); /* entries with len are attends of their own; never a cluster */
+    neo__mma_run<T, D, BPS, LEN, false>(*p, x, y);
 }
 
 /* =============================================================================================
@@ -2090,7 +2096,7 @@ typedef struct neo__cuda {
     int          occ_mv[4][2];           /* the matvec kernel [epilogue][norm] */
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
-    int          occ_mma_b[2][3][2];     /* its batch form (neo__attn_mma_batch), the same indices */
+    int          occ_mma_b[2][2][3][2];  /* its batch form (neo__attn_mma_batch), [len set] first */
     /* a batch launch's table (neo__cu_attend_batch): written into one of NEO__CU_BT_SLOTS slots of
        pinned memory, each rewritten only once the copy out of it (its event) is done, and copied to
        a device buffer of the stream, which stream order keeps from being rewritten while read */
@@ -2637,14 +2643,19 @@ static const void *neo__plan_fn(neo__cuda *st, int type, int len, const neo__cu_
     return len ? neo__plan_fn_t<true>(type, pl) : neo__plan_fn_t<false>(type, pl);
 }
 
-/* Resident blocks per SM of fn, asked once (raising the dynamic shared memory limit first). */
+/* Resident blocks per SM of fn, asked once (raising the dynamic shared memory limit first).
+   Relaxed for this thread: the first call may come while the stream is being captured, and it
+   may load the kernel (CUDA's lazy loading), which a stricter mode would end the capture at. */
 static int neo__cu_occupancy(int *cache, const void *fn, int threads, size_t smem) {
     if (*cache > 0) return NEO_OK;
-    int n = 0;
+    int                   n = 0;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     /* dynamic plus static shared memory past 48 KB needs the opt-in */
-    if (smem && cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
-        return NEO_ERR_DEVICE;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, threads, smem) != cudaSuccess) return NEO_ERR_DEVICE;
+    cudaError_t e = smem ? cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) : cudaSuccess;
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, threads, smem);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e != cudaSuccess) return NEO_ERR_DEVICE;
     *cache = n > 0 ? n : 1;
     return NEO_OK;
 }
@@ -2675,17 +2686,20 @@ static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, siz
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     if (cap) (void)cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t e = cudaMalloc(&p, alloc * es);
-    if (cap) (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (e != cudaSuccess) return neo__cu_err(e);
     /* zeroed now, in the stream's order, or, during a capture, on the other stream, waited for
-       (a captured memset would run only at the replays, after eager launches that need zeros) */
+       (a captured memset would run only at the replays, after eager launches that need zeros);
+       still relaxed, so that the wait does not end a stricter capture */
     const int zs = cap ? NEO__CU_STREAMS - 1 - stream : stream;
-    if (zero && ((cap && neo__cu_capturing(st, zs, NULL)) || cudaMemsetAsync(p, 0, alloc * es, st->stream[zs]) != cudaSuccess ||
-                 (cap && cudaStreamSynchronize(st->stream[zs]) != cudaSuccess))) {
+    int       bad = e != cudaSuccess ? neo__cu_err(e) : NEO_OK;
+    if (!bad && zero &&
+        ((cap && neo__cu_capturing(st, zs, NULL)) || cudaMemsetAsync(p, 0, alloc * es, st->stream[zs]) != cudaSuccess ||
+         (cap && cudaStreamSynchronize(st->stream[zs]) != cudaSuccess))) {
         (void)cudaFree(p);
         (void)cudaGetLastError();
-        return NEO_ERR_DEVICE;
+        bad = NEO_ERR_DEVICE;
     }
+    if (cap) (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (bad) return bad;
     *buf = p;
     *have = alloc;
     st->kept[stream] &= ~kept; /* no graph holds the new one yet */
@@ -2870,21 +2884,27 @@ static int neo__cu_attend(void *state, const neo__attn_args *a, int stream) {
 
 /* ---- a batch: the device halves of many layers in one launch --------------------------------- */
 
-template <int D, int BPS> static const void *neo__mma_batch_fn(int type) {
-    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma_batch<__half, D, BPS> : (const void *)neo__attn_mma_batch<__nv_bfloat16, D, BPS>;
+template <int D, int BPS, bool LEN> static const void *neo__mma_batch_fn(int type) {
+    return type == NEO_TYPE_F16 ? (const void *)neo__attn_mma_batch<__half, D, BPS, LEN>
+                                : (const void *)neo__attn_mma_batch<__nv_bfloat16, D, BPS, LEN>;
 }
-/* The batch form of a tensor-core plan, and its cached resident-blocks count. */
-static const void *neo__plan_batch_fn(neo__cuda *st, int type, const neo__cu_plan *pl, int **occ) {
-    *occ = &st->occ_mma_b[type == NEO_TYPE_F16 ? 0 : 1][pl->dc][pl->shape];
-    if (pl->dc == 0) return neo__mma_batch_fn<64, 1>(type);
-    if (pl->dc == 1) return pl->shape ? neo__mma_batch_fn<128, 2>(type) : neo__mma_batch_fn<128, 1>(type);
-    return pl->shape ? neo__mma_batch_fn<256, 2>(type) : neo__mma_batch_fn<256, 1>(type);
+template <bool LEN> static const void *neo__plan_batch_fn_t(int type, const neo__cu_plan *pl) {
+    if (pl->dc == 0) return neo__mma_batch_fn<64, 1, LEN>(type);
+    if (pl->dc == 1) return pl->shape ? neo__mma_batch_fn<128, 2, LEN>(type) : neo__mma_batch_fn<128, 1, LEN>(type);
+    return pl->shape ? neo__mma_batch_fn<256, 2, LEN>(type) : neo__mma_batch_fn<256, 1, LEN>(type);
+}
+/* The batch form of a tensor-core plan (len: its entries read their lengths when it runs), and
+   its cached resident-blocks count. */
+static const void *neo__plan_batch_fn(neo__cuda *st, int type, int len, const neo__cu_plan *pl, int **occ) {
+    *occ = &st->occ_mma_b[len][type == NEO_TYPE_F16 ? 0 : 1][pl->dc][pl->shape];
+    return len ? neo__plan_batch_fn_t<true>(type, pl) : neo__plan_batch_fn_t<false>(type, pl);
 }
 
 /* The launch group of every entry of b, into st->bt_key: entries that take the tensor-core kernel
-   are grouped by storage type and head_dim (1 + type * 3 + dc), one launch a group; -1 = an
-   attend of its own (the CUDA-core and generic kernels, an entry whose length is read when it
-   runs (len), or an entry that fails validation, which its own attend then reports). */
+   are grouped by storage type, head_dim and whether their length is read when the launch runs
+   (1 + 6 len + 3 type + dc, see NEO__CU_BT_LEN), one launch a group; -1 = an attend of its own
+   (the CUDA-core and generic kernels, or an entry that fails validation, which its own attend
+   then reports). */
 static int neo__cu_batch_keys(neo__cuda *st, const neo__attn_batch *b, const neo__cu_force *f) {
     if ((size_t)b->n > st->bt_key_n) {
         int *k = (int *)realloc(st->bt_key, (size_t)b->n * sizeof(int));
@@ -2897,9 +2917,9 @@ static int neo__cu_batch_keys(neo__cuda *st, const neo__attn_batch *b, const neo
         neo__cu_plan          pl;
         int                   nq, c1;
         st->bt_key[i] = -1;
-        if (!a->len && neo__cu_attend_ok(a) && neo__cu_range(a, &nq, &c1) && neo__plan_kernel(a, nq, c1 - a->c0, st->smem_optin, f, &pl) == NEO_OK &&
+        if (neo__cu_attend_ok(a) && neo__cu_range(a, &nq, &c1) && neo__plan_kernel(a, nq, c1 - a->c0, st->smem_optin, f, &pl) == NEO_OK &&
             pl.kernel == NEO__KER_MMA)
-            st->bt_key[i] = 1 + (a->kv_type == NEO_TYPE_F16 ? 0 : 3) + pl.dc;
+            st->bt_key[i] = 1 + (a->len ? NEO__CU_BT_LEN : 0) + (a->kv_type == NEO_TYPE_F16 ? 0 : 3) + pl.dc;
     }
     return NEO_OK;
 }
@@ -3015,11 +3035,38 @@ static void neo__cu_batch_fill(neo__cuda *st, const neo__attn_batch *b, const ne
     }
 }
 
+/* A captured batch launch's table in device memory of its own, which the graph reads at every
+   replay: allocated and written now, outside the capture (relaxed for this thread; the copy on
+   the other stream, waited for), and freed at release with the retired buffers, since the
+   library cannot know when the engine destroys its graph. */
+static int neo__cu_bt_keep(neo__cuda *st, int stream, const void *src, size_t bytes, char **dev) {
+    const int zs = NEO__CU_STREAMS - 1 - stream;
+    void    **r = (void **)realloc(st->retired, (size_t)(st->n_retired + 1) * sizeof *r);
+    if (!r) return NEO_ERR_NO_MEMORY;
+    st->retired = r;
+    if (neo__cu_capturing(st, zs, NULL)) return NEO_ERR_UNSUPPORTED; /* both streams captured: nowhere to copy */
+    void                 *p = NULL;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(p, src, bytes, cudaMemcpyHostToDevice, st->stream[zs]);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st->stream[zs]);
+    if (e != cudaSuccess && p) (void)cudaFree(p);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e != cudaSuccess) return neo__cu_err(e);
+    r[st->n_retired++] = p;
+    *dev = (char *)p;
+    return NEO_OK;
+}
+
 /* Group key's entries as one launch of neo__attn_mma_batch: the plan, the chunk, each entry's
-   parameters and first block staged, copied, launched. */
+   parameters and first block staged, copied, launched. A group with len (the calls a graph
+   replays) is planned at its entries' bounds (c1, the cells they may hold when it runs): each
+   entry's split count is fixed, and its kernel spreads the length it reads over those splits. */
 static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key, int stream, cudaStream_t s, const neo__cu_force *f) {
     neo__cu_group         g;
     const neo__attn_args *a0 = NULL;
+    const int             len = key > NEO__CU_BT_LEN, cap = neo__cu_capturing(st, stream, NULL);
     int                   rc, *occ, nq, c1;
     memset(&g, 0, sizeof g);
     g.key = key;
@@ -3038,7 +3085,7 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
     neo__cu_range(a0, &nq, &c1);
     if ((rc = neo__plan_kernel(a0, nq, NEO__CU_MAX_CELLS, st->smem_optin, f, &g.pl)) != NEO_OK) return rc;
     g.pl.smem += (sizeof(neo__cu_attn) + 15) / 16 * 16; /* the entry's parameters, after the rings */
-    const void *fn = neo__plan_batch_fn(st, a0->kv_type, &g.pl, &occ);
+    const void *fn = neo__plan_batch_fn(st, a0->kv_type, len, &g.pl, &occ);
     if ((rc = neo__cu_occupancy(occ, fn, g.pl.threads, g.pl.smem)) != NEO_OK) return rc;
     const int cell_bytes = (a0->head_dim + a0->head_dim_v) * 2; /* f16 / bf16 */
     long long c = neo__cu_batch_chunk(&g.pl, g.work, g.max_cells, cell_bytes, st->n_sm, *occ, f);
@@ -3046,34 +3093,43 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
         if ((c *= 2) > NEO__CU_MAX_CELLS) return NEO_ERR_INVALID_ARG;
     if ((rc = neo__cu_work(st, stream, g.work_floats * sizeof(float))) != NEO_OK || (rc = neo__cu_counters(st, stream, (size_t)g.units)) != NEO_OK)
         return rc;
+    if (len) st->kept[stream] |= 3; /* as a single attend with len: a graph may hold them */
     const size_t tab = (size_t)g.m * sizeof(neo__cu_attn), bytes = tab + ((size_t)g.m + 1) * sizeof(int);
-    char        *slot;
+    char        *slot, *dev;
     cudaEvent_t  ev;
-    if ((rc = neo__cu_bt_slot(st, bytes, &slot, &ev)) != NEO_OK ||
-        (rc = neo__cu_grow(st, stream, &st->bt_dev[stream], &st->bt_dev_bytes[stream], bytes, bytes * 2, 1, 0, 0)) != NEO_OK)
-        return rc;
-    neo__cu_batch_fill(st, b, &g, c, stream, (neo__cu_attn *)slot, (int *)(slot + tab));
-    char *dev = (char *)st->bt_dev[stream];
-    if (cudaMemcpyAsync(dev, slot, bytes, cudaMemcpyHostToDevice, s) != cudaSuccess || cudaEventRecord(ev, s) != cudaSuccess)
-        return NEO_ERR_DEVICE;
+    if (cap) { /* a table of its own for the graph (a slot is rewritten long before a replay reads it) */
+        if (!(slot = (char *)malloc(bytes))) return NEO_ERR_NO_MEMORY;
+        neo__cu_batch_fill(st, b, &g, c, stream, (neo__cu_attn *)slot, (int *)(slot + tab));
+        rc = neo__cu_bt_keep(st, stream, slot, bytes, &dev);
+        free(slot);
+        if (rc != NEO_OK) return rc;
+    } else {
+        if ((rc = neo__cu_bt_slot(st, bytes, &slot, &ev)) != NEO_OK ||
+            (rc = neo__cu_grow(st, stream, &st->bt_dev[stream], &st->bt_dev_bytes[stream], bytes, bytes * 2, 1, 0, 0)) != NEO_OK)
+            return rc;
+        neo__cu_batch_fill(st, b, &g, c, stream, (neo__cu_attn *)slot, (int *)(slot + tab));
+        dev = (char *)st->bt_dev[stream];
+        if (cudaMemcpyAsync(dev, slot, bytes, cudaMemcpyHostToDevice, s) != cudaSuccess || cudaEventRecord(ev, s) != cudaSuccess)
+            return NEO_ERR_DEVICE;
+    }
     const neo__cu_batch t = {(const neo__cu_attn *)dev, (const int *)(dev + tab), g.m};
     void               *args[] = {(void *)&t};
-    if (neo__cu_launch(st, fn, dim3((unsigned)g.blocks), dim3((unsigned)g.pl.threads), g.pl.smem, s, args) != NEO_OK) return NEO_ERR_DEVICE;
-    return neo__cu_launched();
+    const dim3          grid((unsigned)g.blocks), block((unsigned)g.pl.threads);
+    /* with len, plainly: each block reads its entry's length (written by the appends before it) before any wait */
+    rc = len ? (cudaLaunchKernel(fn, grid, block, args, g.pl.smem, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE)
+             : neo__cu_launch(st, fn, grid, block, g.pl.smem, s, args);
+    return rc != NEO_OK ? rc : neo__cu_launched();
 }
 
-/* Every entry of b: each tensor-core group in one launch, the other entries one attend each.
-   Under stream capture every entry is an attend of its own: a captured launch would read its
-   table's slot when the graph is replayed, long after the slot was rewritten. */
+/* Every entry of b: each tensor-core group in one launch, the other entries one attend each. */
 static int neo__cu_attend_batch_plan(neo__cuda *st, const neo__attn_batch *b, int stream, const neo__cu_force *f) {
-    int                     ok, rc;
-    cudaStream_t            s = neo__cu_stream(st, stream, &ok);
-    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    int          ok, rc;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok || !b || b->n < 1 || !b->entries) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess || cudaStreamIsCapturing(s, &cap) != cudaSuccess) return NEO_ERR_DEVICE;
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
     if ((rc = neo__cu_batch_keys(st, b, f)) != NEO_OK) return rc;
     for (int i = 0; i < b->n; i++) {
-        int key = cap == cudaStreamCaptureStatusNone ? st->bt_key[i] : -1, m = 0;
+        int key = st->bt_key[i], m = 0;
         if (key == 0) continue; /* launched with its group */
         for (int j = i; j < b->n && key > 0; j++) m += st->bt_key[j] == key;
         if (m == 1) key = -1; /* a group of one: the single attend's own plan fills the device better */

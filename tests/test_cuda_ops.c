@@ -1144,20 +1144,37 @@ done:
     free(e), free(dk), free(dv), free(kf), free(vf), free(len), free(h1), free(q), free(pois), free(w), free(out[0]), free(out[1]);
 }
 
-/* A batch on a stream being captured into a CUDA graph: every entry an attend of its own (a
-   captured batch launch would read its table's slot when replayed, after the slot was rewritten),
-   so the replayed graph gives the single attends' outputs bit for bit. */
+/* The kernel nodes of graph g (-1 when it cannot be read). */
+static int graph_kernels(cudaGraph_t g) {
+    size_t n = 0;
+    int    k = 0;
+    if (cudaGraphGetNodes(g, NULL, &n) != cudaSuccess) return -1;
+    cudaGraphNode_t *nodes = (cudaGraphNode_t *)xmalloc((n ? n : 1) * sizeof *nodes);
+    if (cudaGraphGetNodes(g, nodes, &n) != cudaSuccess) k = -1;
+    for (size_t i = 0; i < n && k >= 0; i++) {
+        enum cudaGraphNodeType t;
+        if (cudaGraphNodeGetType(nodes[i], &t) != cudaSuccess) k = -1;
+        else k += t == cudaGraphNodeTypeKernel;
+    }
+    free(nodes);
+    return k;
+}
+
+/* A batch (lengths given by the host) on a stream being captured into a CUDA graph: one launch,
+   its table in device memory of its own, so the graph holds one kernel and its replay gives the
+   same batch's eager outputs bit for bit, also after eager batches have rewritten the runtime's
+   table slots. */
 static void test_batch_capture(void) {
     const int       lens[3] = {100, 5000, 300}, n = 3;
     const size_t    qrow = 32 * 128;
-    neo__attn_args  e[3];
+    neo__attn_args  e[3], e2[3];
     float          *q = (float *)xmalloc(n * qrow * 4), *ref = (float *)xmalloc(n * qrow * 4), *got = (float *)xmalloc(n * qrow * 4);
-    float          *dq = (float *)dalloc(n * qrow * 4), *dout = (float *)dalloc(n * qrow * 4);
+    float          *dq = (float *)dalloc(n * qrow * 4), *dout = (float *)dalloc(n * qrow * 4), *dout2 = (float *)dalloc(n * qrow * 4);
     cudaStream_t    cs = NULL;
     cudaGraph_t     g = NULL;
     cudaGraphExec_t ge = NULL;
     void           *st2 = NULL;
-    int             s = -1, ok;
+    int             s = -1, ok, nk = -1;
     for (size_t i = 0; i < n * qrow; i++) q[i] = rng_normal();
     up(dq, q, n * qrow * 4);
     for (int i = 0; i < n; i++) {
@@ -1171,31 +1188,36 @@ static void test_batch_capture(void) {
         e[i].kv_cells = lens[i], e[i].h1 = 8, e[i].c1 = lens[i], e[i].q = dq + i * qrow, e[i].n_tokens = 1, e[i].pos0 = lens[i] - 1;
         e[i].out = dout + i * qrow, e[i].n_head = 32, e[i].n_head_kv = 8, e[i].head_dim = e[i].head_dim_v = 128;
         e[i].kv_type = NEO_TYPE_F16, e[i].scale = 0.088f;
-        CHECK(OPS.attend(ST, &e[i], NEO__STREAM_MAIN) == NEO_OK, "batch capture: single attend %d", i);
+        e2[i] = e[i], e2[i].out = dout2 + i * qrow; /* the same batch into other outputs, to rewrite the slots */
     }
-    OPS.stream_sync(ST, NEO__STREAM_MAIN);
-    down(ref, dout, n * qrow * 4);
-    if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess && OPS.init(0, cs, &st2, NULL, 0) == NEO_OK &&
-        cudaStreamBeginCapture(cs, cudaStreamCaptureModeRelaxed) == cudaSuccess) {
-        const neo__attn_batch b = {e, n};
-        s = neo__cu_test_attend_batch(st2, &b, NEO__STREAM_MAIN, -1, 0, 0);
-        if (cudaStreamEndCapture(cs, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) s = -2;
+    const neo__attn_batch b = {e, n}, b2 = {e2, n};
+    if (cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess && OPS.init(0, cs, &st2, NULL, 0) == NEO_OK) {
+        s = neo__cu_test_attend_batch(st2, &b, NEO__STREAM_MAIN, -1, 0, 0) | OPS.stream_sync(st2, NEO__STREAM_MAIN);
+        down(ref, dout, n * qrow * 4);
+        if (s == NEO_OK && cudaStreamBeginCapture(cs, cudaStreamCaptureModeRelaxed) == cudaSuccess) {
+            s = neo__cu_test_attend_batch(st2, &b, NEO__STREAM_MAIN, -1, 0, 0);
+            if (cudaStreamEndCapture(cs, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) s = -2;
+            else nk = graph_kernels(g);
+        }
+        for (int r = 0; r < 8 && s == NEO_OK; r++) /* more than the runtime's table slots */
+            s = neo__cu_test_attend_batch(st2, &b2, NEO__STREAM_MAIN, -1, 0, 0);
     }
     fill_poison(got, n * qrow);
     up(dout, got, n * qrow * 4);
     if (s == NEO_OK && (cudaGraphLaunch(ge, cs) != cudaSuccess || cudaStreamSynchronize(cs) != cudaSuccess)) s = -3;
     down(got, dout, n * qrow * 4);
-    ok = s == NEO_OK && !memcmp(got, ref, n * qrow * 4);
-    CHECK(ok, "batch under capture: status %d, replay equals single attends %d", s, s == NEO_OK && !memcmp(got, ref, n * qrow * 4));
-    add_result("batch under capture", "3 entries captured, replayed = single attends", -1, -1, ok);
-    printf("%-28s %-58s %s\n", "batch under capture", "3 entries captured, replayed = single attends", ok ? "ok" : "FAIL");
+    ok = s == NEO_OK && nk == 1 && !memcmp(got, ref, n * qrow * 4);
+    CHECK(ok, "batch under capture: status %d, kernels in the graph %d, replay equals the eager batch %d", s, nk,
+          s == NEO_OK && !memcmp(got, ref, n * qrow * 4));
+    add_result("batch under capture", "3 entries: one kernel, replayed = eager batch", -1, -1, ok);
+    printf("%-28s %-58s %s\n", "batch under capture", "3 entries: one kernel, replayed = eager batch", ok ? "ok" : "FAIL");
     if (ge) cudaGraphExecDestroy(ge);
     if (g) cudaGraphDestroy(g);
     if (st2) OPS.release(st2);
     if (cs) cudaStreamDestroy(cs);
     (void)cudaGetLastError();
     for (int i = 0; i < n; i++) OPS.dev_free(ST, (void *)e[i].k), OPS.dev_free(ST, (void *)e[i].v);
-    OPS.dev_free(ST, dq), OPS.dev_free(ST, dout);
+    OPS.dev_free(ST, dq), OPS.dev_free(ST, dout), OPS.dev_free(ST, dout2);
     free(q), free(ref), free(got);
 }
 
@@ -1556,6 +1578,80 @@ static void test_graph_len(const gcase *c) {
     printf("%-28s %-58s err %.2e %s\n", name, shape, e2, ok2 ? "ok" : "FAIL");
     fflush(stdout);
     g_free(&g);
+}
+
+/* A batch with device-side lengths captured into a CUDA graph, as a decode step's: five entries
+   in two launch groups (f16 head_dim 128 GQA 4 of 300, 6000 and 1000 cells; bf16 head_dim 64 GQA
+   7 of 2000 and 64, softcap, ALiBi and sinks among them), their whole caches filled, captured
+   once: the graph holds one kernel a group. Then replayed at lengths set on the device before
+   each replay (1, the whole cache and lengths between), fresh queries, outputs poisoned: every
+   entry against float64 at its length, and bit for bit the same batch run eagerly at those
+   lengths (the same plan: the splits fixed at the caches' sizes). */
+static void test_batch_graph(void) {
+    enum { N = 5, R = 4 };
+    static const gcase cs[N] = {
+        {"bg0", F16, 32, 8, 128, 128, 1, 300, 300, 0, -1, -1, 0, 0, 1},     {"bg1", F16, 32, 8, 128, 128, 1, 6000, 6000, 0, -1, -1, 0, 0, 0},
+        {"bg2", F16, 32, 8, 128, 128, 1, 1000, 1000, 0, -1, -1, 3.0f, 0, 0}, {"bg3", BF16, 14, 2, 64, 64, 1, 2000, 2000, 0, -1, -1, 0, 4.0f, 1},
+        {"bg4", BF16, 14, 2, 64, 64, 1, 64, 64, 0, -1, -1, 0, 0, 0},
+    };
+    static const int lens[R][N] = {{300, 6000, 1000, 2000, 64}, {1, 1, 1, 1, 1}, {17, 4097, 999, 1500, 33}, {150, 2500, 512, 1, 64}};
+    gstate           g[N];
+    neo__attn_args   e[N];
+    float           *got[N];
+    cudaGraph_t      gr = NULL;
+    cudaGraphExec_t  ge = NULL;
+    double           worst = 0;
+    int              s = NEO_OK, nk = -1, same = 1;
+    for (int i = 0; i < N; i++) {
+        const size_t on = (size_t)cs[i].n_head * cs[i].dv;
+        g_setup(&g[i], &cs[i]);
+        s |= OPS.set_length(g[i].st, g[i].dlen, 0, NEO__STREAM_MAIN);
+        g_fresh(&g[i], cs[i].n_ctx);
+        neo__append_args ap = g_append(&g[i], 0, cs[i].n_ctx);
+        s |= OPS.append(g[i].st, &ap, NEO__STREAM_MAIN) | OPS.stream_sync(g[i].st, NEO__STREAM_MAIN);
+        g_mirror(&g[i], 0, cs[i].n_ctx);
+        e[i] = g_attn(&g[i], cs[i].n_ctx, -12345, g[i].dlen);
+        got[i] = (float *)xmalloc(on * 4);
+    }
+    const neo__attn_batch b = {e, N};
+    CHECK(s == NEO_OK, "batch graph: the fill: status %d", s);
+    if (s == NEO_OK && cudaStreamBeginCapture(g[0].cs, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+        s = neo__cu_test_attend_batch(g[0].st, &b, NEO__STREAM_MAIN, -1, 0, 0);
+        const cudaError_t ee = cudaStreamEndCapture(g[0].cs, &gr), ei = ee == cudaSuccess ? cudaGraphInstantiate(&ge, gr, 0) : ee;
+        CHECK(s == NEO_OK && ee == cudaSuccess && ei == cudaSuccess, "batch graph: capture: status %d, end: %s, instantiate: %s", s,
+              cudaGetErrorString(ee), cudaGetErrorString(ei));
+        if (ee != cudaSuccess || ei != cudaSuccess) s |= -2;
+        else nk = graph_kernels(gr);
+    } else s |= -1;
+    for (int r = 0; r < R && s == NEO_OK; r++) {
+        for (int i = 0; i < N; i++) {
+            s |= OPS.set_length(g[0].st, g[i].dlen, lens[r][i], NEO__STREAM_MAIN);
+            g_fresh(&g[i], 0);
+        }
+        if (cudaGraphLaunch(ge, g[0].cs) != cudaSuccess || cudaStreamSynchronize(g[0].cs) != cudaSuccess) s |= -3;
+        for (int i = 0; i < N && s == NEO_OK; i++) {
+            const double err = g_err(&g[i], lens[r][i]);
+            CHECK(err < ATT_TOL, "batch graph: replay %d entry %d at length %d: err %.3g", r, i, lens[r][i], err);
+            worst = err > worst ? err : worst;
+            memcpy(got[i], g[i].out, (size_t)cs[i].n_head * cs[i].dv * 4);
+            up(g[i].dout, g[i].pois, (size_t)cs[i].n_head * cs[i].dv * 4);
+        }
+        s |= neo__cu_test_attend_batch(g[0].st, &b, NEO__STREAM_MAIN, -1, 0, 0) | OPS.stream_sync(g[0].st, NEO__STREAM_MAIN);
+        for (int i = 0; i < N && s == NEO_OK; i++) {
+            down(g[i].out, g[i].dout, (size_t)cs[i].n_head * cs[i].dv * 4);
+            same &= !memcmp(got[i], g[i].out, (size_t)cs[i].n_head * cs[i].dv * 4);
+        }
+    }
+    const int ok = s == NEO_OK && nk == 2 && same && worst < ATT_TOL;
+    CHECK(s == NEO_OK && nk == 2, "batch graph: status %d, kernels in the graph %d (want 2)", s, nk);
+    CHECK(same, "batch graph: a replay differs from the same batch run eagerly");
+    add_result("batch graph, device lengths", "f16 d128 x3 + bf16 d64 x2: 2 kernels, 4 replays, = eager", worst, same, ok);
+    printf("%-28s %-58s err %.2e det %d %s\n", "batch graph, device lengths", "f16 d128 x3 + bf16 d64 x2: 2 kernels, 4 replays, = eager",
+           worst, same, ok ? "ok" : "FAIL");
+    if (ge) cudaGraphExecDestroy(ge);
+    if (gr) cudaGraphDestroy(gr);
+    (void)cudaGetLastError();
+    for (int i = 0; i < N; i++) g_free(&g[i]), free(got[i]);
 }
 
 /* bad arguments of the device-side lengths are statuses */
@@ -2307,6 +2403,7 @@ int main(int argc, char **argv) {
     const gcase *gc = quick ? gcases_quick : gcases_full;
     const size_t n_gc = quick ? sizeof gcases_quick / sizeof *gcases_quick : sizeof gcases_full / sizeof *gcases_full;
     for (size_t i = 0; i < n_gc; i++) test_graph_len(&gc[i]);
+    test_batch_graph();
     test_two_streams(quick ? 2048 : 32768);
 
     OPS.release(ST);

@@ -287,7 +287,7 @@ static void open_runtimes(void) {
 
 /* --- one test case: a desc, the same cache in several layers (one per runtime), a mirror of the stored K/V --- */
 
-enum { MAXL = 16 };
+enum { MAXL = 4 * N_ISA + 1 }; /* mode 1: every ISA at 1-4 threads, and the GPU */
 typedef struct tcase {
     neo_layer_desc d;
     float sinks[64];
@@ -1632,24 +1632,27 @@ done:
     free(c.ks), free(c.vs), free(k), free(v), free(q), free(out), free(ref);
 }
 
-/* Three sequences' layers of one shape at different lengths: a captured append_batch +
-   decode_batch, replayed, equals float64 for each. */
+/* Four sequences' layers of one shape at different lengths, three with every head on the device
+   (one launch of the device's batch, each reading its length when it runs) and one split under
+   OFF (a decode of its own inside the capture): a captured append_batch + decode_batch,
+   replayed, equals float64 for each. */
 static void graph_batch(gcap *g) {
-    enum { NB = 3 };
-    neo_layer_desc d = shape(8, 2, 64, 0, 200, NEO_TYPE_F16);
+    enum { NB = 4 };
+    neo_layer_desc d = shape(8, 2, 64, 0, 200, NEO_TYPE_F16), d_off = d;
     const size_t   nk = 2 * 64, nq = 8 * 64, no = 8 * 64;
     tcase          c[NB];
-    neo_layer     *l[NB] = {NULL, NULL, NULL};
+    neo_layer     *l[NB] = {NULL, NULL, NULL, NULL};
     float          k[NB * 2 * 64], v[NB * 2 * 64], q[NB * 8 * 64], out[NB * 8 * 64];
     double         ref[8 * 64];
     float         *dk = g_alloc(g, NB * nk), *dv = g_alloc(g, NB * nk), *dq = g_alloc(g, NB * nq), *dout = g_alloc(g, NB * no);
-    const int      len0[NB] = {1, 60, 150};
+    const int      len0[NB] = {1, 60, 150, 90};
     memset(c, 0, sizeof c);
+    d_off.gpu_heads = 1, d_off.pipeline = NEO_PIPELINE_OFF;
     check_context("graph batch (%s)", g->cuda ? "cuda" : "stand-in");
     for (int i = 0; i < NB; i++) {
-        c[i].d = d, c[i].dv = 64;
+        c[i].d = i == 3 ? d_off : d, c[i].dv = 64;
         c[i].ks = (float *)malloc(200 * nk * sizeof(float)), c[i].vs = (float *)malloc(200 * nk * sizeof(float));
-        if (!CHECK(c[i].ks && c[i].vs) || !CHECK_STATUS(neo_layer_create(g->rt, &d, &l[i]), NEO_OK)) goto done;
+        if (!CHECK(c[i].ks && c[i].vs) || !CHECK_STATUS(neo_layer_create(g->rt, &c[i].d, &l[i]), NEO_OK)) goto done;
         for (int t = 0; t < len0[i]; t++) {
             rng_fill(k, nk, -2.0f, 2.0f), rng_fill(v, nk, -2.0f, 2.0f);
             g_copy(g, dk, k, nk), g_copy(g, dv, v, nk);
