@@ -237,9 +237,9 @@
    heads of its layers (and the host heads OFF reads in place) together, as the eager batch
    does (with CUDA one launch per storage type and head_dim of its f16 / bf16 layers of head_dim
    64, 128 or 256), each layer's length read on the device and its split count fixed by its
-   n_ctx; with CUDA each such launch keeps its table in device memory for the runtime's life
-   (capture once, replay many times). ON and HYBRID layers ring their own bells. What a capture
-   holds, by pipeline:
+   n_ctx; with CUDA each such launch keeps its table (a few hundred bytes a layer) in device memory
+   for the runtime's life, and every capture adds one: capture once, replay many times. ON and
+   HYBRID layers ring their own bells. What a capture holds, by pipeline:
      no split, OFF      kernels only. A captured split layer's host heads are attended in
                         place, the GPU reading their pinned memory over the bus (a stream-back's
                         chunk count depends on the length, which a graph cannot know).
@@ -625,7 +625,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
 #define NEO__DEV_MEM_ABI 2
 #define NEO__DEV_ATTN_ABI 7
-#define NEO__DEV_MODEL_ABI 2
+#define NEO__DEV_MODEL_ABI 3
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
 #define NEO__EVENTS 8
@@ -741,12 +741,30 @@ typedef struct neo__matvec_args {
     /* device int or NULL: the position read when the op runs instead of pos (a step captured into
        a CUDA graph: the layer's length before its append) */
     const int   *pos_dev;
+    /* NEO__MV_ROPE only, or NULL: the token's k (rows [rope_q, rope_q + rope_k), after RoPE) and v
+       (the rows after them) also appended to the cache app describes, as the append op would
+       with src_k = y + rope_q and src_v = y + rope_q + rope_k (its src_k, src_v unused), so that
+       a layer's projections and append are one op */
+    const neo__append_args *app;
 } neo__matvec_args;
+
+/* The appended token of a (neo__matvec_args.app): one token of every KV head, k rows of
+   head_size with RoPE, v rows in pairs, filling y after the queries. */
+static inline int neo__matvec_app_ok(const neo__matvec_args *a) {
+    const neo__append_args *p = a->app;
+    return a->epilogue == NEO__MV_ROPE && p->n_tokens == 1 && p->h0 == 0 && p->h1 == p->n_head_kv && p->head_dim == a->head_size &&
+           p->head_dim_v % 2 == 0 && (long long)p->n_head_kv * p->head_dim == a->rope_k &&
+           (long long)p->n_head_kv * p->head_dim_v == (long long)a->d - a->rope_q - a->rope_k && p->kv_type >= NEO_TYPE_F16 &&
+           p->kv_type <= NEO_TYPE_F32 && p->kv_cells >= 1 && (p->row0 == -1 ? p->len != NULL : p->row0 >= 0 && p->row0 < p->kv_cells) &&
+           (p->h2 == 0 && p->k2 && p->v2 ? 1 : p->k && p->v && p->kv_h0 == 0) && (!p->k2 == !p->v2) &&
+           (!p->k2 || (p->h2 >= 0 && p->h2 <= p->n_head_kv)) && (uintptr_t)p->len % 4 == 0;
+}
 
 /* What every matvec op checks first (both implementations): 1 when a can be run. */
 static inline int neo__matvec_ok(const neo__matvec_args *a) {
     if (!a || !a->y || !a->w || !a->x || a->n < 1 || a->d < 0 || a->epilogue < NEO__MV_STORE || a->epilogue > NEO__MV_ROPE)
         return 0;
+    if (a->app && !neo__matvec_app_ok(a)) return 0;
     if (a->epilogue == NEO__MV_SWIGLU) return a->w_mul != NULL;
     if (a->epilogue == NEO__MV_ROPE)
         return a->d % 2 == 0 && a->head_size >= 2 && a->head_size % 2 == 0 && a->rope_q >= 0 && a->rope_k >= 0 &&
@@ -3744,12 +3762,10 @@ NEO_ATTN__PRIVATE void neo__append_args_init(const neo_layer *L, neo__append_arg
 }
 
 NEO_ATTN__PRIVATE void neo__appended(neo_layer *L, int n_tokens);
-/* One call of the backend's append: the device heads' rows, and the host heads' straight into
-   their (pinned) host memory. */
-NEO_ATTN__PRIVATE neo_status neo__attn_append(neo_layer *L, const float *k, const float *v, int n_tokens) {
-    neo_runtime     *rt = L->rt;
-    neo__append_args a;
-    int              s;
+/* The backend's append of n_tokens rows into L, checked: the device heads' rows, and the host
+   heads' straight into their (pinned) host memory. */
+NEO_ATTN__PRIVATE neo_status neo__append_prep(neo_layer *L, const float *k, const float *v, int n_tokens, neo__append_args *a) {
+    neo_runtime *rt = L->rt;
     if (!k || !v || n_tokens < 1) {
         neo__log(rt, NEO_LOG_ERROR, "neo_attn_append: %s", n_tokens < 1 ? "n_tokens < 1" : "k or v is NULL");
         return NEO_ERR_INVALID_ARG;
@@ -3760,15 +3776,23 @@ NEO_ATTN__PRIVATE neo_status neo__attn_append(neo_layer *L, const float *k, cons
                  L->n_ctx);
         return NEO_ERR_FULL;
     }
-    neo__append_args_init(L, &a, k, v, n_tokens);
-    a.h1 = L->n_head_kv;
-    a.k = L->k_dev;
-    a.v = L->v_dev;
+    neo__append_args_init(L, a, k, v, n_tokens);
+    a->h1 = L->n_head_kv;
+    a->k = L->k_dev;
+    a->v = L->v_dev;
     if (L->gpu_heads < L->n_head_kv) {
-        a.k2 = L->k_host;
-        a.v2 = L->v_host;
-        a.h2 = L->gpu_heads;
+        a->k2 = L->k_host;
+        a->v2 = L->v_host;
+        a->h2 = L->gpu_heads;
     }
+    return NEO_OK;
+}
+
+NEO_ATTN__PRIVATE neo_status neo__attn_append(neo_layer *L, const float *k, const float *v, int n_tokens) {
+    neo_runtime     *rt = L->rt;
+    neo__append_args a;
+    int              s;
+    if ((s = neo__append_prep(L, k, v, n_tokens, &a)) != NEO_OK) return (neo_status)s;
     if ((s = rt->attn.append(rt->dev_state, &a, NEO__STREAM_MAIN)) != NEO_OK) {
         neo__log(rt, NEO_LOG_ERROR, "neo_attn_append: %s", neo_status_string((neo_status)s));
         return (neo_status)s;
@@ -5030,8 +5054,10 @@ NEO_ATTN__PRIVATE neo_status neo__batch_gpu(neo_layer *const *layers, int n, con
    bells (a decode of their own each). */
 NEO_ATTN__PRIVATE neo_status neo__batch_capture(neo_layer *const *layers, int n, const float *q, float *out) {
     neo_runtime *rt = layers[0]->rt;
-    neo_status   s = neo__batch_reserve(rt, 2 * n);
+    neo_status   s;
     int          m = 0;
+    neo__pool_wait(&rt->pool); /* the last eager ON batch's CPU half reads the batch arrays */
+    s = neo__batch_reserve(rt, 2 * n);
     for (int i = 0; i < n && s == NEO_OK; i++) {
         neo_layer      *L = layers[i];
         neo__attn_args *a = &rt->batch->dev[m];
@@ -5446,7 +5472,8 @@ NEO_ATTN__PRIVATE int neo__host_matvec(neo__mv_host *h, const neo__matvec_args *
     const float *x;
     float       *tail; /* scratch past the normalised x: SWIGLU's w_mul . x, or RoPE's cos / sin */
     size_t       need;
-    if (!neo__matvec_ok(a)) return NEO_ERR_INVALID_ARG;
+    /* the append of a->app is the session's to run after this (neo__matvec) */
+    if (!neo__matvec_ok(a) || a->app) return NEO_ERR_INVALID_ARG;
     if (!a->d) return NEO_OK;
     x = a->x;
     need = (a->norm ? (size_t)a->n : 0) + (a->epilogue == NEO__MV_SWIGLU ? (size_t)a->d : 0) +
@@ -5696,11 +5723,20 @@ NEO_ATTN__PRIVATE int neo__norm_host(neo_session *s, float *y, const float *x, c
     a.y = y, a.x = x, a.norm = w, a.n = n;
     return neo__standin_record_mv(s->rt, neo__host_norm_fn, NULL, &a, &st) ? st : neo__host_norm_fn(NULL, &a);
 }
+/* The backend's matvec (which appends a's token itself), or the host's followed by the append op. */
 NEO_ATTN__PRIVATE int neo__matvec(neo_session *s, const neo__matvec_args *a) {
-    neo_runtime *rt = s->rt;
-    int          st;
+    neo_runtime     *rt = s->rt;
+    neo__matvec_args h = *a;
+    neo__append_args p;
+    int              st;
     if (rt->model.matvec) return rt->model.matvec(rt->dev_state, a, NEO__STREAM_MAIN);
-    return neo__standin_record_mv(rt, neo__host_matvec_fn, &s->mv, a, &st) ? st : neo__host_matvec(&s->mv, a);
+    h.app = NULL;
+    st = neo__standin_record_mv(rt, neo__host_matvec_fn, &s->mv, &h, &st) ? st : neo__host_matvec(&s->mv, &h);
+    if (st != NEO_OK || !a->app) return st;
+    p = *a->app;
+    p.src_k = a->y + a->rope_q;
+    p.src_v = a->y + a->rope_q + a->rope_k;
+    return rt->attn.append(rt->dev_state, &p, NEO__STREAM_MAIN);
 }
 
 NEO_ATTN__PRIVATE int neo__mv(neo_session *s, float *y, const float *w, const float *w_mul, const float *x, const float *norm, int n,
@@ -5710,9 +5746,9 @@ NEO_ATTN__PRIVATE int neo__mv(neo_session *s, float *y, const float *w, const fl
 }
 
 /* d rows of q, k, v projections of x (normalised when norm is set) from y on, the first rope_q
-   rotated as q, the next rope_k as k */
+   rotated as q, the next rope_k as k; app (or NULL) appends the k and v rows to a layer */
 NEO_ATTN__PRIVATE int neo__mv_rope(neo_session *s, float *y, const float *w, const float *x, const float *norm, int d, int rope_q,
-                                   int rope_k, int pos, const int *pos_dev) {
+                                   int rope_k, int pos, const int *pos_dev, const neo__append_args *app) {
     const neo_model_info *mi = &s->m->info;
     neo__matvec_args      a = neo__mv_args(y, w, NULL, x, norm, mi->dim, d, NEO__MV_ROPE);
     a.pos = pos;
@@ -5720,6 +5756,7 @@ NEO_ATTN__PRIVATE int neo__mv_rope(neo_session *s, float *y, const float *w, con
     a.rope_q = rope_q;
     a.rope_k = rope_k;
     a.head_size = mi->dim / mi->n_heads;
+    a.app = app;
     return neo__matvec(s, &a);
 }
 
@@ -5735,18 +5772,21 @@ NEO_ATTN__PRIVATE neo_status neo__session_layers(neo_session *s, int pos) {
         /* attention rmsnorm, q k v projections, RoPE (q, k, v adjacent in act). The CPU runtime
            reads the model's own weights, wq, wk and wv apart: it normalises x once, here (its
            activations are host memory) */
-        if (s->fused)
-            e = neo__mv_rope(s, s->q, s->wq + (size_t)l * (dim + 2 * kv) * dim, s->x, rms, dim + 2 * kv, dim, kv, pos, pd);
-        else {
+        if (s->fused) { /* with the token's append into this layer's KV cache */
+            neo__append_args ap;
+            if ((e = neo__append_prep(s->layers[l], s->k, s->v, 1, &ap)) != NEO_OK ||
+                (e = neo__mv_rope(s, s->q, s->wq + (size_t)l * (dim + 2 * kv) * dim, s->x, rms, dim + 2 * kv, dim, kv, pos, pd, &ap)) != NEO_OK)
+                break;
+            neo__appended(s->layers[l], 1);
+        } else {
             if ((e = neo__norm_host(s, s->xb, s->x, rms, dim)) != NEO_OK) break;
-            if ((e = neo__mv_rope(s, s->q, s->wq + ld * dim, s->xb, NULL, dim, dim, 0, pos, pd)) == NEO_OK &&
-                (e = neo__mv_rope(s, s->k, s->wk + ld * kv, s->xb, NULL, kv, 0, kv, pos, pd)) == NEO_OK)
-                e = neo__mv(s, s->v, s->wv + ld * kv, NULL, s->xb, NULL, dim, kv, NEO__MV_STORE);
+            if ((e = neo__mv_rope(s, s->q, s->wq + ld * dim, s->xb, NULL, dim, dim, 0, pos, pd, NULL)) == NEO_OK &&
+                (e = neo__mv_rope(s, s->k, s->wk + ld * kv, s->xb, NULL, kv, 0, kv, pos, pd, NULL)) == NEO_OK &&
+                (e = neo__mv(s, s->v, s->wv + ld * kv, NULL, s->xb, NULL, dim, kv, NEO__MV_STORE)) == NEO_OK)
+                e = neo__attn_append(s->layers[l], s->k, s->v, 1);
         }
-        if (e != NEO_OK) break;
-        /* this layer's KV cache and attention over it */
-        if ((e = neo__attn_append(s->layers[l], s->k, s->v, 1)) != NEO_OK || (e = neo__attn_decode(s->layers[l], s->q, s->xb)) != NEO_OK)
-            break;
+        /* attention over this layer's KV cache */
+        if (e != NEO_OK || (e = neo__attn_decode(s->layers[l], s->q, s->xb)) != NEO_OK) break;
         /* output projection and residual; FFN w2(silu(w1 x) * w3 x) and residual */
         if ((e = neo__mv(s, s->x, s->wo + ld * dim, NULL, s->xb, NULL, dim, dim, NEO__MV_ADD)) != NEO_OK ||
             (e = neo__mv(s, s->hb, s->w1 + (size_t)l * hid * dim, s->w3 + (size_t)l * hid * dim, s->x, s->rms_ffn + ld, dim, hid,

@@ -94,6 +94,9 @@
                              about 32 warps an SM stream the weights; float4 loads when aligned.
                              Programmatic dependent launch: each block asks its weight slice into
                              L2, lets the next kernel launch, and only then waits for the one ahead.
+                             The q | k | v projection may also append the token's k and v to a
+                             layer (neo__matvec_args.app): the append kernel's stores and length
+                             protocol in its epilogue, one launch fewer a layer.
    neo__argmax_kernel        one block of 1024 threads: strided scan, then a (value, index) reduction.
    neo__merge2_kernel        one block of 128 threads per (token, query head): the hybrid's merge of
                              the CPU's and the stream-back's states, finished with the sink.
@@ -1185,7 +1188,9 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        before) are visible only after neo__pdl_wait. Cells before pos0 are not among them:
        neo_attn_append wrote them before the append kernel of pos0, which is launched without the
        programmatic attribute and so starts only after all earlier work is complete, and no kernel
-       after it starts before it completes. So the first tiles below pos0 are requested at once,
+       after it starts before it completes; the decode loop, whose projection appends the token
+       itself (a programmatic dependent), wrote them in earlier steps, and each step starts with
+       a copy (the token's embedding), which waits for all earlier work. So the first tiles below pos0 are requested at once,
        overlapping the previous kernel's tail, and the rest after the wait. (An attend with len
        reads pos0 from *len before the wait: it is launched plainly, see neo__attn_live.) Head_dim 128 and 256
        let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
@@ -1787,6 +1792,11 @@ struct neo__cu_mv {
     int          vec;      /* 1 = every row, x and norm 16-byte aligned (n % 4 == 0) */
     int          pos, rope_q, rope_k, head_size;
     const int   *pos_dev;  /* or NULL: the position, read in the epilogue (after the dependency wait) */
+    /* ROPE with an append (neo__matvec_args.app, n_tokens 1), else app.k2 == app.k == NULL and
+       app.len_to < 0 and !app.advance: the k and v pairs also stored into the cache (neo__cu_app's
+       fields, src unused; type: NEO_TYPE_*) */
+    neo__cu_app  app;
+    int          app_on, app_type;
 };
 
 #define NEO__CU_MV_BATCH 8 /* float4 weight loads a lane has in flight (per unit; rows share them) */
@@ -1854,6 +1864,93 @@ __device__ __forceinline__ void neo__mv_dot(float (&s)[2], float &ss, neo__mv_ba
     }
 }
 
+/* The cache row of the appended token (a.row0, or len[0] when -1) and whether it fits. */
+__device__ __forceinline__ int neo__mv_app_row(const neo__cu_app &p, bool *fits) {
+    if (p.row0 >= 0) {
+        *fits = true;
+        return p.row0;
+    }
+    const int L = *p.len;
+    *fits = L >= 0 && L <= p.kv_cells - 1;
+    return L;
+}
+
+/* The pair of k or v elements (v0, v1) at rows r0, r0 + 1 of y past the queries (i: its index
+   there) into the appended token's cache row, in the cache's type, rounded as the append kernel
+   rounds. */
+template <typename T> __device__ __forceinline__ void neo__mv_app_store(const neo__cu_app &p, int i, int row, float v0, float v1) {
+    const bool isv = i >= p.nh * p.d;
+    const int  dim = isv ? p.dv : p.d, j = isv ? i - p.nh * p.d : i, h = j / dim, c = j % dim;
+    const bool second = p.k2 && h >= p.h2;
+    T         *base = static_cast<T *>(second ? (isv ? p.v2 : p.k2) : (isv ? p.v : p.k));
+    T         *dst = base + ((size_t)(h - (second ? p.h2 : 0)) * p.kv_cells + (size_t)row) * dim + c;
+    dst[0] = neo__kvt<T>::st(v0);
+    dst[1] = neo__kvt<T>::st(v1);
+}
+
+/* After a block's epilogues: as the append kernel's last launch, the block counts itself in
+   len[2] once its threads have read len[0] (for the row and for RoPE's position), and the last
+   block moves the length on by one, or raises the full flag; with a row given, block 0 stores
+   len_to. */
+__device__ __forceinline__ void neo__mv_app_done(const neo__cu_app &p) {
+    if (p.len_to >= 0) {
+        if (blockIdx.x == 0 && threadIdx.x == 0) p.len[0] = p.len_to;
+        return;
+    }
+    if (!p.advance) return;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int L = *p.len;
+        unsigned  prev;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(p.len + 2) : "memory");
+        if (prev == gridDim.x - 1) {
+            p.len[2] = 0;
+            if (L >= 0 && L <= p.kv_cells - 1) p.len[0] = L + 1;
+            else p.len[1] = 1;
+        }
+    }
+}
+
+/* One unit's epilogue (the lane that holds its sums): s[0..1] the rows' dot products, s[2] x . x. */
+template <int EPI, bool NORM> __device__ __forceinline__ void neo__mv_epilogue(const neo__cu_mv &a, int u, float (&s)[3]) {
+    if (NORM) { /* run.c's rmsnorm scale, 1 / sqrt(x . x / n + 1e-5) */
+        const float r = 1.0f / sqrtf(s[2] / (float)a.n + 1e-5f);
+        s[0] *= r;
+        s[1] *= r;
+    }
+    if (EPI == NEO__MV_STORE) a.y[u] = s[0];
+    else if (EPI == NEO__MV_ADD) a.y[u] += s[0];
+    else if (EPI == NEO__MV_SWIGLU) { /* run.c's order: silu first, then the product */
+        float v = s[0];
+        v *= (1.0f / (1.0f + expf(-v)));
+        v *= s[1];
+        a.y[u] = v;
+    } else { /* RoPE as run.c: the power goes through double and is rounded once, to match a
+                correctly rounded powf (glibc's) rather than CUDA's 2-ulp powf: at pos ~ 1e4 one
+                ulp of the frequency turns the angle by ~1e-3 */
+        const int r0 = 2 * u;
+        float     v0 = s[0], v1 = s[1];
+        if (r0 < a.rope_q + a.rope_k) {
+            const int   i = r0 < a.rope_q ? r0 : r0 - a.rope_q, hd = i % a.head_size;
+            const float freq = 1.0f / (float)pow(10000.0, (double)(hd / (float)a.head_size));
+            const float val = (a.pos_dev ? *a.pos_dev : a.pos) * freq, fcr = cosf(val), fci = sinf(val);
+            const float t0 = v0 * fcr - v1 * fci;
+            v1 = v0 * fci + v1 * fcr;
+            v0 = t0;
+        }
+        a.y[r0] = v0;
+        a.y[r0 + 1] = v1;
+        if (a.app_on && r0 >= a.rope_q) {
+            bool      fits;
+            const int row = neo__mv_app_row(a.app, &fits), i = r0 - a.rope_q;
+            if (!fits) return;
+            if (a.app_type == NEO_TYPE_F16) neo__mv_app_store<__half>(a.app, i, row, v0, v1);
+            else if (a.app_type == NEO_TYPE_BF16) neo__mv_app_store<__nv_bfloat16>(a.app, i, row, v0, v1);
+            else neo__mv_app_store<float>(a.app, i, row, v0, v1);
+        }
+    }
+}
+
 template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec_kernel(const neo__cu_mv a) {
     constexpr int ROWS = EPI == NEO__MV_SWIGLU || EPI == NEO__MV_ROPE ? 2 : 1;
     __shared__ float s_part[8][3];
@@ -1899,35 +1996,8 @@ template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec
                 s[k] = t;
             }
     }
-    if (u >= a.units || part != 0 || lane != 0) return;
-    if (NORM) { /* run.c's rmsnorm scale, 1 / sqrt(x . x / n + 1e-5) */
-        const float r = 1.0f / sqrtf(s[2] / (float)a.n + 1e-5f);
-        s[0] *= r;
-        s[1] *= r;
-    }
-    if (EPI == NEO__MV_STORE) a.y[u] = s[0];
-    else if (EPI == NEO__MV_ADD) a.y[u] += s[0];
-    else if (EPI == NEO__MV_SWIGLU) { /* run.c's order: silu first, then the product */
-        float v = s[0];
-        v *= (1.0f / (1.0f + expf(-v)));
-        v *= s[1];
-        a.y[u] = v;
-    } else { /* RoPE as run.c: the power goes through double and is rounded once, to match a
-                correctly rounded powf (glibc's) rather than CUDA's 2-ulp powf: at pos ~ 1e4 one
-                ulp of the frequency turns the angle by ~1e-3 */
-        const int r0 = 2 * u;
-        float     v0 = s[0], v1 = s[1];
-        if (r0 < a.rope_q + a.rope_k) {
-            const int   i = r0 < a.rope_q ? r0 : r0 - a.rope_q, hd = i % a.head_size;
-            const float freq = 1.0f / (float)pow(10000.0, (double)(hd / (float)a.head_size));
-            const float val = (a.pos_dev ? *a.pos_dev : a.pos) * freq, fcr = cosf(val), fci = sinf(val);
-            const float t0 = v0 * fcr - v1 * fci;
-            v1 = v0 * fci + v1 * fcr;
-            v0 = t0;
-        }
-        a.y[r0] = v0;
-        a.y[r0 + 1] = v1;
-    }
+    if (u < a.units && part == 0 && lane == 0) neo__mv_epilogue<EPI, NORM>(a, u, s);
+    if (EPI == NEO__MV_ROPE && a.app_on) neo__mv_app_done(a.app);
 }
 
 /* llama2.c's argmax: the lowest index of the largest x[n]; NaN never wins, 0 when nothing beats
@@ -2080,6 +2150,10 @@ __global__ void __launch_bounds__(128) neo__merge2_kernel(const neo__cu_merge2 p
 typedef struct neo__cuda {
     int          device, n_sm, own_main;
     cudaStream_t stream[NEO__CU_STREAMS]; /* MAIN (engine's or own), COPY */
+    /* never joins a capture (no op of the library's forks onto it): what must run now while MAIN
+       is being captured (a new buffer's zeros, a captured batch's table) runs here, waited for,
+       also when COPY has joined the capture (an ON layer's wake forks onto it) */
+    cudaStream_t side;
     cudaEvent_t  event[NEO__EVENTS];
     float       *work[NEO__CU_STREAMS]; /* split partials; one per stream so that concurrent attends never share */
     size_t       work_bytes[NEO__CU_STREAMS];
@@ -2166,6 +2240,7 @@ static void neo__cu_release(void *state) {
     (void)cudaSetDevice(st->device);
     for (int s = 0; s < NEO__CU_STREAMS; s++)
         if (st->stream[s]) (void)cudaStreamSynchronize(st->stream[s]);
+    if (st->side) (void)cudaStreamSynchronize(st->side);
     for (int s = 0; s < NEO__CU_STREAMS; s++) {
         if (st->work[s]) (void)cudaFree(st->work[s]);
         if (st->cnt[s]) (void)cudaFree(st->cnt[s]);
@@ -2181,6 +2256,7 @@ static void neo__cu_release(void *state) {
         if (st->event[e]) (void)cudaEventDestroy(st->event[e]);
     for (int s = 0; s < NEO__CU_STREAMS; s++)
         if (st->stream[s] && (s != NEO__STREAM_MAIN || st->own_main)) (void)cudaStreamDestroy(st->stream[s]);
+    if (st->side) (void)cudaStreamDestroy(st->side);
     (void)cudaGetLastError();
     free(st);
 }
@@ -2223,7 +2299,9 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
         if (cudaStreamCreateWithFlags(&st->stream[NEO__STREAM_MAIN], cudaStreamDefault) != cudaSuccess) goto fail;
         st->own_main = 1;
     }
-    if (cudaStreamCreateWithFlags(&st->stream[NEO__STREAM_COPY], cudaStreamNonBlocking) != cudaSuccess) goto fail;
+    if (cudaStreamCreateWithFlags(&st->stream[NEO__STREAM_COPY], cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&st->side, cudaStreamNonBlocking) != cudaSuccess)
+        goto fail;
     for (int e = 0; e < NEO__EVENTS; e++)
         if (cudaEventCreateWithFlags(&st->event[e], cudaEventDisableTiming) != cudaSuccess) goto fail;
     if (cudaDeviceGetAttribute(&st->n_sm, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || st->n_sm < 1) goto fail;
@@ -2686,14 +2764,12 @@ static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, siz
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     if (cap) (void)cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t e = cudaMalloc(&p, alloc * es);
-    /* zeroed now, in the stream's order, or, during a capture, on the other stream, waited for
+    /* zeroed now, in the stream's order, or, during a capture, on the side stream, waited for
        (a captured memset would run only at the replays, after eager launches that need zeros);
        still relaxed, so that the wait does not end a stricter capture */
-    const int zs = cap ? NEO__CU_STREAMS - 1 - stream : stream;
-    int       bad = e != cudaSuccess ? neo__cu_err(e) : NEO_OK;
-    if (!bad && zero &&
-        ((cap && neo__cu_capturing(st, zs, NULL)) || cudaMemsetAsync(p, 0, alloc * es, st->stream[zs]) != cudaSuccess ||
-         (cap && cudaStreamSynchronize(st->stream[zs]) != cudaSuccess))) {
+    cudaStream_t zs = cap ? st->side : st->stream[stream];
+    int          bad = e != cudaSuccess ? neo__cu_err(e) : NEO_OK;
+    if (!bad && zero && (cudaMemsetAsync(p, 0, alloc * es, zs) != cudaSuccess || (cap && cudaStreamSynchronize(zs) != cudaSuccess))) {
         (void)cudaFree(p);
         (void)cudaGetLastError();
         bad = NEO_ERR_DEVICE;
@@ -2702,7 +2778,9 @@ static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, siz
     if (bad) return bad;
     *buf = p;
     *have = alloc;
-    st->kept[stream] &= ~kept; /* no graph holds the new one yet */
+    /* the graph being captured holds the new one; else none does yet */
+    if (cap) st->kept[stream] |= kept;
+    else st->kept[stream] &= ~kept;
     return NEO_OK;
 }
 /* the stream's partial buffer (a quarter more than asked, in whole MiB) and its arrival counters
@@ -3037,23 +3115,25 @@ static void neo__cu_batch_fill(neo__cuda *st, const neo__attn_batch *b, const ne
 
 /* A captured batch launch's table in device memory of its own, which the graph reads at every
    replay: allocated and written now, outside the capture (relaxed for this thread; the copy on
-   the other stream, waited for), and freed at release with the retired buffers, since the
-   library cannot know when the engine destroys its graph. */
-static int neo__cu_bt_keep(neo__cuda *st, int stream, const void *src, size_t bytes, char **dev) {
-    const int zs = NEO__CU_STREAMS - 1 - stream;
-    void    **r = (void **)realloc(st->retired, (size_t)(st->n_retired + 1) * sizeof *r);
+   the side stream, waited for), and freed at release with the retired buffers, since the
+   library cannot know when the engine destroys its graph: each capture adds one. */
+static int neo__cu_bt_keep(neo__cuda *st, const void *src, size_t bytes, char **dev) {
+    void **r = (void **)realloc(st->retired, (size_t)(st->n_retired + 1) * sizeof *r);
     if (!r) return NEO_ERR_NO_MEMORY;
     st->retired = r;
-    if (neo__cu_capturing(st, zs, NULL)) return NEO_ERR_UNSUPPORTED; /* both streams captured: nowhere to copy */
     void                 *p = NULL;
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t e = cudaMalloc(&p, bytes);
-    if (e == cudaSuccess) e = cudaMemcpyAsync(p, src, bytes, cudaMemcpyHostToDevice, st->stream[zs]);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(st->stream[zs]);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(p, src, bytes, cudaMemcpyHostToDevice, st->side);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st->side);
     if (e != cudaSuccess && p) (void)cudaFree(p);
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (e != cudaSuccess) return neo__cu_err(e);
+    if (e != cudaSuccess) {
+        const int rc = neo__cu_err(e);
+        (void)cudaGetLastError();
+        return rc;
+    }
     r[st->n_retired++] = p;
     *dev = (char *)p;
     return NEO_OK;
@@ -3100,7 +3180,7 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
     if (cap) { /* a table of its own for the graph (a slot is rewritten long before a replay reads it) */
         if (!(slot = (char *)malloc(bytes))) return NEO_ERR_NO_MEMORY;
         neo__cu_batch_fill(st, b, &g, c, stream, (neo__cu_attn *)slot, (int *)(slot + tab));
-        rc = neo__cu_bt_keep(st, stream, slot, bytes, &dev);
+        rc = neo__cu_bt_keep(st, slot, bytes, &dev);
         free(slot);
         if (rc != NEO_OK) return rc;
     } else {
@@ -3221,6 +3301,19 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
     a.rope_q = m->rope_q;
     a.rope_k = m->rope_k;
     a.head_size = m->head_size;
+    memset(&a.app, 0, sizeof a.app);
+    a.app.len_to = -1;
+    a.app_on = m->app != NULL;
+    a.app_type = m->app ? m->app->kv_type : 0;
+    if (m->app) { /* as the append op's one launch (neo__cu_append) */
+        const neo__append_args *p = m->app;
+        const bool              second = p->k2 && p->v2;
+        a.app.k = p->k, a.app.v = p->v, a.app.k2 = second ? p->k2 : NULL, a.app.v2 = second ? p->v2 : NULL, a.app.h2 = p->h2;
+        a.app.kv_cells = p->kv_cells, a.app.nh = p->n_head_kv, a.app.n_head_kv = p->n_head_kv, a.app.d = p->head_dim;
+        a.app.dv = p->head_dim_v, a.app.row0 = p->row0, a.app.len = p->len, a.app.n_all = 1;
+        a.app.len_to = p->row0 >= 0 && p->len ? p->row0 + 1 : -1;
+        a.app.advance = p->row0 < 0;
+    }
     const bool  norm = m->norm != NULL;
     const void *fn = epi == NEO__MV_STORE ? neo__mv_fn<NEO__MV_STORE>(norm) : epi == NEO__MV_ADD ? neo__mv_fn<NEO__MV_ADD>(norm)
                      : epi == NEO__MV_SWIGLU ? neo__mv_fn<NEO__MV_SWIGLU>(norm) : neo__mv_fn<NEO__MV_ROPE>(norm);

@@ -876,6 +876,67 @@ static void test_matvec(mvcase c) {
     free(w), free(wm), free(x), free(g), free(y0), free(y), free(y2), free(ref), free(xn), free(dot);
 }
 
+/* The RoPE projection with the token's append folded in (neo__matvec_args.app), for each storage
+   type: a cache of CELLS rows a head whose heads from h2 = 1 on live in second buffers (a split
+   layer's host half), every cell poisoned; a row given (3: len[0] then 4), a row read from len[0]
+   (5, which is RoPE's position too: len[0] moves on to 6), and len[0] at the cache's end
+   (nothing written, the full flag raised, RoPE at that position still). y equals the plain RoPE
+   projection at the same position bit for bit; the appended row holds y's k and v rows rounded
+   to the type as the host rounds (the append op's rounding); every other cell keeps its poison. */
+static void test_matvec_append(void) {
+    enum { NH = 8, NKV = 2, HD = 32, N = 256, CELLS = 10, D = NH * HD + 2 * NKV * HD };
+    float *w = (float *)xmalloc((size_t)D * N * 4), *x = (float *)xmalloc(N * 4), *g = (float *)xmalloc(N * 4);
+    float *y = (float *)xmalloc(D * 4), *yref = (float *)xmalloc(D * 4);
+    float *dw = (float *)dalloc((size_t)D * N * 4), *dx = (float *)dalloc(N * 4), *dg = (float *)dalloc(N * 4), *dy = (float *)dalloc(D * 4);
+    int   *dlen = (int *)dalloc(3 * sizeof(int)), ok = 1;
+    fill_normal(w, (size_t)D * N), fill_normal(x, N), fill_normal(g, N);
+    up(dw, w, (size_t)D * N * 4), up(dx, x, N * 4), up(dg, g, N * 4);
+    for (int t = NEO_TYPE_F16; t <= NEO_TYPE_F32; t++) {
+        const size_t hb = (size_t)CELLS * HD * tsize(t); /* one head's K (or V) */
+        unsigned char *pois = (unsigned char *)xmalloc(hb), *got = (unsigned char *)xmalloc(hb), *want = (unsigned char *)xmalloc(hb);
+        void          *buf[4] = {dalloc(hb), dalloc(hb), dalloc(hb), dalloc(hb)}; /* k, v (head 0); k2, v2 (head 1) */
+        for (size_t i = 0; i < (size_t)CELLS * HD; i++) poison_t(pois, i, t);
+        for (int mode = 0; mode < 3; mode++) {
+            const int len0[3] = {-7, 5, CELLS}, pos = mode == 0 ? 3 : len0[mode], row = mode == 2 ? -1 : pos;
+            const int lw[3] = {mode == 0 ? 4 : mode == 1 ? 6 : CELLS, mode == 2, 0};
+            int       lg[3] = {len0[mode], 0, 0};
+            for (int b = 0; b < 4; b++) up(buf[b], pois, hb);
+            up(dlen, lg, sizeof lg);
+            neo__append_args ap;
+            neo__matvec_args a;
+            memset(&ap, 0, sizeof ap), memset(&a, 0, sizeof a);
+            ap.k = buf[0], ap.v = buf[1], ap.k2 = buf[2], ap.v2 = buf[3], ap.h2 = 1, ap.kv_cells = CELLS, ap.h1 = NKV, ap.n_tokens = 1;
+            ap.n_head_kv = NKV, ap.head_dim = ap.head_dim_v = HD, ap.kv_type = t, ap.row0 = mode == 0 ? 3 : -1, ap.len = dlen;
+            a.y = dy, a.w = dw, a.x = dx, a.norm = dg, a.n = N, a.d = D, a.epilogue = NEO__MV_ROPE, a.rope_q = NH * HD;
+            a.rope_k = NKV * HD, a.head_size = HD, a.pos = pos, a.pos_dev = mode ? dlen : NULL, a.app = &ap;
+            if (mode) a.pos = 12345; /* must not be read */
+            int s = OPS.matvec(ST, &a, NEO__STREAM_MAIN) | OPS.stream_sync(ST, NEO__STREAM_MAIN);
+            down(y, dy, D * 4), down(lg, dlen, sizeof lg);
+            a.app = NULL, a.pos_dev = NULL, a.pos = pos;
+            s |= OPS.matvec(ST, &a, NEO__STREAM_MAIN) | OPS.stream_sync(ST, NEO__STREAM_MAIN);
+            down(yref, dy, D * 4);
+            int same = !memcmp(y, yref, D * 4), cells = 1;
+            for (int b = 0; b < 4; b++) { /* head b / 2, K (even b) or V */
+                memcpy(want, pois, hb);
+                const float *src = yref + NH * HD + (b & 1) * NKV * HD + (b >> 1) * HD;
+                for (int j = 0; j < HD && row >= 0; j++) (void)store_t(want, (size_t)row * HD + j, t, src[j]);
+                down(got, buf[b], hb);
+                cells &= !memcmp(got, want, hb);
+            }
+            const int lok = lg[0] == lw[0] && lg[1] == lw[1] && lg[2] == lw[2];
+            CHECK(s == NEO_OK && same && cells && lok, "matvec + append %s mode %d: status %d, y = plain %d, cache %d, len {%d, %d, %d}",
+                  tname(t), mode, s, same, cells, lg[0], lg[1], lg[2]);
+            ok &= s == NEO_OK && same && cells && lok;
+        }
+        for (int b = 0; b < 4; b++) OPS.dev_free(ST, buf[b]);
+        free(pois), free(got), free(want);
+    }
+    add_result("matvec rope + append", "f16/bf16/f32, split heads: row given, row at len, full", -1, -1, ok);
+    printf("%-28s %-58s %s\n", "matvec rope + append", "f16/bf16/f32, split heads: row given, row at len, full", ok ? "ok" : "FAIL");
+    OPS.dev_free(ST, dw), OPS.dev_free(ST, dx), OPS.dev_free(ST, dg), OPS.dev_free(ST, dy), OPS.dev_free(ST, dlen);
+    free(w), free(x), free(g), free(y), free(yref);
+}
+
 /* matvec's argument checks: statuses, and nothing launched */
 static void test_matvec_args(void) {
     float           *buf = (float *)dalloc(64 * 4);
@@ -892,11 +953,21 @@ static void test_matvec_args(void) {
     ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
     a.epilogue = NEO__MV_STORE, a.n = 0;
     ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
+    {
+        neo__append_args ap; /* an append on a projection that is not RoPE, and one whose rows do not fill y */
+        memset(&ap, 0, sizeof ap);
+        ap.k = ap.v = buf, ap.kv_cells = 4, ap.h1 = ap.n_head_kv = 1, ap.n_tokens = 1, ap.head_dim = ap.head_dim_v = 2, ap.len = (int *)buf;
+        a.app = &ap, a.epilogue = NEO__MV_STORE, a.n = 16;
+        ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
+        a.epilogue = NEO__MV_ROPE, a.head_size = 2, a.rope_q = 0, a.rope_k = 2, a.d = 6; /* v rows 4, not 2 */
+        ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
+        a.app = NULL, a.epilogue = NEO__MV_STORE, a.d = 4, a.rope_k = 0, a.n = 0;
+    }
     a.n = 16, a.d = 0; /* nothing to do */
     ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_OK;
     ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK;
     CHECK(ok, "matvec bad arguments");
-    add_result("matvec bad args", "no w_mul, odd or too many RoPE rows, bad epilogue, n 0", -1, -1, ok);
+    add_result("matvec bad args", "no w_mul, odd or too many RoPE rows, bad epilogue, n 0, append", -1, -1, ok);
     OPS.dev_free(ST, buf);
 }
 
@@ -2353,6 +2424,7 @@ int main(int argc, char **argv) {
                          {2048, 64, NEO__MV_ROPE, 1, 0, 64, 0, 64, 5}};
     for (size_t i = 0; i < sizeof mv / sizeof *mv; i++) test_matvec(mv[i]);
     test_matvec_args();
+    test_matvec_append();
     test_argmax(32000, 0), test_argmax(512, 1), test_argmax(151936, 2), test_argmax(7, 3), test_argmax(1, 0);
     /* the hybrid's merge: a decode's host heads (the tail of the heads), all heads, prefill rows,
        head_dim_v past a block's threads, empty and NaN states */

@@ -714,6 +714,15 @@ static void test_matvec_args(neo_runtime *rt) {
     a.d = 4, a.epilogue = 7;
     check_context("host matvec: unknown epilogue");
     CHECK_STATUS((neo_status)neo__host_matvec(&h, &a), NEO_ERR_INVALID_ARG);
+    {
+        neo__append_args ap; /* a valid append: the host op leaves it to the session, and refuses it */
+        memset(&ap, 0, sizeof ap);
+        ap.k = ap.v = buf + 48, ap.kv_cells = 4, ap.h1 = ap.n_head_kv = 1, ap.n_tokens = 1, ap.head_dim = ap.head_dim_v = 2, ap.row0 = 0;
+        a.d = 4, a.epilogue = NEO__MV_ROPE, a.head_size = 2, a.rope_q = 0, a.rope_k = 2, a.app = &ap;
+        check_context("host matvec: with an append");
+        CHECK_STATUS((neo_status)neo__host_matvec(&h, &a), NEO_ERR_INVALID_ARG);
+        a.app = NULL, a.rope_k = 0;
+    }
     a.epilogue = NEO__MV_STORE, a.n = 0;
     check_context("host matvec: n = 0");
     CHECK_STATUS((neo_status)neo__host_matvec(&h, &a), NEO_ERR_INVALID_ARG);

@@ -1632,25 +1632,30 @@ done:
     free(c.ks), free(c.vs), free(k), free(v), free(q), free(out), free(ref);
 }
 
-/* Four sequences' layers of one shape at different lengths, three with every head on the device
-   (one launch of the device's batch, each reading its length when it runs) and one split under
-   OFF (a decode of its own inside the capture): a captured append_batch + decode_batch,
-   replayed, equals float64 for each. */
+/* Six sequences' layers of one shape at different lengths: three with every head on the device,
+   one split under OFF and one with every head on the host under OFF (their device heads and
+   host heads read in place, all entries of one batch launch, each reading its length when it
+   runs), and one split under ON (its own bell, rung before the batch launch: with CUDA the
+   wake's fork makes the copy stream part of the capture). A captured append_batch +
+   decode_batch, replayed, equals float64 for each. */
 static void graph_batch(gcap *g) {
-    enum { NB = 4 };
-    neo_layer_desc d = shape(8, 2, 64, 0, 200, NEO_TYPE_F16), d_off = d;
+    enum { NB = 6 };
+    neo_layer_desc d = shape(8, 2, 64, 0, 200, NEO_TYPE_F16), dl[NB];
     const size_t   nk = 2 * 64, nq = 8 * 64, no = 8 * 64;
     tcase          c[NB];
-    neo_layer     *l[NB] = {NULL, NULL, NULL, NULL};
+    neo_layer     *l[NB] = {NULL, NULL, NULL, NULL, NULL, NULL};
     float          k[NB * 2 * 64], v[NB * 2 * 64], q[NB * 8 * 64], out[NB * 8 * 64];
     double         ref[8 * 64];
     float         *dk = g_alloc(g, NB * nk), *dv = g_alloc(g, NB * nk), *dq = g_alloc(g, NB * nq), *dout = g_alloc(g, NB * no);
-    const int      len0[NB] = {1, 60, 150, 90};
+    const int      len0[NB] = {1, 60, 150, 90, 30, 120};
     memset(c, 0, sizeof c);
-    d_off.gpu_heads = 1, d_off.pipeline = NEO_PIPELINE_OFF;
+    for (int i = 0; i < NB; i++) dl[i] = d;
+    dl[3].gpu_heads = 1, dl[3].pipeline = NEO_PIPELINE_OFF;
+    dl[4].gpu_heads = NEO_GPU_HEADS_NONE, dl[4].pipeline = NEO_PIPELINE_OFF;
+    dl[5].gpu_heads = 1, dl[5].pipeline = NEO_ATTN_NO_THREADS ? NEO_PIPELINE_OFF : NEO_PIPELINE_ON; /* ON needs the listener */
     check_context("graph batch (%s)", g->cuda ? "cuda" : "stand-in");
     for (int i = 0; i < NB; i++) {
-        c[i].d = i == 3 ? d_off : d, c[i].dv = 64;
+        c[i].d = dl[i], c[i].dv = 64;
         c[i].ks = (float *)malloc(200 * nk * sizeof(float)), c[i].vs = (float *)malloc(200 * nk * sizeof(float));
         if (!CHECK(c[i].ks && c[i].vs) || !CHECK_STATUS(neo_layer_create(g->rt, &c[i].d, &l[i]), NEO_OK)) goto done;
         for (int t = 0; t < len0[i]; t++) {
