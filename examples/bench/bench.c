@@ -579,12 +579,35 @@ static double time_calls(neo_layer **L, int n, const float *q, float *out, int e
     return median(t, reps);
 }
 
+/* Seconds a replay of ge on st: two warm-up replays, then cudaEvents around each, median;
+   *reps_out (or NULL) the replays timed. */
+static double replay_median(cudaGraphExec_t ge, cudaStream_t st, int *reps_out) {
+    cudaEvent_t e0, e1;
+    double      t[64];
+    int         reps = 0;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    for (int i = 0; i < 2; i++) CU(cudaGraphLaunch(ge, st));
+    double t_end = now_s() + opt.seconds * 0.5;
+    while (reps < 64 && (reps < 5 || (now_s() < t_end && reps < 30))) {
+        float ms;
+        CU(cudaEventRecord(e0, st));
+        CU(cudaGraphLaunch(ge, st));
+        CU(cudaEventRecord(e1, st));
+        CU(cudaEventSynchronize(e1));
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        t[reps++] = ms * 1e-3;
+    }
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    if (reps_out) *reps_out = reps;
+    return median(t, reps);
+}
+
 /* The same calls captured into a CUDA graph, replayed; < 0 if capture failed. */
 static double time_graph(neo_layer **L, int n, cudaStream_t st, int *calls_out) {
     cudaGraph_t     g = NULL;
     cudaGraphExec_t ge = NULL;
-    cudaEvent_t     e0, e1;
-    double          t[64];
     int             per = n < 8 ? 8 : n, reps = 0, ok = 1;
     CU(cudaStreamSynchronize(st));
     if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
@@ -597,25 +620,11 @@ static double time_graph(neo_layer **L, int n, cudaStream_t st, int *calls_out) 
         if (g) cudaGraphDestroy(g);
         return -1;
     }
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
-    for (int i = 0; i < 2; i++) CU(cudaGraphLaunch(ge, st));
-    double t_end = now_s() + opt.seconds * 0.5;
-    while (reps < 64 && (reps < 5 || (now_s() < t_end && reps < 30))) {
-        float ms;
-        CU(cudaEventRecord(e0, st));
-        CU(cudaGraphLaunch(ge, st));
-        CU(cudaEventRecord(e1, st));
-        CU(cudaEventSynchronize(e1));
-        CU(cudaEventElapsedTime(&ms, e0, e1));
-        t[reps++] = ms * 1e-3 / per;
-    }
-    CU(cudaEventDestroy(e0));
-    CU(cudaEventDestroy(e1));
+    const double sec = replay_median(ge, st, &reps) / per;
     CU(cudaGraphExecDestroy(ge));
     CU(cudaGraphDestroy(g));
     *calls_out = reps * per;
-    return median(t, reps);
+    return sec;
 }
 
 typedef struct mode {
@@ -1450,10 +1459,8 @@ static double time_gpu_half(neo_layer **L, int n, const float *q, float *out) {
 static double time_batch_graph(neo_layer **L, int n, int loop, float *q, float *out, int *kernels) {
     cudaGraph_t     g = NULL;
     cudaGraphExec_t ge = NULL;
-    cudaEvent_t     e0, e1;
-    double          t[64];
     size_t          nn = 0;
-    int             reps = 0, ok = 1;
+    int             ok = 1;
     *kernels = 0;
     CU(cudaStreamSynchronize(stream));
     if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
@@ -1477,24 +1484,10 @@ static double time_batch_graph(neo_layer **L, int n, int loop, float *q, float *
         *kernels += ty == cudaGraphNodeTypeKernel;
     }
     free(nodes);
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
-    for (int i = 0; i < 2; i++) CU(cudaGraphLaunch(ge, stream));
-    double t_end = now_s() + opt.seconds * 0.5;
-    while (reps < 64 && (reps < 5 || (now_s() < t_end && reps < 30))) {
-        float ms;
-        CU(cudaEventRecord(e0, stream));
-        CU(cudaGraphLaunch(ge, stream));
-        CU(cudaEventRecord(e1, stream));
-        CU(cudaEventSynchronize(e1));
-        CU(cudaEventElapsedTime(&ms, e0, e1));
-        t[reps++] = ms * 1e-3;
-    }
-    CU(cudaEventDestroy(e0));
-    CU(cudaEventDestroy(e1));
+    const double sec = replay_median(ge, stream, NULL);
     CU(cudaGraphExecDestroy(ge));
     CU(cudaGraphDestroy(g));
-    return median(t, reps);
+    return sec;
 }
 
 typedef struct bmode {
