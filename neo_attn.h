@@ -306,7 +306,8 @@
    llama2.c's run.c does, with attention through neo_attn_append / neo_attn_decode and the
    matmuls on the runtime's pool. On a GPU runtime they run on the device, each with what run.c
    does around it folded in (the rmsnorm before, the residual add, SwiGLU or RoPE after) and
-   each layer's wq | wk | wv rows stored back to back: a layer is five launches and attention.
+   each layer's wq | wk | wv rows stored back to back, the token's k and v appended to the
+   layer's cache by that projection itself: a layer is four launches and attention.
    Tokenizers and samplers belong to the program (examples/mini-chat has run.c's).
 
    FINDING YOUR WAY
@@ -5529,7 +5530,8 @@ struct neo_session {
     int              n_ctx;
     /* The weights the step reads: the model's own on a CPU runtime, a device copy on a GPU. The
        device copy has each layer's wq, wk, wv rows back to back ([n_layers][dim + 2 kv_dim][dim]),
-       so that q | k | v are one launch: a layer is five launches and attention there. */
+       so that q | k | v (and the token's append) are one launch: a layer is four launches and
+       attention there. */
     float           *w_dev;     /* the device copy of m->data (same size, that layout), or NULL */
     int              fused;     /* wq points at the fused q | k | v rows */
     const float     *tok_emb, *rms_att, *wq, *wk, *wv, *wo, *rms_ffn, *w1, *w2, *w3, *rms_final, *wcls;
@@ -5774,9 +5776,12 @@ NEO_ATTN__PRIVATE neo_status neo__session_layers(neo_session *s, int pos) {
            activations are host memory) */
         if (s->fused) { /* with the token's append into this layer's KV cache */
             neo__append_args ap;
-            if ((e = neo__append_prep(s->layers[l], s->k, s->v, 1, &ap)) != NEO_OK ||
-                (e = neo__mv_rope(s, s->q, s->wq + (size_t)l * (dim + 2 * kv) * dim, s->x, rms, dim + 2 * kv, dim, kv, pos, pd, &ap)) != NEO_OK)
+            if ((e = neo__append_prep(s->layers[l], s->k, s->v, 1, &ap)) != NEO_OK) break;
+            if ((e = neo__mv_rope(s, s->q, s->wq + (size_t)l * (dim + 2 * kv) * dim, s->x, rms, dim + 2 * kv, dim, kv, pos, pd, &ap)) != NEO_OK) {
+                neo__log(s->rt, NEO_LOG_ERROR, "neo_session_step: layer %d: the q, k, v projection with the token's append: %s", l,
+                         neo_status_string((neo_status)e));
                 break;
+            }
             neo__appended(s->layers[l], 1);
         } else {
             if ((e = neo__norm_host(s, s->xb, s->x, rms, dim)) != NEO_OK) break;

@@ -1963,8 +1963,9 @@ template <int EPI, bool NORM> __global__ void __launch_bounds__(256) neo__matvec
     /* Launched as a programmatic dependent: this grid may start while the kernel before it (the
        last projection, say) still runs. The weights never depend on it, so the lane's first
        batch of them is loaded and the rest of the warp's slice asked into L2 now, overlapping
-       that kernel's tail; x, norm and y only after the wait. The next kernel may start as soon
-       as every block of this one is here. */
+       that kernel's tail; x, norm, y, the position and the appended token's cache row and
+       length only after the wait. The next kernel may start as soon as every block of this one
+       is here. */
     neo__mv_batch<ROWS> wb;
     if (u < a.units && a.vec) wb.load(wr, lo + lane, hi);
     if (u < a.units) {
@@ -2743,9 +2744,9 @@ static int neo__cu_occupancy(int *cache, const void *fn, int threads, size_t sme
    hold it (bit `kept` of neo__cuda.kept[stream], 0 for a buffer no graph holds), else freed
    after waiting for the stream, whose earlier attends may still read it. On a stream being
    captured, the allocation is made outside the capture (relaxed for this thread: a graph cannot
-   hold a cudaMalloc) and zeroed on the other stream, waited for (a captured memset would run only
+   hold a cudaMalloc) and zeroed on the side stream, waited for (a captured memset would run only
    at replays, after eager launches that need the zeros); the old buffer is kept (a graph
-   being captured may hold it). */
+   being captured may hold it), and so is the new one. */
 static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, size_t need, size_t alloc, size_t es, int zero, int kept) {
     if (need <= *have) return NEO_OK;
     const int cap = neo__cu_capturing(st, stream, NULL);

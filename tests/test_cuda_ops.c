@@ -877,64 +877,83 @@ static void test_matvec(mvcase c) {
 }
 
 /* The RoPE projection with the token's append folded in (neo__matvec_args.app), for each storage
-   type: a cache of CELLS rows a head whose heads from h2 = 1 on live in second buffers (a split
-   layer's host half), every cell poisoned; a row given (3: len[0] then 4), a row read from len[0]
-   (5, which is RoPE's position too: len[0] moves on to 6), and len[0] at the cache's end
+   type and two layouts: a split layer (head 0 in device buffers, head 1 from h2 = 1 in second
+   ones) and a layer with every head in pinned host memory (h2 = 0, no first destination), head_dim
+   32 and head_dim_v 16, every cell poisoned; a row given (3: len[0] then 4), a row read from
+   len[0] (5, which is RoPE's position too: len[0] moves on to 6), and len[0] at the cache's end
    (nothing written, the full flag raised, RoPE at that position still). y equals the plain RoPE
    projection at the same position bit for bit; the appended row holds y's k and v rows rounded
    to the type as the host rounds (the append op's rounding); every other cell keeps its poison. */
+static int mva_case(int t, int none, int mode, const float *dw, const float *dx, const float *dg, float *dy, int *dlen);
 static void test_matvec_append(void) {
-    enum { NH = 8, NKV = 2, HD = 32, N = 256, CELLS = 10, D = NH * HD + 2 * NKV * HD };
+    enum { N = 256, D = 8 * 32 + 2 * 32 + 2 * 16 };
     float *w = (float *)xmalloc((size_t)D * N * 4), *x = (float *)xmalloc(N * 4), *g = (float *)xmalloc(N * 4);
-    float *y = (float *)xmalloc(D * 4), *yref = (float *)xmalloc(D * 4);
     float *dw = (float *)dalloc((size_t)D * N * 4), *dx = (float *)dalloc(N * 4), *dg = (float *)dalloc(N * 4), *dy = (float *)dalloc(D * 4);
     int   *dlen = (int *)dalloc(3 * sizeof(int)), ok = 1;
     fill_normal(w, (size_t)D * N), fill_normal(x, N), fill_normal(g, N);
     up(dw, w, (size_t)D * N * 4), up(dx, x, N * 4), up(dg, g, N * 4);
-    for (int t = NEO_TYPE_F16; t <= NEO_TYPE_F32; t++) {
-        const size_t hb = (size_t)CELLS * HD * tsize(t); /* one head's K (or V) */
-        unsigned char *pois = (unsigned char *)xmalloc(hb), *got = (unsigned char *)xmalloc(hb), *want = (unsigned char *)xmalloc(hb);
-        void          *buf[4] = {dalloc(hb), dalloc(hb), dalloc(hb), dalloc(hb)}; /* k, v (head 0); k2, v2 (head 1) */
-        for (size_t i = 0; i < (size_t)CELLS * HD; i++) poison_t(pois, i, t);
-        for (int mode = 0; mode < 3; mode++) {
-            const int len0[3] = {-7, 5, CELLS}, pos = mode == 0 ? 3 : len0[mode], row = mode == 2 ? -1 : pos;
-            const int lw[3] = {mode == 0 ? 4 : mode == 1 ? 6 : CELLS, mode == 2, 0};
-            int       lg[3] = {len0[mode], 0, 0};
-            for (int b = 0; b < 4; b++) up(buf[b], pois, hb);
-            up(dlen, lg, sizeof lg);
-            neo__append_args ap;
-            neo__matvec_args a;
-            memset(&ap, 0, sizeof ap), memset(&a, 0, sizeof a);
-            ap.k = buf[0], ap.v = buf[1], ap.k2 = buf[2], ap.v2 = buf[3], ap.h2 = 1, ap.kv_cells = CELLS, ap.h1 = NKV, ap.n_tokens = 1;
-            ap.n_head_kv = NKV, ap.head_dim = ap.head_dim_v = HD, ap.kv_type = t, ap.row0 = mode == 0 ? 3 : -1, ap.len = dlen;
-            a.y = dy, a.w = dw, a.x = dx, a.norm = dg, a.n = N, a.d = D, a.epilogue = NEO__MV_ROPE, a.rope_q = NH * HD;
-            a.rope_k = NKV * HD, a.head_size = HD, a.pos = pos, a.pos_dev = mode ? dlen : NULL, a.app = &ap;
-            if (mode) a.pos = 12345; /* must not be read */
-            int s = OPS.matvec(ST, &a, NEO__STREAM_MAIN) | OPS.stream_sync(ST, NEO__STREAM_MAIN);
-            down(y, dy, D * 4), down(lg, dlen, sizeof lg);
-            a.app = NULL, a.pos_dev = NULL, a.pos = pos;
-            s |= OPS.matvec(ST, &a, NEO__STREAM_MAIN) | OPS.stream_sync(ST, NEO__STREAM_MAIN);
-            down(yref, dy, D * 4);
-            int same = !memcmp(y, yref, D * 4), cells = 1;
-            for (int b = 0; b < 4; b++) { /* head b / 2, K (even b) or V */
-                memcpy(want, pois, hb);
-                const float *src = yref + NH * HD + (b & 1) * NKV * HD + (b >> 1) * HD;
-                for (int j = 0; j < HD && row >= 0; j++) (void)store_t(want, (size_t)row * HD + j, t, src[j]);
-                down(got, buf[b], hb);
-                cells &= !memcmp(got, want, hb);
-            }
-            const int lok = lg[0] == lw[0] && lg[1] == lw[1] && lg[2] == lw[2];
-            CHECK(s == NEO_OK && same && cells && lok, "matvec + append %s mode %d: status %d, y = plain %d, cache %d, len {%d, %d, %d}",
-                  tname(t), mode, s, same, cells, lg[0], lg[1], lg[2]);
-            ok &= s == NEO_OK && same && cells && lok;
-        }
-        for (int b = 0; b < 4; b++) OPS.dev_free(ST, buf[b]);
-        free(pois), free(got), free(want);
-    }
-    add_result("matvec rope + append", "f16/bf16/f32, split heads: row given, row at len, full", -1, -1, ok);
-    printf("%-28s %-58s %s\n", "matvec rope + append", "f16/bf16/f32, split heads: row given, row at len, full", ok ? "ok" : "FAIL");
+    for (int t = NEO_TYPE_F16; t <= NEO_TYPE_F32; t++)
+        for (int none = 0; none < 2; none++)
+            for (int mode = 0; mode < 3; mode++) ok &= mva_case(t, none, mode, dw, dx, dg, dy, dlen);
+    add_result("matvec rope + append", "f16/bf16/f32, split / all on host, d 32/16: row, len, full", -1, -1, ok);
+    printf("%-28s %-58s %s\n", "matvec rope + append", "f16/bf16/f32, split / all on host, d 32/16: row, len, full", ok ? "ok" : "FAIL");
     OPS.dev_free(ST, dw), OPS.dev_free(ST, dx), OPS.dev_free(ST, dg), OPS.dev_free(ST, dy), OPS.dev_free(ST, dlen);
-    free(w), free(x), free(g), free(y), free(yref);
+    free(w), free(x), free(g);
+}
+/* One case of test_matvec_append: 1 when it passed. */
+static int mva_case(int t, int none, int mode, const float *dw, const float *dx, const float *dg, float *dy, int *dlen) {
+    enum { NH = 8, NKV = 2, HD = 32, HDV = 16, N = 256, CELLS = 10, D = NH * HD + NKV * HD + NKV * HDV };
+    const size_t   es = tsize(t), kb = (size_t)NKV * CELLS * HD * es, vb = (size_t)NKV * CELLS * HDV * es; /* both heads' K, V */
+    const int      h2 = none ? 0 : 1, len0[3] = {-7, 5, CELLS}, pos = mode == 0 ? 3 : len0[mode], row = mode == 2 ? -1 : pos;
+    const int      lw[3] = {mode == 0 ? 4 : mode == 1 ? 6 : CELLS, mode == 2, 0};
+    int            lg[3] = {len0[mode], 0, 0}, ok = 1;
+    unsigned char *pk = (unsigned char *)xmalloc(kb), *pv = (unsigned char *)xmalloc(vb), *got = (unsigned char *)xmalloc(kb);
+    float         *y = (float *)xmalloc(D * 4), *yref = (float *)xmalloc(D * 4);
+    void          *buf[4] = {NULL, NULL, NULL, NULL}; /* k, v (heads before h2: device); k2, v2 (from h2 on: device, or pinned) */
+    for (size_t i = 0; i < (size_t)NKV * CELLS * HD; i++) poison_t(pk, i, t);
+    for (size_t i = 0; i < (size_t)NKV * CELLS * HDV; i++) poison_t(pv, i, t);
+    if (!none) buf[0] = dalloc(kb / 2), buf[1] = dalloc(vb / 2), buf[2] = dalloc(kb / 2), buf[3] = dalloc(vb / 2);
+    else if (OPS.host_alloc(ST, &buf[2], kb) != NEO_OK || OPS.host_alloc(ST, &buf[3], vb) != NEO_OK) {
+        fprintf(stderr, "host_alloc failed\n");
+        exit(2);
+    }
+    const size_t part[4] = {none ? 0 : kb / 2, none ? 0 : vb / 2, none ? kb : kb / 2, none ? vb : vb / 2};
+    for (int b = 0; b < 4; b++)
+        if (buf[b]) up(buf[b], b & 1 ? pv : pk, part[b]);
+    up(dlen, lg, sizeof lg);
+    neo__append_args ap;
+    neo__matvec_args a;
+    memset(&ap, 0, sizeof ap), memset(&a, 0, sizeof a);
+    ap.k = buf[0], ap.v = buf[1], ap.k2 = buf[2], ap.v2 = buf[3], ap.h2 = h2, ap.kv_cells = CELLS, ap.h1 = NKV, ap.n_tokens = 1;
+    ap.n_head_kv = NKV, ap.head_dim = HD, ap.head_dim_v = HDV, ap.kv_type = t, ap.row0 = mode == 0 ? 3 : -1, ap.len = dlen;
+    a.y = dy, a.w = dw, a.x = dx, a.norm = dg, a.n = N, a.d = D, a.epilogue = NEO__MV_ROPE, a.rope_q = NH * HD, a.rope_k = NKV * HD;
+    a.head_size = HD, a.pos = mode ? 12345 : pos, a.pos_dev = mode ? dlen : NULL, a.app = &ap; /* pos: must not be read with pos_dev */
+    int s = OPS.matvec(ST, &a, NEO__STREAM_MAIN) | OPS.stream_sync(ST, NEO__STREAM_MAIN);
+    down(y, dy, D * 4), down(lg, dlen, sizeof lg);
+    a.app = NULL, a.pos_dev = NULL, a.pos = pos;
+    s |= OPS.matvec(ST, &a, NEO__STREAM_MAIN) | OPS.stream_sync(ST, NEO__STREAM_MAIN);
+    down(yref, dy, D * 4);
+    /* the expected caches: poison, and the row from yref (K: k rows of head h; V: v rows) */
+    for (int h = 0; h < NKV && row >= 0; h++) {
+        for (int j = 0; j < HD; j++) (void)store_t(pk, ((size_t)h * CELLS + row) * HD + j, t, yref[NH * HD + h * HD + j]);
+        for (int j = 0; j < HDV; j++) (void)store_t(pv, ((size_t)h * CELLS + row) * HDV + j, t, yref[NH * HD + NKV * HD + h * HDV + j]);
+    }
+    int cells = 1;
+    for (int b = 0; b < 4; b++) {
+        if (!buf[b]) continue;
+        const size_t off = b < 2 ? 0 : (size_t)h2 * CELLS * (b & 1 ? HDV : HD) * es; /* heads from h2 on */
+        down(got, buf[b], part[b]);
+        cells &= !memcmp(got, (b & 1 ? pv : pk) + off, part[b]);
+    }
+    const int same = !memcmp(y, yref, D * 4), lok = lg[0] == lw[0] && lg[1] == lw[1] && lg[2] == lw[2];
+    ok = s == NEO_OK && same && cells && lok;
+    CHECK(ok, "matvec + append %s %s mode %d: status %d, y = plain %d, cache %d, len {%d, %d, %d}", tname(t), none ? "all on host" : "split",
+          mode, s, same, cells, lg[0], lg[1], lg[2]);
+    for (int b = 0; b < 4; b++)
+        if (buf[b] && none) OPS.host_free(ST, buf[b]);
+        else if (buf[b]) OPS.dev_free(ST, buf[b]);
+    free(pk), free(pv), free(got), free(y), free(yref);
+    return ok;
 }
 
 /* matvec's argument checks: statuses, and nothing launched */
@@ -954,20 +973,42 @@ static void test_matvec_args(void) {
     a.epilogue = NEO__MV_STORE, a.n = 0;
     ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
     {
-        neo__append_args ap; /* an append on a projection that is not RoPE, and one whose rows do not fill y */
+        /* appends: on a projection that is not RoPE, with rows that do not fill y, and (on a valid
+           RoPE projection of 1 KV head of 2 + 2 rows) a row past the cache or below -1, a second
+           destination without its V, h2 past the heads, no first destination for head 0, kv_h0
+           not 0, a misaligned length; then the valid one runs */
+        neo__append_args ap, bad;
         memset(&ap, 0, sizeof ap);
-        ap.k = ap.v = buf, ap.kv_cells = 4, ap.h1 = ap.n_head_kv = 1, ap.n_tokens = 1, ap.head_dim = ap.head_dim_v = 2, ap.len = (int *)buf;
+        ap.k = ap.v = buf + 48, ap.kv_cells = 4, ap.h1 = ap.n_head_kv = 1, ap.n_tokens = 1, ap.head_dim = ap.head_dim_v = 2;
+        ap.len = (int *)(buf + 60), ap.row0 = 1;
         a.app = &ap, a.epilogue = NEO__MV_STORE, a.n = 16;
         ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
         a.epilogue = NEO__MV_ROPE, a.head_size = 2, a.rope_q = 0, a.rope_k = 2, a.d = 6; /* v rows 4, not 2 */
         ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_ERR_INVALID_ARG;
-        a.app = NULL, a.epilogue = NEO__MV_STORE, a.d = 4, a.rope_k = 0, a.n = 0;
+        a.d = 4, a.n = 8; /* w: buf[16, 48), x: buf[32, 40), y: buf[0, 4), the cache at buf + 48, len at buf + 60 */
+        for (int c = 0; c < 7; c++) {
+            bad = ap;
+            if (c == 0) bad.row0 = 4;
+            if (c == 1) bad.row0 = -2;
+            if (c == 2) bad.k2 = buf + 48, bad.h2 = 0;
+            if (c == 3) bad.k2 = bad.v2 = buf + 48, bad.h2 = 2;
+            if (c == 4) bad.k = NULL;
+            if (c == 5) bad.kv_h0 = 1;
+            if (c == 6) bad.row0 = -1, bad.len = (int *)((char *)(buf + 60) + 2);
+            a.app = &bad;
+            const int sc = OPS.matvec(ST, &a, NEO__STREAM_MAIN);
+            CHECK(sc == NEO_ERR_INVALID_ARG, "matvec + append: bad case %d: status %d", c, sc);
+            ok &= sc == NEO_ERR_INVALID_ARG;
+        }
+        a.app = &ap;
+        ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_OK;
+        a.app = NULL, a.epilogue = NEO__MV_STORE, a.rope_k = 0, a.n = 0;
     }
     a.n = 16, a.d = 0; /* nothing to do */
     ok &= OPS.matvec(ST, &a, NEO__STREAM_MAIN) == NEO_OK;
     ok &= OPS.stream_sync(ST, NEO__STREAM_MAIN) == NEO_OK;
     CHECK(ok, "matvec bad arguments");
-    add_result("matvec bad args", "no w_mul, odd or too many RoPE rows, bad epilogue, n 0, append", -1, -1, ok);
+    add_result("matvec bad args", "no w_mul, odd RoPE rows, bad epilogue, n 0, 9 bad appends", -1, -1, ok);
     OPS.dev_free(ST, buf);
 }
 

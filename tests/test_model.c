@@ -719,7 +719,8 @@ static void test_matvec_args(neo_runtime *rt) {
         memset(&ap, 0, sizeof ap);
         ap.k = ap.v = buf + 48, ap.kv_cells = 4, ap.h1 = ap.n_head_kv = 1, ap.n_tokens = 1, ap.head_dim = ap.head_dim_v = 2, ap.row0 = 0;
         a.d = 4, a.epilogue = NEO__MV_ROPE, a.head_size = 2, a.rope_q = 0, a.rope_k = 2, a.app = &ap;
-        check_context("host matvec: with an append");
+        check_context("host matvec: with an append that the CUDA op would take");
+        CHECK(neo__matvec_ok(&a));
         CHECK_STATUS((neo_status)neo__host_matvec(&h, &a), NEO_ERR_INVALID_ARG);
         a.app = NULL, a.rope_k = 0;
     }
