@@ -1190,8 +1190,9 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        programmatic attribute and so starts only after all earlier work is complete, and no kernel
        after it starts before it completes; the decode loop, whose projection appends the token
        itself (a programmatic dependent), wrote them in earlier steps, and each step starts with
-       a copy (the token's embedding), which waits for all earlier work. So the first tiles below pos0 are requested at once,
-       overlapping the previous kernel's tail, and the rest after the wait. (An attend with len
+       a copy (the token's embedding), which waits for all earlier work. So the first tiles below
+       pos0 are requested at once, overlapping the previous kernel's tail, and the rest after the
+       wait. (An attend with len
        reads pos0 from *len before the wait: it is launched plainly, see neo__attn_live.) Head_dim 128 and 256
        let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
        one of this grid's leaves it and request their first tiles while this grid's last blocks
@@ -1792,9 +1793,8 @@ struct neo__cu_mv {
     int          vec;      /* 1 = every row, x and norm 16-byte aligned (n % 4 == 0) */
     int          pos, rope_q, rope_k, head_size;
     const int   *pos_dev;  /* or NULL: the position, read in the epilogue (after the dependency wait) */
-    /* ROPE with an append (neo__matvec_args.app, n_tokens 1), else app.k2 == app.k == NULL and
-       app.len_to < 0 and !app.advance: the k and v pairs also stored into the cache (neo__cu_app's
-       fields, src unused; type: NEO_TYPE_*) */
+    /* app_on: ROPE with an append (neo__matvec_args.app, one token): the k and v pairs also stored
+       into the cache app describes (src unused), of storage type app_type (NEO_TYPE_*) */
     neo__cu_app  app;
     int          app_on, app_type;
 };
@@ -2517,17 +2517,28 @@ static int neo__cu_append_ok(const neo__append_args *a) {
            a->kv_cells <= NEO__CU_MAX_CELLS && a->kv_type >= NEO_TYPE_F16 && a->kv_type <= NEO_TYPE_F32;
 }
 
+/* An append's launch parameters for all its tokens (row0, len_to and advance as one launch of
+   them would have; neo__cu_append slices them, the projection with an append has one token). */
+static neo__cu_app neo__cu_app_args(const neo__append_args *a) {
+    const bool  second = a->k2 && a->v2;
+    neo__cu_app p;
+    memset(&p, 0, sizeof p);
+    p.k = a->k, p.v = a->v, p.k2 = second ? a->k2 : NULL, p.v2 = second ? a->v2 : NULL, p.h2 = a->h2;
+    p.src_k = a->src_k, p.src_v = a->src_v, p.kv_cells = a->kv_cells, p.kv_h0 = a->kv_h0, p.h0 = a->h0, p.nh = a->h1 - a->h0;
+    p.n_head_kv = a->n_head_kv, p.d = a->head_dim, p.dv = a->head_dim_v, p.row0 = a->row0, p.len = a->len, p.n_all = a->n_tokens;
+    p.len_to = a->row0 >= 0 && a->len ? a->row0 + a->n_tokens : -1;
+    p.advance = a->row0 < 0;
+    return p;
+}
+
 static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
     int          ok;
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok || !a || !neo__cu_append_ok(a)) return NEO_ERR_INVALID_ARG;
     if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    const bool  second = a->k2 && a->v2;
-    neo__cu_app p = {a->k,       a->v,          second ? a->k2 : NULL, second ? a->v2 : NULL, a->h2,         a->src_k,
-                     a->src_v,   a->kv_cells,   a->kv_h0,              a->h0,                 a->h1 - a->h0, a->n_head_kv,
-                     a->head_dim, a->head_dim_v, a->row0,              a->len,                0,             a->n_tokens,
-                     -1,          0};
+    const neo__cu_app all = neo__cu_app_args(a);
+    neo__cu_app       p = all;
     /* a launch's grid (tokens x heads) stays below 2^30 blocks */
     const int slice = (1 << 30) / p.nh;
     for (int t0 = 0, rc; t0 < a->n_tokens; t0 += slice) {
@@ -2536,8 +2547,8 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
         p.src_v = a->src_v + (size_t)t0 * a->n_head_kv * a->head_dim_v;
         p.row0 = a->row0 < 0 ? -1 : a->row0 + t0;
         p.t0 = t0;
-        p.len_to = a->row0 >= 0 && a->len && t0 + n == a->n_tokens ? a->row0 + a->n_tokens : -1; /* the last launch stores it */
-        p.advance = a->row0 < 0 && t0 + n == a->n_tokens; /* or moves it */
+        p.len_to = t0 + n == a->n_tokens ? all.len_to : -1; /* the last launch stores the length */
+        p.advance = t0 + n == a->n_tokens && all.advance;  /* or moves it */
         dim3 grid((unsigned)n * (unsigned)p.nh, 2);
         if (a->kv_type == NEO_TYPE_F16) neo__append_kernel<__half><<<grid, 128, 0, s>>>(p);
         else if (a->kv_type == NEO_TYPE_BF16) neo__append_kernel<__nv_bfloat16><<<grid, 128, 0, s>>>(p);
@@ -3302,19 +3313,10 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
     a.rope_q = m->rope_q;
     a.rope_k = m->rope_k;
     a.head_size = m->head_size;
-    memset(&a.app, 0, sizeof a.app);
-    a.app.len_to = -1;
     a.app_on = m->app != NULL;
     a.app_type = m->app ? m->app->kv_type : 0;
-    if (m->app) { /* as the append op's one launch (neo__cu_append) */
-        const neo__append_args *p = m->app;
-        const bool              second = p->k2 && p->v2;
-        a.app.k = p->k, a.app.v = p->v, a.app.k2 = second ? p->k2 : NULL, a.app.v2 = second ? p->v2 : NULL, a.app.h2 = p->h2;
-        a.app.kv_cells = p->kv_cells, a.app.nh = p->n_head_kv, a.app.n_head_kv = p->n_head_kv, a.app.d = p->head_dim;
-        a.app.dv = p->head_dim_v, a.app.row0 = p->row0, a.app.len = p->len, a.app.n_all = 1;
-        a.app.len_to = p->row0 >= 0 && p->len ? p->row0 + 1 : -1;
-        a.app.advance = p->row0 < 0;
-    }
+    if (m->app) a.app = neo__cu_app_args(m->app); /* as the append op's one launch */
+    else memset(&a.app, 0, sizeof a.app);
     const bool  norm = m->norm != NULL;
     const void *fn = epi == NEO__MV_STORE ? neo__mv_fn<NEO__MV_STORE>(norm) : epi == NEO__MV_ADD ? neo__mv_fn<NEO__MV_ADD>(norm)
                      : epi == NEO__MV_SWIGLU ? neo__mv_fn<NEO__MV_SWIGLU>(norm) : neo__mv_fn<NEO__MV_ROPE>(norm);
