@@ -534,9 +534,10 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    n_head_kv, head_dim, head_dim_v; n_ctx, kv_type, gpu_heads and pipeline may differ. Everything
    is checked before anything runs. Results equal n single calls (bitwise on a CPU runtime and the
    stand-in, within the tolerance on a GPU). neo_attn_append_batch is all or nothing:
-   NEO_ERR_FULL if any layer is full, and then no layer changes. neo_attn_decode_batch attends
-   every layer's host heads in one job of the CPU pool (tasks over layer, head and cell chunk)
-   with one join, and their GPU heads together on the stream: with CUDA, the f16 / bf16 layers of
+   NEO_ERR_FULL if any layer is full, and then no layer changes; with CUDA it is one launch for
+   all n layers (their device and pinned host heads), eager or captured. neo_attn_decode_batch
+   attends every layer's host heads in one job of the CPU pool (tasks over layer, head and cell
+   chunk) with one join, and their GPU heads together on the stream: with CUDA, the f16 / bf16 layers of
    head_dim 64, 128 or 256 in one varlen tensor-core launch per storage type, whose splits of
    equal cells span the whole batch so that short and long sequences alike fill the GPU (other
    layers one launch each; while the stream is being captured, see CUDA GRAPHS). Split layers
@@ -625,7 +626,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
 #define NEO__DEV_MEM_ABI 2
-#define NEO__DEV_ATTN_ABI 7
+#define NEO__DEV_ATTN_ABI 8
 #define NEO__DEV_MODEL_ABI 3
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
@@ -819,6 +820,9 @@ typedef struct neo__dev_attn {
     /* Optional, NULL = the header calls attend once per entry: every entry of b attended, as
        attend would each, in stream order. */
     int  (*attend_batch)(void *state, const neo__attn_batch *b, int stream);
+    /* Optional, NULL = the header calls append once per entry: a[0..n), appends to distinct
+       layers, each done as append would do it, in stream order. */
+    int  (*append_batch)(void *state, const neo__append_args *a, int n, int stream);
     /* The hybrid's last step: two states merged and finished into out (neo__merge_args). */
     int  (*merge)(void *state, const neo__merge_args *m, int stream);
     /* len[0] = value, len[1] = len[2] = 0 in stream order (len: device [3], see neo__append_args.len) */
@@ -3205,6 +3209,14 @@ NEO_ATTN__PRIVATE int neo__standin_attend_batch(void *state, const neo__attn_bat
     for (int i = 0; i < b->n && s == NEO_OK; i++) s = neo__standin_attend(state, &b->entries[i], stream);
     return s;
 }
+/* Every entry checked, then one after the other (as the CUDA op refuses a batch before any launch). */
+NEO_ATTN__PRIVATE int neo__standin_append_batch(void *state, const neo__append_args *a, int n, int stream) {
+    int s = NEO_OK;
+    for (int i = 0; i < n; i++)
+        if (a[i].row0 < 0 && !a[i].len) return NEO_ERR_INVALID_ARG;
+    for (int i = 0; i < n && s == NEO_OK; i++) s = neo__standin_append(state, &a[i], stream);
+    return s;
+}
 NEO_ATTN__PRIVATE void neo__standin_tables(neo__dev_mem *m, neo__dev_attn *t) {
     neo__host_tables(m, t);
     m->copy = neo__standin_copy;
@@ -3221,6 +3233,7 @@ NEO_ATTN__PRIVATE void neo__standin_tables(neo__dev_mem *m, neo__dev_attn *t) {
     t->await_copy = neo__standin_await_copy;
     t->launch_async = neo__standin_launch_async;
     t->attend_batch = neo__standin_attend_batch;
+    t->append_batch = neo__standin_append_batch;
     t->set_length = neo__standin_set_length;
     t->ring = neo__standin_ring;
     t->answer = neo__standin_answer;
@@ -4693,6 +4706,8 @@ typedef struct neo__batch {
     int            *mode;               /* [cap] NEO__BATCH_*: how layer i of a GPU batch runs */
     neo__attn_args *dev;                /* [cap] the device halves */
     int             n, cap;             /* host halves in args; room */
+    neo__append_args *app;              /* [app_cap] an append batch's appends (the pool never reads them) */
+    int             app_cap;
 } neo__batch;
 
 NEO_ATTN__PRIVATE void neo__batch_free_arrays(neo_runtime *rt, neo__batch *B) {
@@ -4707,6 +4722,7 @@ NEO_ATTN__PRIVATE void neo__batch_release(neo_runtime *rt) {
     neo__batch *B = rt->batch;
     if (!B) return;
     neo__batch_free_arrays(rt, B);
+    neo__free(&rt->alloc, B->app);
     neo__free(&rt->alloc, B);
     rt->batch = NULL;
 }
@@ -4818,27 +4834,54 @@ NEO_ATTN__PRIVATE neo_status neo__batch_check(neo_layer *const *layers, int n, c
 }
 
 /* One token into L: its device heads' rows and its host heads' (the rows of neo_attn_append). */
-NEO_ATTN__PRIVATE neo_status neo__append_token(neo_layer *L, const float *k, const float *v) {
-    neo__append_args a;
-    int              host = L->gpu_heads < L->n_head_kv;
-    neo__append_args_init(L, &a, k, v, 1);
-    a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->n_head_kv;
-    a.k2 = host ? L->k_host : NULL, a.v2 = host ? L->v_host : NULL, a.h2 = host ? L->gpu_heads : 0;
-    return (neo_status)L->rt->attn.append(L->rt->dev_state, &a, NEO__STREAM_MAIN);
+NEO_ATTN__PRIVATE void neo__append_token(const neo_layer *L, const float *k, const float *v, neo__append_args *a) {
+    int host = L->gpu_heads < L->n_head_kv;
+    neo__append_args_init(L, a, k, v, 1);
+    a->k = L->k_dev, a->v = L->v_dev, a->h1 = L->n_head_kv;
+    a->k2 = host ? L->k_host : NULL, a->v2 = host ? L->v_host : NULL, a->h2 = host ? L->gpu_heads : 0;
+}
+
+/* Room for n appends in rt->batch->app. */
+NEO_ATTN__PRIVATE neo_status neo__batch_apps(neo_runtime *rt, int n) {
+    neo__batch       *b = rt->batch;
+    neo__append_args *a;
+    if (!b && !(b = rt->batch = (neo__batch *)neo__calloc(&rt->alloc, sizeof *b))) return NEO_ERR_NO_MEMORY;
+    if (n <= b->app_cap) return NEO_OK;
+    if (!(a = (neo__append_args *)neo__alloc_n(rt, (size_t)n, sizeof *a))) return NEO_ERR_NO_MEMORY;
+    neo__free(&rt->alloc, b->app);
+    b->app = a, b->app_cap = n;
+    return NEO_OK;
 }
 
 /* Every row is written before any length moves, so a failed batch leaves every length as it was
-   (rows past a length are never read). */
+   (rows past a length are never read): one backend op for the whole batch where it has one,
+   else one append each. */
 NEO_ATTN__PRIVATE neo_status neo__attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v) {
-    neo_status s = neo__batch_check(layers, n, k, v, "neo_attn_append_batch");
-    size_t     kr, vr;
+    neo_status   s = neo__batch_check(layers, n, k, v, "neo_attn_append_batch");
+    neo_runtime *rt = layers && layers[0] ? layers[0]->rt : NULL;
+    size_t       kr, vr;
     if (s != NEO_OK) return s;
     kr = (size_t)layers[0]->n_head_kv * (size_t)layers[0]->head_dim;
     vr = (size_t)layers[0]->n_head_kv * (size_t)layers[0]->head_dim_v;
-    for (int i = 0; i < n && !layers[0]->rt->capturing; i++)
-        if (layers[i]->len == layers[i]->n_ctx) return NEO_ERR_FULL;
-    for (int i = 0; i < n; i++)
-        if ((s = neo__append_token(layers[i], k + (size_t)i * kr, v + (size_t)i * vr)) != NEO_OK) return s;
+    for (int i = 0; i < n && !rt->capturing; i++)
+        if (layers[i]->len == layers[i]->n_ctx) {
+            neo__log(rt, NEO_LOG_WARN, "neo_attn_append_batch: layer %d of the batch is full (n_ctx %d); nothing was written", i,
+                     layers[i]->n_ctx);
+            return NEO_ERR_FULL;
+        }
+    if (rt->attn.append_batch && (s = neo__batch_apps(rt, n)) == NEO_OK) {
+        for (int i = 0; i < n; i++) neo__append_token(layers[i], k + (size_t)i * kr, v + (size_t)i * vr, &rt->batch->app[i]);
+        s = (neo_status)rt->attn.append_batch(rt->dev_state, rt->batch->app, n, NEO__STREAM_MAIN);
+    } else if (!rt->attn.append_batch)
+        for (int i = 0; i < n && s == NEO_OK; i++) {
+            neo__append_args a;
+            neo__append_token(layers[i], k + (size_t)i * kr, v + (size_t)i * vr, &a);
+            s = (neo_status)rt->attn.append(rt->dev_state, &a, NEO__STREAM_MAIN);
+        }
+    if (s != NEO_OK) {
+        neo__log(rt, NEO_LOG_ERROR, "neo_attn_append_batch: %s", neo_status_string(s));
+        return s;
+    }
     for (int i = 0; i < n; i++) neo__appended(layers[i], 1);
     return NEO_OK;
 }

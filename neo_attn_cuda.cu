@@ -87,6 +87,9 @@
                              programmatic dependent of the attention kernel on sm_90.
    neo__append_kernel        grid (n_tokens * (h1 - h0), 2: K and V), 128 threads: one new row each;
                              a captured append's last block also moves the length (DEVICE-SIDE LENGTHS).
+   neo__append_batch_kernel  the appends of many layers (neo_attn_append_batch) in one launch: each
+                             block finds its layer's entry in a table in device memory and runs
+                             as that append's own launch would.
    neo__set_length_kernel    one thread: set_length.
    neo__matvec_kernel<E, N>  the decode loop's projections, with run.c's rmsnorm before (N) and the
                              residual add, SwiGLU or RoPE after (E) folded in: 8 warps a block, R
@@ -133,7 +136,9 @@
    launch of neo__attn_mma_batch<LEN> per storage type and head_dim: each entry's split count is
    fixed by its bound, its chunk follows the length it reads, and the launch's table lives in
    device memory of its own, written outside the capture and kept until release (neo__cu_bt_keep),
-   since the graph reads it at every replay.
+   since the graph reads it at every replay. A batch of appends (neo_attn_append_batch) is one
+   launch of neo__append_batch_kernel with its table kept the same way; each entry counts its
+   own blocks in its own len[2].
 
    NUMERICS
    --------
@@ -171,7 +176,9 @@
 #define NEO__CU_MAX_CELLS (1 << 30)
 #define NEO__CU_GEN_COLS 256            /* output columns per generic block */
 #define NEO__CU_GEN_TILE 32             /* cells per generic tile */
-#define NEO__CU_BT_SLOTS 4              /* batch tables in flight before the host waits for the oldest's copy */
+/* batch tables in flight before the host waits for the oldest's copy: a step of many layers
+   stages two a layer (the append's and the decode's), and the host may run that many ahead */
+#define NEO__CU_BT_SLOTS 16
 #define NEO__CU_BATCH_WAVES 4           /* a batch's blocks: about this many waves of equal ones (neo__cu_batch_chunk) */
 #define NEO__CU_BATCH_BLOCK_BYTES (2 << 20) /* and the K and V bytes one reads at least */
 #define NEO__CU_BT_LEN 6                /* a batch's launch groups with len come after the 6 without */
@@ -1729,14 +1736,16 @@ struct neo__cu_app {
     int          t0, n_all; /* the launch's first token in the append, and the append's tokens */
     int          len_to;    /* >= 0: len[0] = len_to once the rows are written (row0 >= 0) */
     int          advance;   /* row0 = -1, the append's last launch: its last block moves len */
+    int          type;      /* the storage type T, NEO_TYPE_* (read by the kernels that take several) */
 };
 
-/* Rows of the append's tokens. Captured (row0 = -1): every block reads len[0] and writes
-   nothing when the append's n_all rows do not fit after it. In the append's last launch
-   (advance) each block then counts itself in len[2], after its threads' reads of len[0], and the
-   last to arrive moves the length on by n_all, or raises the full flag len[1] when the rows did
-   not fit, and sets the count back to 0: so len[0] changes only once every block has read it. */
-template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(const neo__cu_app a) {
+/* Block (bx, by) of the nblk blocks of an append's launch (bx: token x head, by: K or V) writes
+   one row. Captured (row0 = -1): every block reads len[0] and writes nothing when the append's
+   n_all rows do not fit after it. In the append's last launch (advance) each block then counts
+   itself in len[2], after its threads' reads of len[0], and the last to arrive moves the length
+   on by n_all, or raises the full flag len[1] when the rows did not fit, and sets the count back
+   to 0: so len[0] changes only once every block has read it. */
+template <typename T> __device__ __forceinline__ void neo__append_block(const neo__cu_app &a, unsigned bx, unsigned by, unsigned nblk) {
     int  row0 = a.row0, L = 0;
     bool fits = true;
     if (row0 < 0) {
@@ -1745,25 +1754,44 @@ template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(
         row0 = L + a.t0;
     }
     if (fits) {
-        const int    t = blockIdx.x / a.nh, h = a.h0 + blockIdx.x % a.nh, isv = blockIdx.y, dim = isv ? a.dv : a.d;
+        const int    t = (int)bx / a.nh, h = a.h0 + (int)bx % a.nh, isv = (int)by, dim = isv ? a.dv : a.d;
         const bool   second = a.k2 && h >= a.h2;
         const float *src = (isv ? a.src_v : a.src_k) + ((size_t)t * a.n_head_kv + h) * dim;
         T *base = static_cast<T *>(second ? (isv ? a.v2 : a.k2) : (isv ? a.v : a.k));
         T *dst = base + ((size_t)(h - (second ? a.h2 : a.kv_h0)) * a.kv_cells + (size_t)row0 + t) * dim;
         for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[j] = neo__kvt<T>::st(src[j]);
     }
-    if (a.len_to >= 0 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) a.len[0] = a.len_to;
+    if (a.len_to >= 0 && bx == 0 && by == 0 && threadIdx.x == 0) a.len[0] = a.len_to;
     if (!a.advance) return;
     __syncthreads(); /* every thread of the block has read len[0] */
     if (threadIdx.x == 0) {
         unsigned prev;
         asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(a.len + 2) : "memory");
-        if (prev == gridDim.x * gridDim.y - 1) {
+        if (prev == nblk - 1) {
             a.len[2] = 0;
             if (fits) a.len[0] = L + a.n_all;
             else a.len[1] = 1;
         }
     }
+}
+template <typename T> __global__ void __launch_bounds__(128) neo__append_kernel(const neo__cu_app a) {
+    neo__append_block<T>(a, blockIdx.x, blockIdx.y, gridDim.x * gridDim.y);
+}
+/* A batch of appends in one launch (neo__cu_append_batch): entry i (tab[i], in device memory) owns
+   blocks [start[i], start[i + 1]) x (K, V), found by bisection, and runs them as its own launch
+   would, in its own storage type. */
+__global__ void __launch_bounds__(128) neo__append_batch_kernel(const neo__cu_app *tab, const int *start, int n) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (start[mid] <= (int)blockIdx.x) lo = mid;
+        else hi = mid - 1;
+    }
+    const neo__cu_app a = tab[lo];
+    const unsigned    bx = blockIdx.x - (unsigned)start[lo], nblk = 2u * (unsigned)(start[lo + 1] - start[lo]);
+    if (a.type == NEO_TYPE_F16) neo__append_block<__half>(a, bx, blockIdx.y, nblk);
+    else if (a.type == NEO_TYPE_BF16) neo__append_block<__nv_bfloat16>(a, bx, blockIdx.y, nblk);
+    else neo__append_block<float>(a, bx, blockIdx.y, nblk);
 }
 __global__ void __launch_bounds__(1) neo__set_length_kernel(int *len, int value) {
     len[0] = value;
@@ -1794,9 +1822,9 @@ struct neo__cu_mv {
     int          pos, rope_q, rope_k, head_size;
     const int   *pos_dev;  /* or NULL: the position, read in the epilogue (after the dependency wait) */
     /* app_on: ROPE with an append (neo__matvec_args.app, one token): the k and v pairs also stored
-       into the cache app describes (src unused), of storage type app_type (NEO_TYPE_*) */
+       into the cache app describes (src unused), in its storage type app.type */
     neo__cu_app  app;
-    int          app_on, app_type;
+    int          app_on;
 };
 
 #define NEO__CU_MV_BATCH 8 /* float4 weight loads a lane has in flight (per unit; rows share them) */
@@ -1944,8 +1972,8 @@ template <int EPI, bool NORM> __device__ __forceinline__ void neo__mv_epilogue(c
             bool      fits;
             const int row = neo__mv_app_row(a.app, &fits), i = r0 - a.rope_q;
             if (!fits) return;
-            if (a.app_type == NEO_TYPE_F16) neo__mv_app_store<__half>(a.app, i, row, v0, v1);
-            else if (a.app_type == NEO_TYPE_BF16) neo__mv_app_store<__nv_bfloat16>(a.app, i, row, v0, v1);
+            if (a.app.type == NEO_TYPE_F16) neo__mv_app_store<__half>(a.app, i, row, v0, v1);
+            else if (a.app.type == NEO_TYPE_BF16) neo__mv_app_store<__nv_bfloat16>(a.app, i, row, v0, v1);
             else neo__mv_app_store<float>(a.app, i, row, v0, v1);
         }
     }
@@ -2528,6 +2556,7 @@ static neo__cu_app neo__cu_app_args(const neo__append_args *a) {
     p.n_head_kv = a->n_head_kv, p.d = a->head_dim, p.dv = a->head_dim_v, p.row0 = a->row0, p.len = a->len, p.n_all = a->n_tokens;
     p.len_to = a->row0 >= 0 && a->len ? a->row0 + a->n_tokens : -1;
     p.advance = a->row0 < 0;
+    p.type = a->kv_type;
     return p;
 }
 
@@ -3151,6 +3180,38 @@ static int neo__cu_bt_keep(neo__cuda *st, const void *src, size_t bytes, char **
     return NEO_OK;
 }
 
+/* A batch launch's table, staged: begin gives host memory of bytes to fill (a pinned slot, or,
+   under a capture, memory of its own for neo__cu_bt_keep); end puts it in device memory for the
+   launch that follows on the stream (the stream's table buffer, which stream order keeps from
+   being rewritten while read, or the captured graph's own) and sets *dev. */
+typedef struct neo__cu_stage {
+    char       *host;
+    size_t      bytes;
+    int         cap;
+    cudaEvent_t ev; /* the slot's, recorded after the copy out of it */
+} neo__cu_stage;
+static int neo__cu_bt_begin(neo__cuda *st, int stream, size_t bytes, neo__cu_stage *g) {
+    g->bytes = bytes;
+    g->cap = neo__cu_capturing(st, stream, NULL);
+    if (g->cap) return (g->host = (char *)malloc(bytes)) ? NEO_OK : NEO_ERR_NO_MEMORY;
+    return neo__cu_bt_slot(st, bytes, &g->host, &g->ev);
+}
+static int neo__cu_bt_end(neo__cuda *st, int stream, neo__cu_stage *g, char **dev) {
+    int rc;
+    if (g->cap) {
+        rc = neo__cu_bt_keep(st, g->host, g->bytes, dev);
+        free(g->host);
+        return rc;
+    }
+    const cudaStream_t s = st->stream[stream];
+    if ((rc = neo__cu_grow(st, stream, &st->bt_dev[stream], &st->bt_dev_bytes[stream], g->bytes, g->bytes * 2, 1, 0, 0)) != NEO_OK)
+        return rc;
+    *dev = (char *)st->bt_dev[stream];
+    if (cudaMemcpyAsync(*dev, g->host, g->bytes, cudaMemcpyHostToDevice, s) != cudaSuccess || cudaEventRecord(g->ev, s) != cudaSuccess)
+        return NEO_ERR_DEVICE;
+    return NEO_OK;
+}
+
 /* Group key's entries as one launch of neo__attn_mma_batch: the plan, the chunk, each entry's
    parameters and first block staged, copied, launched. A group with len (the calls a graph
    replays) is planned at its entries' bounds (c1, the cells they may hold when it runs): each
@@ -3158,7 +3219,7 @@ static int neo__cu_bt_keep(neo__cuda *st, const void *src, size_t bytes, char **
 static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key, int stream, cudaStream_t s, const neo__cu_force *f) {
     neo__cu_group         g;
     const neo__attn_args *a0 = NULL;
-    const int             len = key > NEO__CU_BT_LEN, cap = neo__cu_capturing(st, stream, NULL);
+    const int             len = key > NEO__CU_BT_LEN;
     int                   rc, *occ, nq, c1;
     memset(&g, 0, sizeof g);
     g.key = key;
@@ -3186,24 +3247,12 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
     if ((rc = neo__cu_work(st, stream, g.work_floats * sizeof(float))) != NEO_OK || (rc = neo__cu_counters(st, stream, (size_t)g.units)) != NEO_OK)
         return rc;
     if (len) st->kept[stream] |= 3; /* as a single attend with len: a graph may hold them */
-    const size_t tab = (size_t)g.m * sizeof(neo__cu_attn), bytes = tab + ((size_t)g.m + 1) * sizeof(int);
-    char        *slot, *dev;
-    cudaEvent_t  ev;
-    if (cap) { /* a table of its own for the graph (a slot is rewritten long before a replay reads it) */
-        if (!(slot = (char *)malloc(bytes))) return NEO_ERR_NO_MEMORY;
-        neo__cu_batch_fill(st, b, &g, c, stream, (neo__cu_attn *)slot, (int *)(slot + tab));
-        rc = neo__cu_bt_keep(st, slot, bytes, &dev);
-        free(slot);
-        if (rc != NEO_OK) return rc;
-    } else {
-        if ((rc = neo__cu_bt_slot(st, bytes, &slot, &ev)) != NEO_OK ||
-            (rc = neo__cu_grow(st, stream, &st->bt_dev[stream], &st->bt_dev_bytes[stream], bytes, bytes * 2, 1, 0, 0)) != NEO_OK)
-            return rc;
-        neo__cu_batch_fill(st, b, &g, c, stream, (neo__cu_attn *)slot, (int *)(slot + tab));
-        dev = (char *)st->bt_dev[stream];
-        if (cudaMemcpyAsync(dev, slot, bytes, cudaMemcpyHostToDevice, s) != cudaSuccess || cudaEventRecord(ev, s) != cudaSuccess)
-            return NEO_ERR_DEVICE;
-    }
+    const size_t  tab = (size_t)g.m * sizeof(neo__cu_attn);
+    neo__cu_stage sg;
+    char         *dev;
+    if ((rc = neo__cu_bt_begin(st, stream, tab + ((size_t)g.m + 1) * sizeof(int), &sg)) != NEO_OK) return rc;
+    neo__cu_batch_fill(st, b, &g, c, stream, (neo__cu_attn *)sg.host, (int *)(sg.host + tab));
+    if ((rc = neo__cu_bt_end(st, stream, &sg, &dev)) != NEO_OK) return rc;
     const neo__cu_batch t = {(const neo__cu_attn *)dev, (const int *)(dev + tab), g.m};
     void               *args[] = {(void *)&t};
     const dim3          grid((unsigned)g.blocks), block((unsigned)g.pl.threads);
@@ -3236,6 +3285,42 @@ static int neo__cu_attend_batch_plan(neo__cuda *st, const neo__attn_batch *b, in
 static int neo__cu_attend_batch(void *state, const neo__attn_batch *b, int stream) {
     const neo__cu_force f = {-1, -1, 0, 0, 0};
     return neo__cu_attend_batch_plan((neo__cuda *)state, b, stream, &f);
+}
+
+/* Every append of a[0..n) (distinct layers' rows) in one launch of neo__append_batch_kernel: each
+   entry's parameters as its own append's one launch would have them (neo__cu_app_args) and its
+   first block, in a staged table. One entry, or more blocks than a launch takes, go one append
+   each. */
+static int neo__cu_append_batch(void *state, const neo__append_args *a, int n, int stream) {
+    int          ok, rc;
+    neo__cuda   *st = (neo__cuda *)state;
+    cudaStream_t s = neo__cu_stream(st, stream, &ok);
+    long long    blocks = 0;
+    if (!ok || !a || n < 1) return NEO_ERR_INVALID_ARG;
+    for (int i = 0; i < n; i++) {
+        if (!neo__cu_append_ok(&a[i])) return NEO_ERR_INVALID_ARG;
+        blocks += (long long)a[i].n_tokens * (a[i].h1 - a[i].h0);
+    }
+    if (n == 1 || blocks >= (1LL << 30)) {
+        for (int i = 0; i < n; i++)
+            if ((rc = neo__cu_append(state, &a[i], stream)) != NEO_OK) return rc;
+        return NEO_OK;
+    }
+    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    const size_t  tab = (size_t)n * sizeof(neo__cu_app);
+    neo__cu_stage sg;
+    char         *dev;
+    if ((rc = neo__cu_bt_begin(st, stream, tab + ((size_t)n + 1) * sizeof(int), &sg)) != NEO_OK) return rc;
+    neo__cu_app *P = (neo__cu_app *)sg.host;
+    int         *start = (int *)(sg.host + tab);
+    start[0] = 0;
+    for (int i = 0; i < n; i++) {
+        P[i] = neo__cu_app_args(&a[i]);
+        start[i + 1] = start[i] + P[i].n_all * P[i].nh;
+    }
+    if ((rc = neo__cu_bt_end(st, stream, &sg, &dev)) != NEO_OK) return rc;
+    neo__append_batch_kernel<<<dim3((unsigned)blocks, 2), 128, 0, s>>>((const neo__cu_app *)dev, (const int *)(dev + tab), n);
+    return neo__cu_launched();
 }
 
 /* =============================================================================================
@@ -3314,7 +3399,6 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
     a.rope_k = m->rope_k;
     a.head_size = m->head_size;
     a.app_on = m->app != NULL;
-    a.app_type = m->app ? m->app->kv_type : 0;
     if (m->app) a.app = neo__cu_app_args(m->app); /* as the append op's one launch */
     else memset(&a.app, 0, sizeof a.app);
     const bool  norm = m->norm != NULL;
@@ -3442,6 +3526,7 @@ extern "C" int neo__cuda_get_attn(int abi_version, neo__dev_attn *t) {
     t->await_copy = neo__cu_await_copy;
     t->launch_async = neo__cu_launch_async;
     t->attend_batch = neo__cu_attend_batch;
+    t->append_batch = neo__cu_append_batch;
     t->merge = neo__cu_merge_states;
     t->ring = neo__cu_ring;
     t->answer = neo__cu_answer;

@@ -1333,6 +1333,150 @@ static void test_batch_capture(void) {
     free(q), free(ref), free(got);
 }
 
+/* One entry of test_append_batch: its layer's shape and where its token goes. h2 >= 0: heads
+   from h2 on in pinned host memory (0: all, no first destination); row0 >= 0 with len0 >= 0:
+   len[0] = row0 + T stored; row0 = -1: the row at len[0] = len0. */
+typedef struct abcase {
+    int type, d, dv, nkv, kv_cells, h2, row0, T, len0;
+} abcase;
+typedef struct abstate {
+    abcase           c;
+    size_t           es, ke, ve, ke2, ve2;
+    void            *dk, *dv, *dsk, *dsv;
+    unsigned char   *pk, *pv;
+    int             *dlen;
+    float           *sk, *sv;
+    neo__append_args a;
+} abstate;
+static void ab_setup(abstate *e, const abcase *c) {
+    const int nst = (c->h2 >= 0 ? c->h2 : c->nkv), nst2 = c->h2 >= 0 ? c->nkv - c->h2 : 0;
+    memset(e, 0, sizeof *e);
+    e->c = *c, e->es = tsize(c->type);
+    e->ke = (size_t)nst * c->kv_cells * c->d, e->ve = (size_t)nst * c->kv_cells * c->dv;
+    e->ke2 = (size_t)nst2 * c->kv_cells * c->d, e->ve2 = (size_t)nst2 * c->kv_cells * c->dv;
+    e->sk = (float *)xmalloc((size_t)c->T * c->nkv * c->d * 4), e->sv = (float *)xmalloc((size_t)c->T * c->nkv * c->dv * 4);
+    for (size_t i = 0; i < (size_t)c->T * c->nkv * c->d; i++) e->sk[i] = rng_normal();
+    for (size_t i = 0; i < (size_t)c->T * c->nkv * c->dv; i++) e->sv[i] = rng_normal() * (rng_uni() < 0.1 ? 7e4f : 1.0f);
+    e->dsk = dalloc((size_t)c->T * c->nkv * c->d * 4), e->dsv = dalloc((size_t)c->T * c->nkv * c->dv * 4);
+    up(e->dsk, e->sk, (size_t)c->T * c->nkv * c->d * 4), up(e->dsv, e->sv, (size_t)c->T * c->nkv * c->dv * 4);
+    if (nst) e->dk = dalloc(e->ke * e->es), e->dv = dalloc(e->ve * e->es);
+    if (nst2 && (OPS.host_alloc(ST, (void **)&e->pk, e->ke2 * e->es) != NEO_OK || OPS.host_alloc(ST, (void **)&e->pv, e->ve2 * e->es) != NEO_OK)) {
+        fprintf(stderr, "host_alloc failed\n");
+        exit(2);
+    }
+    if (c->len0 >= 0) e->dlen = (int *)dalloc(3 * sizeof(int));
+    neo__append_args *a = &e->a;
+    memset(a, 0, sizeof *a);
+    a->k = e->dk, a->v = e->dv, a->k2 = e->pk, a->v2 = e->pv, a->h2 = c->h2 >= 0 ? c->h2 : 0, a->kv_cells = c->kv_cells;
+    a->h1 = c->nkv, a->row0 = c->row0, a->src_k = (const float *)e->dsk, a->src_v = (const float *)e->dsv, a->n_tokens = c->T;
+    a->n_head_kv = c->nkv, a->head_dim = c->d, a->head_dim_v = c->dv, a->kv_type = c->type, a->len = e->dlen;
+}
+/* Caches back to the 0xff fill, len to {len0, 0, 0}. */
+static void ab_reset(abstate *e) {
+    unsigned char *f = (unsigned char *)xmalloc(e->ke * e->es + e->ve * e->es + 1);
+    memset(f, 0xff, e->ke * e->es + e->ve * e->es);
+    if (e->dk) up(e->dk, f, e->ke * e->es), up(e->dv, f, e->ve * e->es);
+    if (e->pk) memset(e->pk, 0xff, e->ke2 * e->es), memset(e->pv, 0xff, e->ve2 * e->es);
+    if (e->dlen) {
+        const int l[3] = {e->c.len0, 0, 0};
+        up(e->dlen, l, sizeof l);
+    }
+    free(f);
+}
+/* Wrong elements and lengths after k appends of its token (k = 1 eager, or replays): the token's
+   rows at rows r .. r + k - 1 that fit (r = row0, or len0), every other element the fill. */
+static long ab_wrong(abstate *e, int k) {
+    const abcase *c = &e->c;
+    const int     nst = (c->h2 >= 0 ? c->h2 : c->nkv), r = c->row0 >= 0 ? c->row0 : c->len0;
+    const int     fit = c->row0 >= 0 ? k : (c->kv_cells - r) / c->T < k ? (c->kv_cells - r) / c->T : k, rows = fit * c->T;
+    float        *rk = (float *)xmalloc((size_t)(rows + 1) * c->nkv * c->d * 4), *rv = (float *)xmalloc((size_t)(rows + 1) * c->nkv * c->dv * 4);
+    for (int i = 0; i < fit; i++) { /* replay i's token rows after the previous ones */
+        memcpy(rk + (size_t)i * c->T * c->nkv * c->d, e->sk, (size_t)c->T * c->nkv * c->d * 4);
+        memcpy(rv + (size_t)i * c->T * c->nkv * c->dv, e->sv, (size_t)c->T * c->nkv * c->dv * 4);
+    }
+    unsigned char *hk = (unsigned char *)xmalloc(e->ke * e->es + 1), *hv = (unsigned char *)xmalloc(e->ve * e->es + 1);
+    long           bad = 0;
+    if (e->dk) {
+        down(hk, e->dk, e->ke * e->es), down(hv, e->dv, e->ve * e->es);
+        bad += append_wrong(hk, c->type, c->d, 0, nst, c->kv_cells, 0, nst, r, rows, rk, c->nkv) +
+               append_wrong(hv, c->type, c->dv, 0, nst, c->kv_cells, 0, nst, r, rows, rv, c->nkv);
+    }
+    if (e->pk)
+        bad += append_wrong(e->pk, c->type, c->d, c->h2, c->nkv - c->h2, c->kv_cells, c->h2, c->nkv, r, rows, rk, c->nkv) +
+               append_wrong(e->pv, c->type, c->dv, c->h2, c->nkv - c->h2, c->kv_cells, c->h2, c->nkv, r, rows, rv, c->nkv);
+    if (e->dlen) {
+        int l[3];
+        down(l, e->dlen, sizeof l);
+        const int want0 = c->row0 >= 0 ? c->row0 + c->T : r + rows, want1 = c->row0 < 0 && fit < k;
+        bad += (l[0] != want0) + (l[1] != want1) + (l[2] != 0);
+    }
+    free(rk), free(rv), free(hk), free(hv);
+    return bad;
+}
+static void ab_free(abstate *e) {
+    OPS.dev_free(ST, e->dk), OPS.dev_free(ST, e->dv), OPS.dev_free(ST, e->dsk), OPS.dev_free(ST, e->dsv), OPS.dev_free(ST, e->dlen);
+    OPS.host_free(ST, e->pk), OPS.host_free(ST, e->pv);
+    free(e->sk), free(e->sv);
+}
+
+/* append_batch: the appends of many layers in one launch, each entry's rows as its own append's
+   (bit for bit, the host's rounding), on its own stream's runtime. Eager: f16 / bf16 / f32, head
+   dims 16..128 and odd, a split layer (heads from h2 in pinned memory), one with every head
+   pinned, rows given with and without len, rows at len[0], one that does not fit (nothing
+   written, the full flag), one of 3 tokens. Captured (the entries at len[0]):
+   one kernel node, replayed 3 times after 8 eager batches have rewritten the runtime's table
+   slots, each replay's rows after the last, until the one that does not fit. */
+static void test_append_batch(void) {
+    static const abcase cs[] = {
+        {NEO_TYPE_F16, 64, 64, 4, 16, -1, 5, 1, -1},     {NEO_TYPE_BF16, 128, 64, 4, 16, 3, 0, 3, 0},
+        {NEO_TYPE_F32, 32, 32, 2, 16, 0, -1, 1, 7},      {NEO_TYPE_F16, 64, 64, 8, 16, -1, -1, 1, 16},
+        {NEO_TYPE_BF16, 16, 16, 1, 16, -1, -1, 1, 14},   {NEO_TYPE_F16, 128, 128, 8, 40, 6, -1, 1, 3},
+        {NEO_TYPE_F32, 7, 9, 3, 10, 1, -1, 1, 0},
+    };
+    enum { N = sizeof cs / sizeof *cs };
+    abstate          e[N];
+    neo__append_args a[N], g[N];
+    cudaStream_t     st = NULL;
+    cudaGraph_t      gr = NULL;
+    cudaGraphExec_t  ge = NULL;
+    void            *st2 = NULL;
+    neo__dev_attn    t;
+    long             bad_e = 0, bad_g = 0;
+    int              s = -1, nk = -1, ng = 0;
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i < N; i++) ab_setup(&e[i], &cs[i]), a[i] = e[i].a;
+    if (neo__cuda_get_attn(NEO__DEV_ATTN_ABI, &t) == NEO_OK && t.append_batch &&
+        cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess && OPS.init(0, st, &st2, NULL, 0) == NEO_OK) {
+        for (int i = 0; i < N; i++) ab_reset(&e[i]);
+        s = t.append_batch(st2, a, N, NEO__STREAM_MAIN) | OPS.stream_sync(st2, NEO__STREAM_MAIN);
+        for (int i = 0; i < N; i++) bad_e += ab_wrong(&e[i], 1);
+        /* captured: the entries that read len[0] */
+        for (int i = 0; i < N; i++)
+            if (cs[i].row0 < 0) g[ng++] = e[i].a;
+        for (int i = 0; i < N; i++) ab_reset(&e[i]);
+        if (s == NEO_OK && cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+            s = t.append_batch(st2, g, ng, NEO__STREAM_MAIN);
+            if (cudaStreamEndCapture(st, &gr) != cudaSuccess || cudaGraphInstantiate(&ge, gr, 0) != cudaSuccess) s = -2;
+            else nk = graph_kernels(gr);
+        }
+        for (int r = 0; r < 8 && s == NEO_OK; r++) s = t.append_batch(st2, a, 2, NEO__STREAM_MAIN); /* rows given, no len */
+        for (int r = 0; r < 3 && s == NEO_OK; r++)
+            if (cudaGraphLaunch(ge, st) != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess) s = -3;
+        for (int i = 0; i < N && s == NEO_OK; i++)
+            if (cs[i].row0 < 0) bad_g += ab_wrong(&e[i], 3);
+    }
+    const int ok = s == NEO_OK && nk == 1 && bad_e == 0 && bad_g == 0;
+    CHECK(ok, "append batch: status %d, kernels in the graph %d, wrong: eager %ld, replays %ld", s, nk, bad_e, bad_g);
+    add_result("append batch", "7 layers, f16/bf16/f32, split/pinned, row/len/full, replays", -1, -1, ok);
+    printf("%-28s %-58s %s\n", "append batch", "7 layers, f16/bf16/f32, split/pinned, row/len/full, replays", ok ? "ok" : "FAIL");
+    if (ge) cudaGraphExecDestroy(ge);
+    if (gr) cudaGraphDestroy(gr);
+    if (st2) OPS.release(st2);
+    if (st) cudaStreamDestroy(st);
+    (void)cudaGetLastError();
+    for (int i = 0; i < N; i++) ab_free(&e[i]);
+}
+
 /* =============================================================================================
    device-side lengths: calls captured into a CUDA graph and replayed
    ============================================================================================= */
@@ -2511,6 +2655,7 @@ int main(int argc, char **argv) {
         test_batch(NEO_TYPE_F16, 256, 8, 4, 6, 3000, -1, 0);
     }
     test_batch_capture();
+    test_append_batch();
     /* device-side lengths: eager calls with len, then append + attend captured and replayed */
     test_graph_args();
     const gcase *gc = quick ? gcases_quick : gcases_full;

@@ -79,6 +79,13 @@
          rows, over the batch's bytes. ON rows note each half alone (medians of 15: the device
          halves in one varlen launch through library internals, the host halves as one pool job)
          and the join, the step's time beyond the slower half.
+   app   (with --sections batch) The appends of a step of 64 sequences (one Llama-3-8B layer of
+         4096 cells each, every head on the GPU): app-batch (one neo_attn_append_batch) against
+         app-loop (64 neo_attn_append), and a whole attention step, step-batch (the batch append
+         and neo_attn_decode_batch) against step-loop (each layer's append and decode); each eager
+         (cudaEvents, median of 20 steps) and -graph (captured once, replayed, with the graph's
+         kernel count). Step rows are held to the decode's KV bytes at the copy rate; append rows
+         have no bound.
    e2e   The decode loop: neo_model from a synthetic llama2.c checkpoint built in memory with
          random weights of Qwen2.5-0.5B shapes (dim 896, hidden 4864, 24 layers, 14 heads, 2 kv
          heads, vocab 32000, f32 weights as llama2.c stores them), a session with f16 KV, 4096
@@ -1589,6 +1596,111 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
     free(L), free(hq_b), free(hout_b);
 }
 
+/* What one step of the append rows runs on L[0..n): 0 neo_attn_append_batch, 1 n
+   neo_attn_append, 2 the batch append and neo_attn_decode_batch, 3 each layer's append and
+   decode. The token's k and v come from the fill's random batch. 1 when every call returned OK. */
+static int append_step(neo_layer **L, int n, int what, float *q, float *out) {
+    const size_t kv = (size_t)LLAMA.n_kv * LLAMA.d, qo = (size_t)LLAMA.n_head * LLAMA.d;
+    int          ok = 1;
+    if (what == 0 || what == 2) ok = neo_attn_append_batch(L, n, dK, dV) == NEO_OK;
+    if (what == 2 && ok) ok = neo_attn_decode_batch(L, n, q, out) == NEO_OK;
+    for (int i = 0; i < n && ok && (what == 1 || what == 3); i++) {
+        ok = neo_attn_append(L[i], dK + i * kv, dV + i * kv, 1) == NEO_OK;
+        if (what == 3 && ok) ok = neo_attn_decode(L[i], q + i * qo, out + i * qo) == NEO_OK;
+    }
+    return ok;
+}
+
+/* append_step's median µs, eager (cudaEvents around 20 steps after 2) or captured into a CUDA
+   graph once and replayed (replay_median); *kernels the graph's kernel nodes. < 0 when the
+   capture failed. Each step appends a row to every layer. */
+static double time_append_step(neo_layer **L, int n, int what, int graph, float *q, float *out, int *kernels) {
+    double t[20];
+    *kernels = 0;
+    CU(cudaStreamSynchronize(stream));
+    if (!graph) {
+        cudaEvent_t e0, e1;
+        CU(cudaEventCreate(&e0));
+        CU(cudaEventCreate(&e1));
+        for (int r = -2; r < 20; r++) {
+            float ms;
+            CU(cudaEventRecord(e0, stream));
+            if (!append_step(L, n, what, q, out)) die("append rows", "a call failed");
+            CU(cudaEventRecord(e1, stream));
+            CU(cudaEventSynchronize(e1));
+            CU(cudaEventElapsedTime(&ms, e0, e1));
+            if (r >= 0) t[r] = ms * 1e-3;
+        }
+        CU(cudaEventDestroy(e0));
+        CU(cudaEventDestroy(e1));
+        return median(t, 20);
+    }
+    cudaGraph_t     g = NULL;
+    cudaGraphExec_t ge = NULL;
+    size_t          nn = 0;
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return (void)cudaGetLastError(), -1;
+    const int ok = append_step(L, n, what, q, out);
+    if (cudaStreamEndCapture(stream, &g) != cudaSuccess || !ok || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (g) cudaGraphDestroy(g);
+        return -1;
+    }
+    CU(cudaGraphGetNodes(g, NULL, &nn));
+    cudaGraphNode_t *nodes = (cudaGraphNode_t *)xmalloc((nn ? nn : 1) * sizeof *nodes);
+    CU(cudaGraphGetNodes(g, nodes, &nn));
+    for (size_t i = 0; i < nn; i++) {
+        enum cudaGraphNodeType ty;
+        CU(cudaGraphNodeGetType(nodes[i], &ty));
+        *kernels += ty == cudaGraphNodeTypeKernel;
+    }
+    free(nodes);
+    const double sec = replay_median(ge, stream, NULL);
+    CU(cudaGraphExecDestroy(ge));
+    CU(cudaGraphDestroy(g));
+    return sec;
+}
+
+/* The appends of a step of 64 sequences (one Llama-3-8B layer each, every head on the GPU, 4096
+   cells and room for the rows the rows append): the batch append against single appends, eager
+   and from a CUDA graph, then a whole attention step (append + decode of every sequence) both
+   ways. Append rows have no bound (their bytes are a few hundred KB); step rows are held to the
+   decode's KV bytes at the copy rate. */
+static void run_append(void) {
+    enum { N = 64, CTX = 4096 };
+    static const char *names[4] = {"app-batch", "app-loop", "step-batch", "step-loop"};
+    neo_layer        *L[N];
+    const size_t      per = (size_t)N * LLAMA.n_head * LLAMA.d;
+    float            *q = NULL, *out = NULL, *h = (float *)xmalloc(per * sizeof(float));
+    fill_uniform(h, per, 1.0f, 23);
+    CU(cudaMalloc((void **)&q, per * sizeof(float)));
+    CU(cudaMalloc((void **)&out, per * sizeof(float)));
+    CU(cudaMemcpy(q, h, per * sizeof(float), cudaMemcpyHostToDevice));
+    for (int i = 0; i < N; i++) {
+        neo_layer_desc d = shape_desc(&LLAMA, CTX + 512, LLAMA.n_kv, NEO_PIPELINE_OFF);
+        check(neo_layer_create(rt_gpu, &d, &L[i]), "neo_layer_create");
+        fill_layer(L[i], &LLAMA, CTX, 1);
+    }
+    const double gb = (double)kv_layer_bytes(&LLAMA, CTX) * N;
+    for (int what = 0; what < 4; what++)
+        for (int graph = 0; graph < 2; graph++) {
+            int          nk = 0;
+            const double sec = time_append_step(L, N, what, graph, q, out, &nk);
+            char         mname[20];
+            snprintf(mname, sizeof mname, "%s%s", names[what], graph ? "-graph" : "");
+            brow r = timed_row("app", "64x4k", CTX, mname, N, what & 1 ? N : 1, sec > 0 ? sec : NAN, what >= 2 ? gb : 0, 0);
+            r.bound_us = what >= 2 ? 1e6 * gb / (C.hbm * 1e9) : 0;
+            if (sec <= 0) snprintf(r.note, sizeof r.note, "stream capture failed");
+            else if (graph) snprintf(r.note, sizeof r.note, "captured once, replayed (lengths on the device); %d kernels in the graph", nk);
+            else snprintf(r.note, sizeof r.note, "eager, cudaEvents, median of 20");
+            emit(&r);
+        }
+    CU(cudaStreamSynchronize(stream));
+    for (int i = 0; i < N; i++) neo_layer_destroy(L[i]);
+    CU(cudaFree(q));
+    CU(cudaFree(out));
+    free(h);
+}
+
 static void run_batch(void) {
     static const struct {
         const char *name;
@@ -1706,7 +1818,7 @@ int main(int argc, char **argv) {
     batch_init();
     print_header();
     if (opt.attn) run_attn();
-    if (opt.batch) run_batch();
+    if (opt.batch) run_append(), run_batch();
     if (opt.e2e) run_e2e();
     if (opt.cap) run_capacity();
     if (opt.sweep) run_sweep();
