@@ -5,10 +5,10 @@
    BUILD AND RUN
    -------------
        make bench-gpu                  builds build/bench (needs nvcc; links build/neo_attn_cuda.o)
-       build/bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap,sweep] [--threads N] [--seconds S]
+       build/bench [--quick] [--csv FILE] [--sections attn,batch,app,e2e,cap,sweep] [--threads N] [--seconds S]
                    [--cap-ctx N] [--cap-host-heads H] [--e2e-ctx N] [--sweep-ctx N] [--sweep-qwen] [--gpu-reserve-gib G]
        --quick      a small subset (contexts 4k and 32k, a 256-token decode loop, a 128k capacity row)
-       --sections   which of attn, batch, e2e, cap to run (the ceilings always run: every bound needs them);
+       --sections   which of attn, batch, app, e2e, cap to run (the ceilings always run: every bound needs them);
                     sweep (never run by default) times one Llama-3-8B layer's GPU decode at 256-64k cells for
                     every tensor-core block shape and split cap, the planner overridden (its own shape
                     also from a CUDA graph, and from a graph with the splits merged through global
@@ -79,13 +79,14 @@
          rows, over the batch's bytes. ON rows note each half alone (medians of 15: the device
          halves in one varlen launch through library internals, the host halves as one pool job)
          and the join, the step's time beyond the slower half.
-   app   (with --sections batch) The appends of a step of 64 sequences (one Llama-3-8B layer of
+   app   The appends of a step of 64 sequences (one Llama-3-8B layer of
          4096 cells each, every head on the GPU): app-batch (one neo_attn_append_batch) against
          app-loop (64 neo_attn_append), and a whole attention step, step-batch (the batch append
          and neo_attn_decode_batch) against step-loop (each layer's append and decode); each eager
          (cudaEvents, median of 20 steps) and -graph (captured once, replayed, with the graph's
-         kernel count). Step rows are held to the decode's KV bytes at the copy rate; append rows
-         have no bound.
+         kernel count). Every step appends a row, so the layers grow from 4096 cells over the rows
+         (the ctx column: the mean length at the row's start). Step rows are held to the decode's
+         KV bytes at the copy rate, at the row's mean length; append rows have no bound.
    e2e   The decode loop: neo_model from a synthetic llama2.c checkpoint built in memory with
          random weights of Qwen2.5-0.5B shapes (dim 896, hidden 4864, 24 layers, 14 heads, 2 kv
          heads, vocab 32000, f32 weights as llama2.c stores them), a session with f16 KV, 4096
@@ -236,7 +237,7 @@ static size_t meminfo_kb(const char *key) {
 /* --- options, rows and output --- */
 
 typedef struct options {
-    int         quick, threads, attn, batch, e2e, cap, sweep, cap_ctx, e2e_ctx, sweep_ctx, sweep_qwen, cap_host;
+    int         quick, threads, attn, batch, app, e2e, cap, sweep, cap_ctx, e2e_ctx, sweep_ctx, sweep_qwen, cap_host;
     double      seconds, reserve_gib;
     const char *csv_path;
 } options;
@@ -1680,14 +1681,19 @@ static void run_append(void) {
         check(neo_layer_create(rt_gpu, &d, &L[i]), "neo_layer_create");
         fill_layer(L[i], &LLAMA, CTX, 1);
     }
-    const double gb = (double)kv_layer_bytes(&LLAMA, CTX) * N;
     for (int what = 0; what < 4; what++)
         for (int graph = 0; graph < 2; graph++) {
-            int          nk = 0;
+            int  nk = 0;
+            long c0 = 0, c1 = 0; /* the layers' cells before and after the row */
+            check(neo_runtime_sync(rt_gpu), "neo_runtime_sync");
+            for (int i = 0; i < N; i++) c0 += neo_layer_length(L[i]);
             const double sec = time_append_step(L, N, what, graph, q, out, &nk);
+            check(neo_runtime_sync(rt_gpu), "neo_runtime_sync");
+            for (int i = 0; i < N; i++) c1 += neo_layer_length(L[i]);
+            const double gb = (double)kv_layer_bytes(&LLAMA, 1) * (double)(c0 + c1) / 2;
             char         mname[20];
             snprintf(mname, sizeof mname, "%s%s", names[what], graph ? "-graph" : "");
-            brow r = timed_row("app", "64x4k", CTX, mname, N, what & 1 ? N : 1, sec > 0 ? sec : NAN, what >= 2 ? gb : 0, 0);
+            brow r = timed_row("app", "64x4k", c0 / N, mname, N, what & 1 ? N : 1, sec > 0 ? sec : NAN, what >= 2 ? gb : 0, 0);
             r.bound_us = what >= 2 ? 1e6 * gb / (C.hbm * 1e9) : 0;
             if (sec <= 0) snprintf(r.note, sizeof r.note, "stream capture failed");
             else if (graph) snprintf(r.note, sizeof r.note, "captured once, replayed (lengths on the device); %d kernels in the graph", nk);
@@ -1726,7 +1732,7 @@ static void run_batch(void) {
    =============================================================================================== */
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench [--quick] [--csv FILE] [--sections attn,batch,e2e,cap,sweep] [--threads N] [--seconds S]\n"
+    fprintf(stderr, "usage: bench [--quick] [--csv FILE] [--sections attn,batch,app,e2e,cap,sweep] [--threads N] [--seconds S]\n"
                     "             [--cap-ctx N] [--cap-host-heads H] [--e2e-ctx N] [--sweep-ctx N] [--sweep-qwen]\n"
                     "             [--gpu-reserve-gib G]\n"
                     "  neo_attn on the GPU machine: ceilings, attention rows, decode loop, capacity (see the top of\n"
@@ -1737,7 +1743,7 @@ static void usage(void) {
 int main(int argc, char **argv) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     opt.threads = ncpu > 0 ? (int)ncpu : 1;
-    opt.attn = opt.batch = opt.e2e = opt.cap = 1;
+    opt.attn = opt.batch = opt.app = opt.e2e = opt.cap = 1;
     opt.seconds = -1;
     opt.reserve_gib = 4;
     for (int i = 1; i < argc; i++) {
@@ -1756,6 +1762,7 @@ int main(int argc, char **argv) {
             const char *l = argv[++i];
             opt.attn = strstr(l, "attn") != NULL;
             opt.batch = strstr(l, "batch") != NULL;
+            opt.app = strstr(l, "app") != NULL;
             opt.e2e = strstr(l, "e2e") != NULL;
             opt.cap = strstr(l, "cap") != NULL;
             opt.sweep = strstr(l, "sweep") != NULL;
@@ -1818,7 +1825,8 @@ int main(int argc, char **argv) {
     batch_init();
     print_header();
     if (opt.attn) run_attn();
-    if (opt.batch) run_append(), run_batch();
+    if (opt.app) run_append();
+    if (opt.batch) run_batch();
     if (opt.e2e) run_e2e();
     if (opt.cap) run_capacity();
     if (opt.sweep) run_sweep();
