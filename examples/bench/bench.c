@@ -1461,23 +1461,14 @@ static double time_gpu_half(neo_layer **L, int n, const float *q, float *out) {
     return ms * 1e-3;
 }
 
-/* One step of L[0..n) (the batch call, or n single calls with loop) captured into a CUDA graph
-   and replayed (the lengths read on the device); seconds a step, cudaEvents, median; < 0 when the
-   capture failed. *kernels: the graph's kernel nodes. */
-static double time_batch_graph(neo_layer **L, int n, int loop, float *q, float *out, int *kernels) {
+/* Ends the capture begun on stream (ok: the captured calls returned OK), counts the graph's
+   kernel nodes into *kernels and replays it (replay_median); seconds a replay, < 0 when the
+   capture failed. */
+static double replay_capture(int ok, int *kernels) {
     cudaGraph_t     g = NULL;
     cudaGraphExec_t ge = NULL;
     size_t          nn = 0;
-    int             ok = 1;
     *kernels = 0;
-    CU(cudaStreamSynchronize(stream));
-    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return -1;
-    }
-    if (loop)
-        for (int i = 0; i < n && ok; i++) ok = neo_attn_decode(L[i], q + (size_t)i * 32 * 128, out + (size_t)i * 32 * 128) == NEO_OK;
-    else ok = neo_attn_decode_batch(L, n, q, out) == NEO_OK;
     if (cudaStreamEndCapture(stream, &g) != cudaSuccess || !ok || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
         (void)cudaGetLastError();
         if (g) cudaGraphDestroy(g);
@@ -1496,6 +1487,23 @@ static double time_batch_graph(neo_layer **L, int n, int loop, float *q, float *
     CU(cudaGraphExecDestroy(ge));
     CU(cudaGraphDestroy(g));
     return sec;
+}
+
+/* One step of L[0..n) (the batch call, or n single calls with loop) captured into a CUDA graph
+   and replayed (the lengths read on the device); seconds a step, cudaEvents, median; < 0 when the
+   capture failed. *kernels: the graph's kernel nodes. */
+static double time_batch_graph(neo_layer **L, int n, int loop, float *q, float *out, int *kernels) {
+    int ok = 1;
+    *kernels = 0;
+    CU(cudaStreamSynchronize(stream));
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    if (loop)
+        for (int i = 0; i < n && ok; i++) ok = neo_attn_decode(L[i], q + (size_t)i * 32 * 128, out + (size_t)i * 32 * 128) == NEO_OK;
+    else ok = neo_attn_decode_batch(L, n, q, out) == NEO_OK;
+    return replay_capture(ok, kernels);
 }
 
 typedef struct bmode {
@@ -1636,29 +1644,8 @@ static double time_append_step(neo_layer **L, int n, int what, int graph, float 
         CU(cudaEventDestroy(e1));
         return median(t, 20);
     }
-    cudaGraph_t     g = NULL;
-    cudaGraphExec_t ge = NULL;
-    size_t          nn = 0;
     if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return (void)cudaGetLastError(), -1;
-    const int ok = append_step(L, n, what, q, out);
-    if (cudaStreamEndCapture(stream, &g) != cudaSuccess || !ok || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
-        (void)cudaGetLastError();
-        if (g) cudaGraphDestroy(g);
-        return -1;
-    }
-    CU(cudaGraphGetNodes(g, NULL, &nn));
-    cudaGraphNode_t *nodes = (cudaGraphNode_t *)xmalloc((nn ? nn : 1) * sizeof *nodes);
-    CU(cudaGraphGetNodes(g, nodes, &nn));
-    for (size_t i = 0; i < nn; i++) {
-        enum cudaGraphNodeType ty;
-        CU(cudaGraphNodeGetType(nodes[i], &ty));
-        *kernels += ty == cudaGraphNodeTypeKernel;
-    }
-    free(nodes);
-    const double sec = replay_median(ge, stream, NULL);
-    CU(cudaGraphExecDestroy(ge));
-    CU(cudaGraphDestroy(g));
-    return sec;
+    return replay_capture(append_step(L, n, what, q, out), kernels);
 }
 
 /* The appends of a step of 64 sequences (one Llama-3-8B layer each, every head on the GPU, 4096
