@@ -29,7 +29,8 @@
    WHAT EACH SECTION MEASURES
    --------------------------
    ceil  HBM device-to-device copy (cudaMemcpyAsync, bytes read + written / time, 2 GiB buffers,
-         median of 10, cudaEvents); pinned H2D and D2H (1 GiB, median of 5); pageable H2D (1 GiB,
+         median of 10, cudaEvents); pinned H2D and D2H (1 GiB, median of 5), and pinned H2D of one
+         1 MiB copy (median of 16: what a short context's stream-back moves); pageable H2D (1 GiB,
          median of 3); host DRAM read with the CPU-attention thread count (each pthread sums its own
          slice of a 4 GiB buffer, reading 4 KiB ahead as the attention kernels do; median of 7;
          bench_util.h) and with one thread; the host's FMA rate with that thread count (16
@@ -244,7 +245,7 @@ typedef struct options {
 static options opt;
 
 typedef struct ceilings {
-    double hbm, h2d, d2h, h2d_pageable, dram, dram_1t, dram_end, fma; /* GB/s; fma GFLOP/s (0: unknown) */
+    double hbm, h2d, h2d_1m, d2h, h2d_pageable, dram, dram_1t, dram_end, fma; /* GB/s; fma GFLOP/s (0: unknown) */
     double joint_cpu, joint_dma, joint; /* GB/s of the CPU and the copy engine reading host memory together, and their sum */
     float  share;                       /* the CPU's part of the joint rate: the hybrid rows' cpu_share */
 } ceilings;
@@ -448,6 +449,11 @@ static void measure_ceilings(cudaStream_t st) {
     C.h2d = pcie_rate(pinned, dev, pb, 1, 5, st);
     snprintf(note, sizeof note, "%zu MiB pinned -> device, median of 5 (pinning took %.2f s)", pb >> 20, t_pin);
     ceiling_row("h2d_pinned", C.h2d, "GB/s", note);
+    /* what a stream-back of short contexts moves at once (it is not any row's bound) */
+    C.h2d_1m = pcie_rate(pinned, dev, MiB, 1, 16, st);
+    ceiling_row("h2d_pinned_1m", C.h2d_1m, "GB/s",
+                "1 MiB pinned -> device, one copy between two events, median of 16: a Llama-3-8B KV head's K or V at 4k, "
+                "one copy of a stream-back there");
     C.d2h = pcie_rate(pinned, dev, pb, 0, 5, st);
     snprintf(note, sizeof note, "%zu MiB device -> pinned, median of 5", pb >> 20);
     ceiling_row("d2h_pinned", C.d2h, "GB/s", note);
