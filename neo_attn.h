@@ -3212,6 +3212,7 @@ NEO_ATTN__PRIVATE int neo__standin_attend_batch(void *state, const neo__attn_bat
 /* Every entry checked, then one after the other (as the CUDA op refuses a batch before any launch). */
 NEO_ATTN__PRIVATE int neo__standin_append_batch(void *state, const neo__append_args *a, int n, int stream) {
     int s = NEO_OK;
+    if (!a || n < 1) return NEO_ERR_INVALID_ARG;
     for (int i = 0; i < n; i++)
         if (a[i].row0 < 0 && !a[i].len) return NEO_ERR_INVALID_ARG;
     for (int i = 0; i < n && s == NEO_OK; i++) s = neo__standin_append(state, &a[i], stream);

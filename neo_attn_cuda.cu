@@ -176,8 +176,9 @@
 #define NEO__CU_MAX_CELLS (1 << 30)
 #define NEO__CU_GEN_COLS 256            /* output columns per generic block */
 #define NEO__CU_GEN_TILE 32             /* cells per generic tile */
-/* batch tables in flight before the host waits for the oldest's copy: a step of many layers
-   stages two a layer (the append's and the decode's), and the host may run that many ahead */
+/* batch tables in flight before the host waits for the oldest's copy: a many-sequence step
+   stages one for each layer's append batch and one for each launch group of its decode batch,
+   and the host may run that many tables ahead of the device */
 #define NEO__CU_BT_SLOTS 16
 #define NEO__CU_BATCH_WAVES 4           /* a batch's blocks: about this many waves of equal ones (neo__cu_batch_chunk) */
 #define NEO__CU_BATCH_BLOCK_BYTES (2 << 20) /* and the K and V bytes one reads at least */
@@ -2200,7 +2201,7 @@ typedef struct neo__cuda {
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
     int          occ_mma_b[2][2][3][2];  /* its batch form (neo__attn_mma_batch), [len set] first */
-    /* a batch launch's table (neo__cu_attend_batch): written into one of NEO__CU_BT_SLOTS slots of
+    /* a batch launch's table (neo__cu_attend_batch, neo__cu_append_batch): written into one of NEO__CU_BT_SLOTS slots of
        pinned memory, each rewritten only once the copy out of it (its event) is done, and copied to
        a device buffer of the stream, which stream order keeps from being rewritten while read */
     char        *bt_host;
@@ -3289,8 +3290,9 @@ static int neo__cu_attend_batch(void *state, const neo__attn_batch *b, int strea
 
 /* Every append of a[0..n) (distinct layers' rows) in one launch of neo__append_batch_kernel: each
    entry's parameters as its own append's one launch would have them (neo__cu_app_args) and its
-   first block, in a staged table. One entry, or more blocks than a launch takes, go one append
-   each. */
+   first block, in a staged table. One entry, or more blocks than a launch takes (2^30 rows:
+   beyond any batch of one token a layer), go one append each, and then a failed launch leaves
+   the entries before it appended. */
 static int neo__cu_append_batch(void *state, const neo__append_args *a, int n, int stream) {
     int          ok, rc;
     neo__cuda   *st = (neo__cuda *)state;
@@ -3299,7 +3301,7 @@ static int neo__cu_append_batch(void *state, const neo__append_args *a, int n, i
     if (!ok || !a || n < 1) return NEO_ERR_INVALID_ARG;
     for (int i = 0; i < n; i++) {
         if (!neo__cu_append_ok(&a[i])) return NEO_ERR_INVALID_ARG;
-        blocks += (long long)a[i].n_tokens * (a[i].h1 - a[i].h0);
+        if (blocks < (1LL << 30)) blocks += (long long)a[i].n_tokens * (a[i].h1 - a[i].h0); /* each term < 2^62 */
     }
     if (n == 1 || blocks >= (1LL << 30)) {
         for (int i = 0; i < n; i++)

@@ -1686,7 +1686,7 @@ static void run_append(void) {
             const double gb = (double)kv_layer_bytes(&LLAMA, 1) * (double)(c0 + c1) / 2;
             char         mname[20];
             snprintf(mname, sizeof mname, "%s%s", names[what], graph ? "-graph" : "");
-            brow r = timed_row("app", "64x4k", c0 / N, mname, N, what & 1 ? N : 1, sec > 0 ? sec : NAN, what >= 2 ? gb : 0, 0);
+            brow r = timed_row("app", "64x4k", c0 / N, mname, N, (what & 1 ? N : 1) * (what >= 2 ? 2 : 1), sec > 0 ? sec : NAN, what >= 2 ? gb : 0, 0);
             r.bound_us = what >= 2 ? 1e6 * gb / (C.hbm * 1e9) : 0;
             if (sec <= 0) snprintf(r.note, sizeof r.note, "stream capture failed");
             else if (graph) snprintf(r.note, sizeof r.note, "captured once, replayed (lengths on the device); %d kernels in the graph", nk);
