@@ -528,22 +528,22 @@ NEO_ATTN_API neo_status neo_layer_set_gpu_heads(neo_layer *layer, int gpu_heads)
    fits), or -1 for bad arguments (NULL pointers, n_layers < 1, an invalid descriptor). */
 NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, size_t gpu_bytes, int *gpu_heads);
 
-/* One token for each of n (>= 1) distinct layers (n sequences' caches for the same model layer)
-   in one call: k: [n][n_head_kv][head_dim], v: [n][n_head_kv][head_dim_v], q: [n][n_head][head_dim],
+/* One token for each of n (>= 1) distinct layers (n sequences' caches for the same model layer) in
+   one call: k: [n][n_head_kv][head_dim], v: [n][n_head_kv][head_dim_v], q: [n][n_head][head_dim],
    out: [n][n_head][head_dim_v], activation memory. The layers share one runtime and n_head,
-   n_head_kv, head_dim, head_dim_v; n_ctx, kv_type, gpu_heads and pipeline may differ. Everything
-   is checked before anything runs. Results equal n single calls (bitwise on a CPU runtime and the
-   stand-in, within the tolerance on a GPU). neo_attn_append_batch is all or nothing:
-   NEO_ERR_FULL if any layer is full, and then no layer changes; with CUDA it is one launch for
-   all n layers (their device and pinned host heads), eager or captured. neo_attn_decode_batch
-   attends every layer's host heads in one job of the CPU pool (tasks over layer, head and cell
-   chunk) with one join, and their GPU heads together on the stream: with CUDA, the f16 / bf16 layers of
-   head_dim 64, 128 or 256 in one varlen tensor-core launch per storage type, whose splits of
-   equal cells span the whole batch so that short and long sequences alike fill the GPU (other
-   layers one launch each; while the stream is being captured, see CUDA GRAPHS). Split layers
-   under OFF stream their host heads back through the runtime's shared double-buffered chunks;
-   ON layers' host outputs come up in one copy. A split AUTO layer that is still measuring, and a
-   split HYBRID layer (or AUTO layer that chose it), runs as its own single call. */
+   n_head_kv, head_dim, head_dim_v; n_ctx, kv_type, gpu_heads and pipeline may differ. Everything is
+   checked before anything runs. Results equal n single calls (bitwise on a CPU runtime and the
+   stand-in, within the tolerance on a GPU). neo_attn_append_batch is all or nothing: NEO_ERR_FULL
+   if any layer is full, and then no layer changes; with CUDA it is one launch for all n layers
+   (their device and pinned host heads), eager or captured. neo_attn_decode_batch attends every
+   layer's host heads in one job of the CPU pool (tasks over layer, head and cell chunk) with one
+   join, and their GPU heads together on the stream: with CUDA, the f16 / bf16 layers of head_dim
+   64, 128 or 256 in one varlen tensor-core launch per storage type, whose splits of equal cells
+   span the whole batch so that short and long sequences alike fill the GPU (other layers one launch
+   each; while the stream is being captured, see CUDA GRAPHS). Split layers under OFF stream their
+   host heads back through the runtime's shared double-buffered chunks; ON layers' host outputs come
+   up in one copy. A split AUTO layer that is still measuring, and a split HYBRID layer (or AUTO
+   layer that chose it), runs as its own single call. */
 NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v);
 NEO_ATTN_API neo_status neo_attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out);
 
