@@ -820,8 +820,7 @@ typedef struct neo__dev_attn {
     /* Optional, NULL = the header calls attend once per entry: every entry of b attended, as
        attend would each, in stream order. */
     int  (*attend_batch)(void *state, const neo__attn_batch *b, int stream);
-    /* Optional, NULL = the header calls append once per entry: a[0..n), appends to distinct
-       layers, each done as append would do it, in stream order. */
+    /* a[0..n): appends to distinct layers, each done as append would do it, in stream order */
     int  (*append_batch)(void *state, const neo__append_args *a, int n, int stream);
     /* The hybrid's last step: two states merged and finished into out (neo__merge_args). */
     int  (*merge)(void *state, const neo__merge_args *m, int stream);
@@ -2939,6 +2938,11 @@ NEO_ATTN__PRIVATE int neo__host_append(void *state, const neo__append_args *a, i
         }
     return NEO_OK;
 }
+NEO_ATTN__PRIVATE int neo__host_append_batch(void *state, const neo__append_args *a, int n, int stream) {
+    if (!a || n < 1) return NEO_ERR_INVALID_ARG;
+    for (int i = 0; i < n; i++) neo__host_append(state, &a[i], stream);
+    return NEO_OK;
+}
 NEO_ATTN__PRIVATE int neo__host_attend(void *state, const neo__attn_args *a, int stream) {
     (void)stream;
     return neo__cpu_attend((neo_runtime *)state, a);
@@ -2975,6 +2979,7 @@ NEO_ATTN__PRIVATE void neo__host_tables(neo__dev_mem *m, neo__dev_attn *t) {
     m->event_sync = neo__host_sync;
     m->stream_sync = neo__host_sync;
     t->append = neo__host_append;
+    t->append_batch = neo__host_append_batch;
     t->attend = neo__host_attend;
     t->merge = neo__host_merge;
 }
@@ -4855,8 +4860,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_apps(neo_runtime *rt, int n) {
 }
 
 /* Every row is written before any length moves, so a failed batch leaves every length as it was
-   (rows past a length are never read): one backend op for the whole batch where it has one,
-   else one append each. */
+   (rows past a length are never read): one backend op for the whole batch. */
 NEO_ATTN__PRIVATE neo_status neo__attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v) {
     neo_status   s = neo__batch_check(layers, n, k, v, "neo_attn_append_batch");
     neo_runtime *rt = layers && layers[0] ? layers[0]->rt : NULL;
@@ -4870,15 +4874,10 @@ NEO_ATTN__PRIVATE neo_status neo__attn_append_batch(neo_layer *const *layers, in
                      layers[i]->n_ctx);
             return NEO_ERR_FULL;
         }
-    if (rt->attn.append_batch && (s = neo__batch_apps(rt, n)) == NEO_OK) {
+    if ((s = neo__batch_apps(rt, n)) == NEO_OK) {
         for (int i = 0; i < n; i++) neo__append_token(layers[i], k + (size_t)i * kr, v + (size_t)i * vr, &rt->batch->app[i]);
         s = (neo_status)rt->attn.append_batch(rt->dev_state, rt->batch->app, n, NEO__STREAM_MAIN);
-    } else if (!rt->attn.append_batch)
-        for (int i = 0; i < n && s == NEO_OK; i++) {
-            neo__append_args a;
-            neo__append_token(layers[i], k + (size_t)i * kr, v + (size_t)i * vr, &a);
-            s = (neo_status)rt->attn.append(rt->dev_state, &a, NEO__STREAM_MAIN);
-        }
+    }
     if (s != NEO_OK) {
         neo__log(rt, NEO_LOG_ERROR, "neo_attn_append_batch: %s", neo_status_string(s));
         return s;

@@ -2201,9 +2201,10 @@ typedef struct neo__cuda {
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
     int          occ_mma_b[2][2][3][2];  /* its batch form (neo__attn_mma_batch), [len set] first */
-    /* a batch launch's table (neo__cu_attend_batch, neo__cu_append_batch): written into one of NEO__CU_BT_SLOTS slots of
-       pinned memory, each rewritten only once the copy out of it (its event) is done, and copied to
-       a device buffer of the stream, which stream order keeps from being rewritten while read */
+    /* a batch launch's table (neo__cu_attend_batch, neo__cu_append_batch), staged by
+       neo__cu_bt_begin / _end: written into one of NEO__CU_BT_SLOTS slots of pinned memory, each
+       rewritten only once the copy out of it (its event) is done, and copied to a device buffer
+       of the stream, which stream order keeps from being rewritten while read */
     char        *bt_host;
     size_t       bt_slot;
     int          bt_next;
