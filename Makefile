@@ -44,7 +44,7 @@ help:
 	@echo "make test-tsan        the thread pool under TSan"
 	@echo "make test-compile     the header as C11 and C++17, static, from two translation units, and"
 	@echo "                      without the decode loop (test-no-model)"
-	@echo "make test-bits        outputs bitwise equal to those of commit d3e7625 (tests/data/bits_*.txt)"
+	@echo "make test-bits        outputs bitwise equal to those of commit BITS_REF (tests/data/bits.txt)"
 	@echo "make test-snippets    the README's and manual's programs as C (ASan + UBSan) and C++"
 	@echo "make test-golden      mini-chat against llama2.c run.c's output, and its error paths"
 	@echo "make test-fuzz        libFuzzer on the model loader and the tokenizer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
@@ -333,11 +333,10 @@ bench-gpu: $(B)/bench
 
 # --- bitwise identity and lint -------------------------------------------------------------------
 # test-bits: the outputs of a fixed set of cases (every CPU path this machine has, the stand-in,
-# the decode loop) hashed and compared with tests/data/bits_d3e7625.txt, made by the header at
-# d3e7625 (make test runs it); `build/test_bits --write` adds the lines of a CPU path that file
-# lacks (AVX-512).
+# the decode loop) hashed and compared with tests/data/bits.txt, made by the header at BITS_REF
+# (make test runs it); `build/test_bits --write` adds the lines of a CPU path that file lacks.
 # test-bits-ref: writes this machine's lines of that file from a build against the header at
-# d3e7625 (how the AVX-512 lines are made, on a machine that has AVX-512); then run test-bits.
+# BITS_REF (how the AVX-512 and AMX lines are made, on a machine that has them); then run test-bits.
 BITS_REF ?= d3e7625
 test-bits-ref: | $(B)/.dirs
 	mkdir -p $(B)/bits_ref && git show $(BITS_REF):neo_attn.h > $(B)/bits_ref/neo_attn.h

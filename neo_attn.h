@@ -961,14 +961,15 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 
 /* Internal limits. Cells per block bound the per-thread scratch; a decode splits each KV head
    into at most NEO__MAX_CHUNKS chunks of NEO__MIN_CHUNK to NEO__MAX_CHUNK cells (more past
-   NEO__MAX_CHUNK * NEO__MAX_CHUNKS cells). A block's softmax steps (max, exp-sum, rescale) run
-   once per query and block, so larger blocks mean fewer of them; the block also bounds the
-   per-thread scores scratch. */
+   NEO__MAX_CHUNK * NEO__MAX_CHUNKS cells), the last ones a quarter of that (neo__chunk_plan). A
+   block's softmax steps (max, exp-sum, rescale) run once per query and block, so larger blocks
+   mean fewer of them; the block also bounds the per-thread scores scratch. */
 #define NEO__BLOCK 64
 #define NEO__MIN_CHUNK 256
 #define NEO__MAX_CHUNK 1024
 #define NEO__MIN_TASKS 64 /* decode tasks (heads x chunks) to aim for: enough for 16+ threads */
 #define NEO__MAX_CHUNKS 256
+#define NEO__PREFETCH 4096 /* bytes the SIMD kernels ask ahead of each K row they read */
 #define NEO__MAX_HEAD_DIM 16384
 #define NEO__MAX_HEADS 65536
 #define NEO__PREFILL_QUERIES 64 /* queries (tokens x group heads) one prefill task carries */
@@ -1590,7 +1591,6 @@ NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v,
    well, and for the same cell's V row, which the block's p . v reads next: its first pass over
    the block's V rows takes a few columns of each, too fast for a read-ahead from inside it to
    arrive in time. Prefetches never fault, so running past the cache's end is harmless. */
-#define NEO__PREFETCH 4096
 static inline __attribute__((always_inline)) void neo__prefetch_lines(const char *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
@@ -2398,7 +2398,8 @@ typedef struct neo__attn_job {
     const neo__attn_args *a;
     neo_runtime          *rt;
     int                   group;
-    int                   chunk, n_chunks;           /* decode: cells per task, tasks per KV head */
+    int                   chunk, n_chunks;           /* decode: cells of a big chunk, chunks per KV head */
+    int                   n_big, small;              /* decode: big chunks per KV head, cells of a small one */
     int                   tok_per_task, n_tok_blocks; /* prefill: tokens per task, tasks per KV head */
     float                *partial;                   /* decode: this job's chunk partials (see neo_runtime.partial) */
     int                  *pair_done;                 /* decode: this job's merge-tree arrivals */
@@ -2547,6 +2548,41 @@ NEO_ATTN__PRIVATE int neo__chunk_size(int len, int n_heads) {
         c = (c + NEO__BLOCK - 1) / NEO__BLOCK * NEO__BLOCK;
     }
     return c;
+}
+
+/* Sets J's decode chunks over len cells of each of n_heads heads: big chunks of neo__chunk_size,
+   then, at the end of each head's range, small chunks of a quarter of that, about NEO__MIN_TASKS of
+   them in all. The pool takes every head's big chunks first and the small ones last, so the
+   threads that finish early share out the call's end in small pieces instead of waiting on the
+   slowest thread's last big chunk. Like the chunk size, the split depends on the range and the
+   head count alone. */
+NEO_ATTN__PRIVATE void neo__chunk_plan(neo__attn_job *J, int len, int n_heads) {
+    int n_small = (NEO__MIN_TASKS + n_heads - 1) / n_heads, tail;
+    J->chunk = neo__chunk_size(len, n_heads);
+    J->small = J->chunk / 4 / NEO__BLOCK * NEO__BLOCK;
+    tail = J->small * n_small; /* small < 2^22 and n_small <= NEO__MIN_TASKS: no overflow */
+    if (J->small < NEO__MIN_CHUNK / 2 || tail > len / 2 || (len - tail - 1) / J->chunk + 1 + n_small > NEO__MAX_CHUNKS) {
+        J->small = 0, n_small = 0, tail = 0; /* short ranges keep one size */
+    }
+    J->n_big = (len - tail - 1) / J->chunk + 1;
+    J->n_chunks = J->n_big + n_small;
+}
+
+/* Where task number task of a decode job works: head index *hi (from a->h0), its chunk *c (in
+   cell order), cells [*c0, *c1). Tasks run every head's big chunks, then every head's small ones. */
+NEO_ATTN__PRIVATE void neo__chunk_of(const neo__attn_job *J, int n_heads, int task, int *hi, int *c, int *c0, int *c1) {
+    const neo__attn_args *a = J->a;
+    int n_small = J->n_chunks - J->n_big, end_big = a->c1 - J->small * n_small; /* where the small chunks start */
+    if (task < n_heads * J->n_big) {
+        *hi = task / J->n_big, *c = task % J->n_big;
+        *c0 = a->c0 + *c * J->chunk;
+        *c1 = end_big - *c0 > J->chunk ? *c0 + J->chunk : end_big;
+    } else {
+        task -= n_heads * J->n_big;
+        *hi = task / n_small, *c = J->n_big + task % n_small;
+        *c0 = end_big + (*c - J->n_big) * J->small;
+        *c1 = *c0 + J->small;
+    }
 }
 
 /* Online-softmax state of nq queries for one task. Query r is head g * group + r % group of
@@ -2747,6 +2783,15 @@ NEO_ATTN__PRIVATE void neo__merge_head(const neo__attn_args *a, int t, int h, fl
                a->out ? a->out + th * a->head_dim_v : NULL, a->out && a->sinks ? a->sinks + h : NULL);
 }
 
+/* The first NEO__PREFETCH bytes of a task's K rows [c0, c1) of head g, which the kernels' read-ahead
+   does not cover: asked for at once, they arrive together rather than one miss after another. A
+   decode task is short (the small chunks at the end of a call), so this start is a fair part of it. */
+NEO_ATTN__PRIVATE void neo__prefetch_first(const neo__attn_args *a, int g, int c0, int c1) {
+    const char *k = neo__kv_row(a, g, c0, 0);
+    size_t      kb = (size_t)(neo__kv_row(a, g, c1, 0) - k);
+    for (size_t o = 0; o < kb && o < NEO__PREFETCH; o += 64) __builtin_prefetch(k + o, 0, 3);
+}
+
 /* A gated decode task's wait for its queries, spent pulling its K and V rows [c0, c1) of head g
    toward the core (into L2): they do not depend on the queries, and the rows of a small job are
    otherwise fetched at one thread's share of DRAM after the gate opens. Rows the device writes
@@ -2754,7 +2799,6 @@ NEO_ATTN__PRIVATE void neo__merge_head(const neo__attn_args *a, int t, int h, fl
 NEO_ATTN__PRIVATE void neo__await_gate_warm(const neo__attn_args *a, int g, int c0, int c1) {
     size_t      kb, vb, o = 0;
     const char *k, *v;
-    if (!a->gate) return;
     k = neo__kv_row(a, g, c0, 0);
     v = neo__kv_row(a, g, c0, 1);
     kb = (size_t)(neo__kv_row(a, g, c1, 0) - k);
@@ -2768,14 +2812,18 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
     const neo__attn_job  *J = (const neo__attn_job *)user;
     const neo__attn_args *a = J->a;
     neo_runtime          *rt = J->rt;
-    int    G = J->group, dv = a->head_dim_v, hi = task / J->n_chunks, c = task % J->n_chunks, g = a->h0 + hi;
-    int    c0 = a->c0 + c * J->chunk, c1 = a->c1 - c0 > J->chunk ? c0 + J->chunk : a->c1;
+    int    G = J->group, dv = a->head_dim_v, hi, c, c0, c1;
+    neo__chunk_of(J, a->h1 - a->h0, task, &hi, &c, &c0, &c1);
+    int    g = a->h0 + hi;
     size_t stride = (size_t)dv + 2;
     float *first = J->partial + (size_t)hi * J->n_chunks * G * stride; /* [n_chunks][G][stride] */
     float *part = first + (size_t)c * G * stride;
     neo__qstate st;
     NEO_ATTN_DECODE_HOOK(0, task, thread);
-    neo__await_gate_warm(a, g, c0, c1);
+    if (a->gate)
+        neo__await_gate_warm(a, g, c0, c1);
+    else
+        neo__prefetch_first(a, g, c0, c1);
     neo__qstate_init(&st, J, rt->scratch[thread], g, 0, 1);
     neo__attend(J, &rt->kern, &st, c0, c1);
     for (int r = 0; r < G; r++) {
@@ -2843,8 +2891,7 @@ NEO_ATTN__PRIVATE int neo__cpu_job(neo_runtime *rt, const neo__attn_args *a, neo
     J->rt = rt;
     J->group = a->n_head / a->n_head_kv;
     if (a->n_tokens == 1) {
-        J->chunk = neo__chunk_size(a->c1 - a->c0, n_heads);
-        J->n_chunks = (a->c1 - a->c0 - 1) / J->chunk + 1;
+        neo__chunk_plan(J, a->c1 - a->c0, n_heads);
         J->partial = rt->partial;
         J->pair_done = rt->pair_done;
         memset(J->pair_done, 0, sizeof(int) * (size_t)n_heads * 2 * (size_t)J->n_chunks);

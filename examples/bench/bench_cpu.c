@@ -3,10 +3,11 @@
    WHAT IT MEASURES
    ----------------
    One decode step of attention (neo_attn_decode) for a Llama-3-8B-like layer: 32 query heads,
-   8 KV heads, head_dim 128, f16 KV cache, on a CPU-only runtime, at contexts 4096 and 32768
-   (--ctx N adds more, e.g. --ctx 131072). Decode attention reads every K and V cell once per
-   call and does 4 flops per byte of it (each f16 K/V element serves the 4 query heads of its
-   GQA group: one FMA for the score, one for the output), so its ceiling is the machine's
+   8 KV heads, head_dim 128 (--shape names another, e.g. 14,2,64 for Qwen2.5-0.5B), f16 KV cache,
+   on a CPU-only runtime, at contexts 4096 and 32768 (--ctx N adds more, e.g. --ctx 131072).
+   Decode attention reads every K and V cell once per call and does 4 flops per byte of it at
+   Llama-3-8B's shape (each f16 K/V element serves the 4 query heads of its GQA group: one FMA
+   for the score, one for the output; a group of G does G), so its ceiling is the machine's
    memory read bandwidth. The program therefore measures that ceiling itself, in the same run
    and with the same thread count, and prints every attention figure as a ratio to it:
 
@@ -21,8 +22,8 @@
    - attention: the cache is filled with random K/V (appended in chunks of 1024 tokens), then
      after a warm-up many neo_attn_decode calls are timed one by one with CLOCK_MONOTONIC (the
      first call after each bandwidth sample is not timed) and the median is reported. KV bytes
-     read per call = len * n_head_kv * (head_dim + head_dim_v) * 2 (f16), i.e. 16.8 MB at 4096
-     and 134 MB at 32768.
+     read per call = len * n_head_kv * (head_dim + head_dim_v) * 2 (f16): at the default shape
+     16.8 MB at 4096 and 134 MB at 32768.
        hot  - the same layer every call. A 4k cache (16.8 MB) may sit in the last-level cache,
               so this row can beat DRAM bandwidth; it shows the kernel's compute speed.
        cold - the calls rotate over enough distinct layers (>= 2, and >= 4x the LLC in total)
@@ -49,6 +50,7 @@
    USAGE
    -----
        make bench                 (or build/bench-cpu [options])
+       --shape Q,KV,D query heads, KV heads, head_dim (default 32,8,128)
        --ctx N        add context N (repeatable; 4096 and 32768 are always run)
        --threads N    threads for both the attention pool and the bandwidth test (default:
                       online cores)
@@ -69,10 +71,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define N_HEAD      32
-#define N_HEAD_KV   8
-#define HEAD_DIM    128
-#define HEAD_DIM_V  128
+/* the layer's shape: Llama-3-8B's unless --shape names another (head_dim_v = head_dim) */
+static int N_HEAD = 32, N_HEAD_KV = 8, HEAD_DIM = 128, HEAD_DIM_V = 128;
 #define FILL_CHUNK  1024   /* tokens per neo_attn_append call while filling */
 #define MAX_CTX     16     /* distinct contexts */
 #define MAX_CALLS   200000 /* timed calls per row, at most */
@@ -247,8 +247,9 @@ static row time_decode(neo_layer **layers, int n_layers, int ctx, const char *mo
 
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench-cpu [--ctx N]... [--threads N] [--seconds S] [--csv]\n"
+    fprintf(stderr, "usage: bench-cpu [--shape Q,KV,D] [--ctx N]... [--threads N] [--seconds S] [--csv]\n"
                     "  CPU decode attention (32 q / 8 kv heads, d 128, f16 KV) vs measured read bandwidth.\n"
+                    "  --shape Q,KV,D  query heads, KV heads, head_dim (default 32,8,128; e.g. 14,2,64)\n"
                     "  --ctx N      add a context length (4096 and 32768 always run)\n"
                     "  --threads N  threads (default: online cores)\n"
                     "  --seconds S  timing per row (default 1.5)\n"
@@ -277,6 +278,13 @@ int main(int argc, char **argv) {
                 }
                 ctxs[n_ctx++] = c;
             }
+        } else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+            if (sscanf(argv[++i], "%d,%d,%d", &N_HEAD, &N_HEAD_KV, &HEAD_DIM) != 3 || N_HEAD_KV < 1 || N_HEAD < N_HEAD_KV ||
+                N_HEAD % N_HEAD_KV || HEAD_DIM < 1 || HEAD_DIM > 1024) {
+                fprintf(stderr, "bench-cpu: --shape wants query heads,KV heads,head_dim (e.g. 14,2,64)\n");
+                return 1;
+            }
+            HEAD_DIM_V = HEAD_DIM;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             threads = (int)parse_flag("bench-cpu", argv[++i], "--threads", 1, 256);
         } else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
@@ -349,11 +357,13 @@ int main(int argc, char **argv) {
         char bw_text[96];
         if (threads == 1) snprintf(bw_text, sizeof bw_text, "%.1f GB/s with 1 thread", bw_mt);
         else snprintf(bw_text, sizeof bw_text, "%.1f GB/s with %d threads, %.1f GB/s with 1", bw_mt, threads, bw_1t);
-        printf("# decode, 32 q / 8 kv heads, d 128, f16 KV | LLC %zu MiB (sysconf %zu, /sys %zu) | read bandwidth over "
+        /* each f16 K or V element (2 bytes) feeds one FMA (2 flops) per query head of its group */
+        int group = N_HEAD / N_HEAD_KV;
+        printf("# decode, %d q / %d kv heads, d %d, f16 KV | LLC %zu MiB (sysconf %zu, /sys %zu) | read bandwidth over "
                "%.2f GiB: %s (other load %.2f cores) | FMA %.0f GFLOP/s with %d threads (this shape needs %.0f at the read "
-               "bandwidth: 4 flops a byte of KV)\n",
-               llc >> 20, llc_sc >> 20, llc_sys >> 20, (double)bw_bytes / (1 << 30), bw_text, bw_other, fma_gflops(threads, 3),
-               threads, bw_mt * 4.0);
+               "bandwidth: %d flops a byte of KV)\n",
+               N_HEAD, N_HEAD_KV, HEAD_DIM, llc >> 20, llc_sc >> 20, llc_sys >> 20, (double)bw_bytes / (1 << 30), bw_text, bw_other,
+               fma_gflops(threads, 3), threads, bw_mt * group, group);
         printf("%8s %-5s %7s %-7s %6s %6s %10s %8s %9s %6s %6s\n", "ctx", "mode", "threads", "isa", "layers", "calls",
                "median_us", "GB/s", "read_GB/s", "ratio", "other");
     }
