@@ -337,7 +337,7 @@ bench-gpu: $(B)/bench
 # (make test runs it); `build/test_bits --write` adds the lines of a CPU path that file lacks.
 # test-bits-ref: writes this machine's lines of that file from a build against the header at
 # BITS_REF (how the AVX-512 and AMX lines are made, on a machine that has them); then run test-bits.
-BITS_REF ?= d3e7625
+BITS_REF ?= 91e0f02
 test-bits-ref: | $(B)/.dirs
 	mkdir -p $(B)/bits_ref && git show $(BITS_REF):neo_attn.h > $(B)/bits_ref/neo_attn.h
 	$(CC) $(CSTD) $(CWARN) $(OPT) -I$(B)/bits_ref tests/test_bits.c -o $(B)/bits_ref/test_bits $(LDLIBS)
