@@ -2552,17 +2552,19 @@ NEO_ATTN__PRIVATE int neo__chunk_size(int len, int n_heads) {
 
 /* Sets J's decode chunks over len cells of each of n_heads heads: big chunks of neo__chunk_size,
    then, at the end of each head's range, small chunks of a quarter of that, about NEO__MIN_TASKS of
-   them in all. The pool takes every head's big chunks first and the small ones last, so the
-   threads that finish early share out the call's end in small pieces instead of waiting on the
-   slowest thread's last big chunk. Like the chunk size, the split depends on the range and the
-   head count alone. */
+   them in all (at least one a head). The pool takes every head's big chunks first and the small
+   ones last, so the threads that finish early share out the call's end in small pieces instead
+   of waiting on the slowest thread's last big chunk. Ranges whose small chunks would be under
+   NEO__MIN_CHUNK / 2 cells (big chunks of 256: short ranges, few heads), over half the range,
+   or past NEO__MAX_CHUNKS a head (from 200k to 260k cells on, by head count) keep one size.
+   Like the chunk size, the split depends on the range and the head count alone. */
 NEO_ATTN__PRIVATE void neo__chunk_plan(neo__attn_job *J, int len, int n_heads) {
     int n_small = (NEO__MIN_TASKS + n_heads - 1) / n_heads, tail;
     J->chunk = neo__chunk_size(len, n_heads);
     J->small = J->chunk / 4 / NEO__BLOCK * NEO__BLOCK;
     tail = J->small * n_small; /* small < 2^22 and n_small <= NEO__MIN_TASKS: no overflow */
     if (J->small < NEO__MIN_CHUNK / 2 || tail > len / 2 || (len - tail - 1) / J->chunk + 1 + n_small > NEO__MAX_CHUNKS) {
-        J->small = 0, n_small = 0, tail = 0; /* short ranges keep one size */
+        J->small = 0, n_small = 0, tail = 0;
     }
     J->n_big = (len - tail - 1) / J->chunk + 1;
     J->n_chunks = J->n_big + n_small;

@@ -891,23 +891,55 @@ static void test_nonfinite(void) {
                 }
 }
 
-/* Cells at the end of the int range: the decode chunking at every length up to INT_MAX, and the
+/* A decode's chunk plan over len cells from c0 for n_heads heads (neo__chunk_plan, neo__chunk_of):
+   1 to NEO__MAX_CHUNKS chunks a head, and, for up to 8 heads, every task a distinct (head, chunk)
+   whose cells, in chunk order, tile [c0, c0 + len) with no chunk empty. */
+static void check_chunk_plan(int len, int n_heads, int c0) {
+    neo__attn_args a;
+    neo__attn_job  J;
+    int           *lo, *hi_c, t, h, c, ok = 1;
+    memset(&a, 0, sizeof a), memset(&J, 0, sizeof J);
+    a.c0 = c0, a.c1 = c0 + len, a.h0 = 0, a.h1 = n_heads;
+    J.a = &a;
+    neo__chunk_plan(&J, len, n_heads);
+    if (!CHECK(J.n_chunks >= 1 && J.n_chunks <= NEO__MAX_CHUNKS && J.n_big >= 1 && J.n_big <= J.n_chunks &&
+               (J.chunk <= NEO__MAX_CHUNK || J.chunk % NEO__BLOCK == 0))) {
+        fprintf(stderr, "    length %d, %d heads: %d chunks of %d cells, %d big\n", len, n_heads, J.n_chunks, J.chunk, J.n_big);
+        return;
+    }
+    if (n_heads > 8) return;
+    lo = (int *)malloc(sizeof(int) * (size_t)n_heads * J.n_chunks), hi_c = (int *)malloc(sizeof(int) * (size_t)n_heads * J.n_chunks);
+    if (!CHECK(lo && hi_c)) goto out;
+    for (t = 0; t < n_heads * J.n_chunks; t++) lo[t] = -1;
+    for (t = 0; t < n_heads * J.n_chunks && ok; t++) {
+        int x0, x1;
+        neo__chunk_of(&J, n_heads, t, &h, &c, &x0, &x1);
+        ok = h >= 0 && h < n_heads && c >= 0 && c < J.n_chunks && lo[h * J.n_chunks + c] == -1 && x0 >= c0 && x0 < x1 && x1 <= a.c1;
+        if (ok) lo[h * J.n_chunks + c] = x0, hi_c[h * J.n_chunks + c] = x1;
+    }
+    for (h = 0; h < n_heads && ok; h++)
+        for (c = 0; c < J.n_chunks && ok; c++)
+            ok = lo[h * J.n_chunks + c] == (c ? hi_c[h * J.n_chunks + c - 1] : c0) && (c + 1 < J.n_chunks || hi_c[h * J.n_chunks + c] == a.c1);
+    if (!CHECK(ok)) fprintf(stderr, "    length %d from %d, %d heads: the chunks do not tile the range\n", len, c0, n_heads);
+out:
+    free(lo), free(hi_c);
+}
+
+/* Cells at the end of the int range: the decode chunk plan at every length up to INT_MAX, and the
    attention of cells [INT_MAX - n, INT_MAX) bitwise that of the same cells at [0, n), decode and
    prefill, on every CPU path and the stand-in (within the bound on the GPU). */
 static void test_int_range(void) {
-    static const int lens[] = {1, 63, 64, 255, 256, 257, 65536, 262144, 262145, 1 << 30, INT_MAX - 1023, INT_MAX - 1022, INT_MAX - 1000,
-                               INT_MAX - 1, INT_MAX};
-    static const int heads[] = {1, 2, 8, 65536};
+    static const int lens[] = {1, 63, 64, 255, 256, 257, 4096, 4097, 32768, 65536, 131072, 262144, 262145, 1 << 30, INT_MAX - 1023,
+                               INT_MAX - 1022, INT_MAX - 1000, INT_MAX - 1, INT_MAX};
+    static const int heads[] = {1, 2, 3, 7, 8, 65536};
     const int        n = 2999, nh = 8, nkv = 2, hd = 64;
     neo_runtime     *rt[N_PATH] = {NULL, NULL, NULL, NULL, NULL, NULL};
     int              i, j, r;
     check_context("decode chunks at lengths up to INT_MAX");
     for (i = 0; i < (int)(sizeof lens / sizeof *lens); i++)
-        for (j = 0; j < 4; j++) {
-            int       c = neo__chunk_size(lens[i], heads[j]);
-            long long nc = c >= 1 ? ((long long)lens[i] + c - 1) / c : 0;
-            if (!CHECK(c >= 1 && nc >= 1 && nc <= NEO__MAX_CHUNKS && (c <= NEO__MAX_CHUNK || c % NEO__BLOCK == 0)))
-                fprintf(stderr, "    length %d, %d heads: chunks of %d cells\n", lens[i], heads[j], c);
+        for (j = 0; j < (int)(sizeof heads / sizeof *heads); j++) {
+            check_chunk_plan(lens[i], heads[j], 0);
+            check_chunk_plan(lens[i], heads[j], INT_MAX - lens[i]); /* ending at the top of the int range */
         }
     for (i = 0; i < N_ISA; i++) rt[i] = isa_ok[i] ? rts[i][2] : NULL;
     rt[P_STANDIN] = rts_gpu[3];
