@@ -2572,9 +2572,10 @@ NEO_ATTN__PRIVATE void neo__chunk_plan(neo__attn_job *J, int len, int n_heads) {
 
 /* Where task number task of a decode job works: head index *hi (from a->h0), its chunk *c (in
    cell order), cells [*c0, *c1). Tasks run every head's big chunks, then every head's small ones. */
-NEO_ATTN__PRIVATE void neo__chunk_of(const neo__attn_job *J, int n_heads, int task, int *hi, int *c, int *c0, int *c1) {
+NEO_ATTN__PRIVATE void neo__chunk_of(const neo__attn_job *J, int task, int *hi, int *c, int *c0, int *c1) {
     const neo__attn_args *a = J->a;
-    int n_small = J->n_chunks - J->n_big, end_big = a->c1 - J->small * n_small; /* where the small chunks start */
+    int n_heads = a->h1 - a->h0, n_small = J->n_chunks - J->n_big;
+    int end_big = a->c1 - J->small * n_small; /* where the small chunks start */
     if (task < n_heads * J->n_big) {
         *hi = task / J->n_big, *c = task % J->n_big;
         *c0 = a->c0 + *c * J->chunk;
@@ -2815,7 +2816,7 @@ NEO_ATTN__PRIVATE void neo__decode_task(void *user, int task, int thread) {
     const neo__attn_args *a = J->a;
     neo_runtime          *rt = J->rt;
     int    G = J->group, dv = a->head_dim_v, hi, c, c0, c1;
-    neo__chunk_of(J, a->h1 - a->h0, task, &hi, &c, &c0, &c1);
+    neo__chunk_of(J, task, &hi, &c, &c0, &c1);
     int    g = a->h0 + hi;
     size_t stride = (size_t)dv + 2;
     float *first = J->partial + (size_t)hi * J->n_chunks * G * stride; /* [n_chunks][G][stride] */

@@ -913,7 +913,7 @@ static void check_chunk_plan(int len, int n_heads, int c0) {
     for (t = 0; t < n_heads * J.n_chunks; t++) lo[t] = -1;
     for (t = 0; t < n_heads * J.n_chunks && ok; t++) {
         int x0, x1;
-        neo__chunk_of(&J, n_heads, t, &h, &c, &x0, &x1);
+        neo__chunk_of(&J, t, &h, &c, &x0, &x1);
         ok = h >= 0 && h < n_heads && c >= 0 && c < J.n_chunks && lo[h * J.n_chunks + c] == -1 && x0 >= c0 && x0 < x1 && x1 <= a.c1;
         if (ok) lo[h * J.n_chunks + c] = x0, hi_c[h * J.n_chunks + c] = x1;
     }
