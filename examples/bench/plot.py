@@ -3,7 +3,8 @@
 
 Left: time of one decode-attention call against context for one shape (Llama-3-8B by default),
 log-log: the GPU alone, a split layer with both halves at once, the same split streamed back,
-the CPU alone, and torch SDPA on the GPU and on the CPU beside them (dashed). Right: the capacity
+the same split with its host half read by the CPU and the copy engine together (hybrid), the CPU
+alone, and torch SDPA on the GPU and on the CPU beside them (dashed). Right: the capacity
 row, a decode step over a cache larger than the GPU's memory. Needs matplotlib (only for this
 plot: pip install matplotlib).
 
@@ -21,12 +22,13 @@ LINES = [  # mode in the CSV, label, colour, line style, marker
     ("gpu", "neo_attn, GPU only", "tab:green", "-", "o"),
     ("on-1/2", "neo_attn, both halves at once (half the KV heads in host memory)", "tab:red", "-", "^"),
     ("off-1/2", "neo_attn, stream-back (the same split)", "tab:purple", "-", "v"),
+    ("hybrid-1/2", "neo_attn, hybrid (the same split, host half read by CPU and copy engine)", "tab:orange", "-", "P"),
     ("cpu", "neo_attn, CPU only", "tab:blue", "-", "s"),
     ("torch-gpu", "torch SDPA, GPU", "black", "--", "D"),
     ("torch-cpu", "torch SDPA, CPU (f16)", "tab:cyan", "--", "D"),
 ]
-CAPACITY = [("on-1/8", "both halves at once", "tab:red"), ("off-1/8", "stream-back", "tab:purple"),
-            ("cpu-est", "CPU only (estimate)", "tab:blue")]
+CAPACITY = [("on-1/8", "both halves at once", "tab:red"), ("hybrid-1/8", "hybrid", "tab:orange"),
+            ("off-1/8", "stream-back", "tab:purple"), ("cpu-est", "CPU only (estimate)", "tab:blue")]
 SHAPES = {"llama3-8b": "Llama-3-8B layer: 32 query / 8 KV heads, head_dim 128",
           "qwen2.5-0.5b": "Qwen2.5-0.5B layer: 14 query / 2 KV heads, head_dim 64"}
 
@@ -88,7 +90,7 @@ def capacity_panel(ax, rows):
     ax.set_xlim(0, max(b[1] for b in bars) * 1.25)
     ax.set_xlabel("ms per decode step, all layers (lower is better)")
     ax.set_title(f"Capacity: {layers} layers x {ctx / 1e6:.2f}M tokens = {gib:.0f} GiB of KV,\n"
-                 f"more than the GPU holds: {gpu_share:.1%} of it in GPU memory, {(1 - gpu_share) * gib:.1f} GiB on the host",
+                 f"more than the GPU holds: {gpu_share:.1%} in GPU memory,\n{(1 - gpu_share) * gib:.1f} GiB on the host",
                  fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
 
