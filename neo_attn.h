@@ -1593,8 +1593,8 @@ NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v,
    arrive in time. The lines go to L2, not L1: a block's V rows asked early (16 KB at head_dim 128
    in f16) beside its K rows and the read-ahead can overflow a 32 KB L1 and push out K rows
    before the scores read them; from L2 the loads and L1's own prefetcher take them in time
-   (docs/BENCHMARKS.md, "CPU decode attention").
-   Prefetches never fault, so running past the cache's end is harmless. */
+   (docs/BENCHMARKS.md, "CPU decode attention"). Prefetches never fault, so running past the
+   cache's end is harmless. */
 static inline __attribute__((always_inline)) void neo__prefetch_lines(const char *p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
 }
