@@ -970,6 +970,9 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 #define NEO__MIN_TASKS 64 /* decode tasks (heads x chunks) to aim for: enough for 16+ threads */
 #define NEO__MAX_CHUNKS 256
 #define NEO__PREFETCH 4096 /* bytes the SIMD kernels ask ahead of each K row they read */
+#ifndef NEO__PREFETCH_L2_BELOW
+#define NEO__PREFETCH_L2_BELOW 49152 /* cores whose L1 data cache is smaller take those prefetches into L2 */
+#endif
 #define NEO__MAX_HEAD_DIM 16384
 #define NEO__MAX_HEADS 65536
 #define NEO__PREFILL_QUERIES 64 /* queries (tokens x group heads) one prefill task carries */
@@ -1503,8 +1506,8 @@ typedef struct neo__kernels {
     neo_cpu_isa isa;
     /* s: [nq][NEO__BLOCK] <- q: [nq][d] . k: [nk][d] of type t (row dot products); v: [nk][dv] of
        type t, the same cells' V rows, is only asked toward the core as K is read, so that pv,
-       next, finds it there (SIMD paths) */
-    void (*scores)(float *s, const float *q, const void *k, const void *v, neo_type t, int nq, int nk, int d, int dv);
+       next, finds it there (SIMD paths, into the cache level pf says: see pf below) */
+    void (*scores)(float *s, const float *q, const void *k, const void *v, neo_type t, int nq, int nk, int d, int dv, int pf);
     /* the largest of x: [n], n >= 1 (exact, so every path finds the same one) */
     float (*max)(const float *x, int n);
     /* x: [n] *= c (a new running max rescales an accumulator) */
@@ -1519,9 +1522,12 @@ typedef struct neo__kernels {
        and pv. w: the thread's work area (neo__tile_layout), set up by tile_begin with the task's
        queries q: [nq][d]; tile_end gives the tile registers back at the end of the task. */
     void (*tile_begin)(void *w, const float *q, int nq, int d, int dv);
-    void (*tile_scores)(float *s, void *w, const void *k, const void *v, neo_type t, int nq, int nk, int d, int dv);
+    void (*tile_scores)(float *s, void *w, const void *k, const void *v, neo_type t, int nq, int nk, int d, int dv, int pf);
     void (*tile_pv)(float *acc, const float *p, void *w, const void *v, neo_type t, int nq, int nk, int dv);
     void (*tile_end)(void);
+    /* where the scores kernels' prefetches go (neo__prefetch_lines): 1 L1, 2 L2, by this CPU's L1
+       data cache (neo__kernels_init) */
+    int pf;
 } neo__kernels;
 
 /* --- scalar: the portable reference path --- */
@@ -1541,9 +1547,9 @@ NEO_ATTN__PRIVATE float neo__dot_tail(float s, const float *q, const void *row, 
     return s;
 }
 NEO_ATTN__PRIVATE void neo__scores_scalar(float *s, const float *q, const void *k, const void *v, neo_type t, int nq, int nk, int d,
-                                          int dv) {
+                                          int dv, int pf) {
     size_t es = neo__type_size(t);
-    (void)v, (void)dv;
+    (void)v, (void)dv, (void)pf;
     for (int r = 0; r < nq; r++)
         for (int b = 0; b < nk; b++)
             s[r * NEO__BLOCK + b] = neo__dot_tail(0.0f, q + (size_t)r * d, (const char *)k + (size_t)b * d * es, t, 0, d);
@@ -1590,16 +1596,21 @@ NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v,
    while the core also computes, so each K row read asks for the row NEO__PREFETCH bytes ahead as
    well, and for the same cell's V row, which the block's p . v reads next: its first pass over
    the block's V rows takes a few columns of each, too fast for a read-ahead from inside it to
-   arrive in time. The lines go to L2, not L1: a block's V rows asked early (16 KB at head_dim 128
-   in f16) beside its K rows and the read-ahead can overflow a 32 KB L1 and push out K rows
-   before the scores read them; from L2 the loads and L1's own prefetcher take them in time
+   arrive in time. Where they go depends on the L1 data cache (pf, neo__kernels.pf): a block's V
+   rows asked early (16 KB at head_dim 128 in f16) beside its K rows and the read-ahead can
+   overflow a 32 KB L1 and push out K rows before the scores read them, so on cores whose L1 is
+   under NEO__PREFETCH_L2_BELOW the lines go to L2 (pf 2), from where the loads and L1's own
+   prefetcher take them in time; a 48 KB L1 holds them all, and there they go to L1 (pf 1)
    (docs/BENCHMARKS.md, "CPU decode attention"). Prefetches never fault, so running past the
    cache's end is harmless. */
-static inline __attribute__((always_inline)) void neo__prefetch_lines(const char *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+static inline __attribute__((always_inline)) void neo__prefetch_lines(const char *p, size_t bytes, int pf) {
+    if (pf == 2)
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+    else
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
 }
-static inline __attribute__((always_inline)) void neo__prefetch_row(const char *row, size_t bytes) {
-    neo__prefetch_lines(row + NEO__PREFETCH, bytes);
+static inline __attribute__((always_inline)) void neo__prefetch_row(const char *row, size_t bytes, int pf) {
+    neo__prefetch_lines(row + NEO__PREFETCH, bytes, pf);
 }
 
 /* --- AVX2 + FMA + F16C: 8 lanes; the d % 8 tail columns go through the scalar helpers --- */
@@ -1702,25 +1713,26 @@ NEO__UNROLL(8)
 }
 /* Scores of a tile of NQT (1..8) queries over all nk cells, CB at a time, then one at a time:
    the whole of a GQA group of up to 8 is one tile, so each K element is widened once a call.
-   The first tile asks for the rows ahead (neo__prefetch_row) and for the cells' V rows. */
+   The first tile asks for the rows ahead (neo__prefetch_row) and for the cells' V rows: pf is
+   where they go (neo__prefetch_lines), 0 on the other tiles. */
 NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx2(float *s, const float *q, const void *k, const void *v,
                                                                                     neo_type t, int NQT, int CB, int nk, int d, int dv,
-                                                                                    int first) {
+                                                                                    int pf) {
     size_t es = neo__type_size(t);
     int    dm = d & ~7, b = 0;
     for (; b + CB <= nk; b += CB) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        if (first) {
-            neo__prefetch_row(kr, (size_t)CB * d * es);
-            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es);
+        if (pf) {
+            neo__prefetch_row(kr, (size_t)CB * d * es, pf);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es, pf);
         }
         neo__scores_cells_avx2(s + b, q, kr, t, NQT, CB, d, dm);
     }
     for (; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        if (first) {
-            neo__prefetch_row(kr, (size_t)d * es);
-            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
+        if (pf) {
+            neo__prefetch_row(kr, (size_t)d * es, pf);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es, pf);
         }
         neo__scores_cells_avx2(s + b, q, kr, t, NQT, 1, d, dm);
     }
@@ -1728,30 +1740,30 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx
 /* Tiles of up to 8 queries; the cells a pass (CB) keep NQT x CB accumulators, CB K chunks and a
    q chunk within the 16 registers. */
 NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(float *s, const float *q, const void *k, const void *v,
-                                                                                 neo_type t, int nq, int nk, int d, int dv) {
+                                                                                 neo_type t, int nq, int nk, int d, int dv, int pf) {
     for (int r = 0; r < nq;) {
         float       *sr = s + r * NEO__BLOCK;
         const float *q0 = q + (size_t)r * d;
-        int          n = nq - r < 8 ? nq - r : 8;
+        int          n = nq - r < 8 ? nq - r : 8, tpf = r == 0 ? pf : 0; /* the first tile asks ahead */
         switch (n) { /* the tile's shape as constants, so that its loops unroll */
-        case 1: neo__scores_tile_avx2(sr, q0, k, v, t, 1, 2, nk, d, dv, r == 0); break;
-        case 2: neo__scores_tile_avx2(sr, q0, k, v, t, 2, 4, nk, d, dv, r == 0); break;
-        case 3: neo__scores_tile_avx2(sr, q0, k, v, t, 3, 3, nk, d, dv, r == 0); break;
-        case 4: neo__scores_tile_avx2(sr, q0, k, v, t, 4, 3, nk, d, dv, r == 0); break;
-        case 5: neo__scores_tile_avx2(sr, q0, k, v, t, 5, 2, nk, d, dv, r == 0); break;
-        case 6: neo__scores_tile_avx2(sr, q0, k, v, t, 6, 2, nk, d, dv, r == 0); break;
-        case 7: neo__scores_tile_avx2(sr, q0, k, v, t, 7, 2, nk, d, dv, r == 0); break;
-        default: neo__scores_tile_avx2(sr, q0, k, v, t, 8, 1, nk, d, dv, r == 0); break;
+        case 1: neo__scores_tile_avx2(sr, q0, k, v, t, 1, 2, nk, d, dv, tpf); break;
+        case 2: neo__scores_tile_avx2(sr, q0, k, v, t, 2, 4, nk, d, dv, tpf); break;
+        case 3: neo__scores_tile_avx2(sr, q0, k, v, t, 3, 3, nk, d, dv, tpf); break;
+        case 4: neo__scores_tile_avx2(sr, q0, k, v, t, 4, 3, nk, d, dv, tpf); break;
+        case 5: neo__scores_tile_avx2(sr, q0, k, v, t, 5, 2, nk, d, dv, tpf); break;
+        case 6: neo__scores_tile_avx2(sr, q0, k, v, t, 6, 2, nk, d, dv, tpf); break;
+        case 7: neo__scores_tile_avx2(sr, q0, k, v, t, 7, 2, nk, d, dv, tpf); break;
+        default: neo__scores_tile_avx2(sr, q0, k, v, t, 8, 1, nk, d, dv, tpf); break;
         }
         r += n;
     }
 }
 NEO__AVX2 NEO_ATTN__PRIVATE void neo__scores_avx2(float *s, const float *q, const void *k, const void *v, neo_type t, int nq, int nk,
-                                                  int d, int dv) {
+                                                  int d, int dv, int pf) {
     /* one call per storage type, so each gets its own inlined loop */
-    if (t == NEO_TYPE_F16) neo__scores_avx2_t(s, q, k, v, NEO_TYPE_F16, nq, nk, d, dv);
-    else if (t == NEO_TYPE_BF16) neo__scores_avx2_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, d, dv);
-    else neo__scores_avx2_t(s, q, k, v, NEO_TYPE_F32, nq, nk, d, dv);
+    if (t == NEO_TYPE_F16) neo__scores_avx2_t(s, q, k, v, NEO_TYPE_F16, nq, nk, d, dv, pf);
+    else if (t == NEO_TYPE_BF16) neo__scores_avx2_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, d, dv, pf);
+    else neo__scores_avx2_t(s, q, k, v, NEO_TYPE_F32, nq, nk, d, dv, pf);
 }
 /* expf for x in [-87, 88] to about 2 ulp: 2^n * poly(r), the Cephes polynomial. */
 NEO__AVX2 static inline __m256 neo__exp8(__m256 x) {
@@ -1920,7 +1932,7 @@ NEO__AVX512 static inline __attribute__((always_inline)) __m512 neo__hsum16x16(c
    depend on which tile, cell group or path computed it. */
 NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_avx512(float *s, const float *q, const void *k,
                                                                                         const void *v, neo_type t, int NQT, int CB,
-                                                                                        int nk, int d, int dv, int first) {
+                                                                                        int nk, int d, int dv, int pf) {
     size_t       es = neo__type_size(t);
     int          dm = d & ~15; /* full 16-lane chunks take plain loads, which fold into the FMAs */
     int          bg = dm == d ? nk / CB * CB : 0;
@@ -1928,9 +1940,9 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
     for (int b = 0; b < bg; b += CB) {
         const char *k0 = (const char *)k + (size_t)b * d * es;
         __m512      a[4][8];
-        if (first) {
-            neo__prefetch_row(k0, (size_t)CB * d * es);
-            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es);
+        if (pf) {
+            neo__prefetch_row(k0, (size_t)CB * d * es, pf);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es, pf);
         }
 NEO__UNROLL(4)
         for (int c = 0; c < CB; c++)
@@ -1977,9 +1989,9 @@ NEO__UNROLL(4)
     for (int b = bg; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
         __m512      a[8];
-        if (first) {
-            neo__prefetch_row(kr, (size_t)d * es);
-            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es);
+        if (pf) {
+            neo__prefetch_row(kr, (size_t)d * es, pf);
+            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es, pf);
         }
 NEO__UNROLL(8)
         for (int i = 0; i < NQT; i++) a[i] = z;
@@ -1998,29 +2010,29 @@ NEO__UNROLL(2)
     }
 }
 NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_avx512_t(float *s, const float *q, const void *k, const void *v,
-                                                                                   neo_type t, int nq, int nk, int d, int dv) {
+                                                                                   neo_type t, int nq, int nk, int d, int dv, int pf) {
     for (int r = 0; r < nq;) {
         float       *sr = s + r * NEO__BLOCK;
         const float *q0 = q + (size_t)r * d;
-        int          n = nq - r < 8 ? nq - r : 8;
+        int          n = nq - r < 8 ? nq - r : 8, tpf = r == 0 ? pf : 0; /* the first tile asks ahead */
         switch (n) { /* the tile's shape as constants, so that its loops unroll */
-        case 1: neo__scores_tile_avx512(sr, q0, k, v, t, 1, 4, nk, d, dv, r == 0); break;
-        case 2: neo__scores_tile_avx512(sr, q0, k, v, t, 2, 4, nk, d, dv, r == 0); break;
-        case 3: neo__scores_tile_avx512(sr, q0, k, v, t, 3, 4, nk, d, dv, r == 0); break;
-        case 4: neo__scores_tile_avx512(sr, q0, k, v, t, 4, 4, nk, d, dv, r == 0); break;
-        case 5: neo__scores_tile_avx512(sr, q0, k, v, t, 5, 2, nk, d, dv, r == 0); break;
-        case 6: neo__scores_tile_avx512(sr, q0, k, v, t, 6, 2, nk, d, dv, r == 0); break;
-        case 7: neo__scores_tile_avx512(sr, q0, k, v, t, 7, 2, nk, d, dv, r == 0); break;
-        default: neo__scores_tile_avx512(sr, q0, k, v, t, 8, 2, nk, d, dv, r == 0); break;
+        case 1: neo__scores_tile_avx512(sr, q0, k, v, t, 1, 4, nk, d, dv, tpf); break;
+        case 2: neo__scores_tile_avx512(sr, q0, k, v, t, 2, 4, nk, d, dv, tpf); break;
+        case 3: neo__scores_tile_avx512(sr, q0, k, v, t, 3, 4, nk, d, dv, tpf); break;
+        case 4: neo__scores_tile_avx512(sr, q0, k, v, t, 4, 4, nk, d, dv, tpf); break;
+        case 5: neo__scores_tile_avx512(sr, q0, k, v, t, 5, 2, nk, d, dv, tpf); break;
+        case 6: neo__scores_tile_avx512(sr, q0, k, v, t, 6, 2, nk, d, dv, tpf); break;
+        case 7: neo__scores_tile_avx512(sr, q0, k, v, t, 7, 2, nk, d, dv, tpf); break;
+        default: neo__scores_tile_avx512(sr, q0, k, v, t, 8, 2, nk, d, dv, tpf); break;
         }
         r += n;
     }
 }
 NEO__AVX512 NEO_ATTN__PRIVATE void neo__scores_avx512(float *s, const float *q, const void *k, const void *v, neo_type t, int nq,
-                                                      int nk, int d, int dv) {
-    if (t == NEO_TYPE_F16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F16, nq, nk, d, dv);
-    else if (t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, d, dv);
-    else neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F32, nq, nk, d, dv);
+                                                      int nk, int d, int dv, int pf) {
+    if (t == NEO_TYPE_F16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F16, nq, nk, d, dv, pf);
+    else if (t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, d, dv, pf);
+    else neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F32, nq, nk, d, dv, pf);
 }
 NEO__AVX512 static inline __m512 neo__exp16(__m512 x) {
     x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f)), _mm512_set1_ps(-87.3365447505531f));
@@ -2224,15 +2236,15 @@ NEO__AMX static void neo__tile_split_k(uint16_t *dst, const char *k, neo_type t,
 
 /* s: [nq][NEO__BLOCK] <- the task's queries (w, from neo__tile_begin) . k: [nk][d] */
 NEO__AMX NEO_ATTN__PRIVATE void neo__tile_scores(float *s, void *w, const void *k, const void *v, neo_type t, int nq, int nk,
-                                                 int d, int dv) {
+                                                 int d, int dv, int pf) {
     neo__tile_area ar;
     int            nc = d / 32;
     neo__tile_layout(w, d, dv, nq, &ar);
     for (int b0 = 0; b0 < nk; b0 += 16) {
         int         n = nk - b0 < 16 ? nk - b0 : 16, direct = t == NEO_TYPE_BF16 && n == 16;
         const char *kb = (const char *)k + (size_t)b0 * d * 2;
-        neo__prefetch_row(kb, (size_t)n * d * 2);
-        neo__prefetch_lines((const char *)v + (size_t)b0 * dv * 2, (size_t)n * dv * 2);
+        neo__prefetch_row(kb, (size_t)n * d * 2, pf);
+        neo__prefetch_lines((const char *)v + (size_t)b0 * dv * 2, (size_t)n * dv * 2, pf);
         if (!direct) neo__tile_split_k(ar.k, kb, t, n, d);
         for (int g = 0; g * 16 < nq; g++) {
             NEO__TILE_ZERO(0);
@@ -2364,20 +2376,33 @@ NEO_ATTN__PRIVATE int neo__cpu_has(neo_cpu_isa isa) {
     return 0;
 }
 
+/* The L1 data cache of this core in bytes, from CPUID (Intel's leaf 4, else AMD's 0x80000005), 0
+   where neither says. */
+NEO_ATTN__PRIVATE long neo__l1d_bytes(void) {
+#if NEO__X86
+    unsigned a, b, c, d;
+    for (unsigned i = 0; i < 16 && __get_cpuid_count(4, i, &a, &b, &c, &d) && (a & 31u); i++)
+        if ((a & 31u) == 1 && (a >> 5 & 7u) == 1) /* a data cache, level 1: ways x partitions x line x sets */
+            return (long)((b >> 22) + 1) * (long)((b >> 12 & 1023u) + 1) * (long)((b & 4095u) + 1) * ((long)c + 1);
+    if (__get_cpuid(0x80000005u, &a, &b, &c, &d)) return (long)(c >> 24) * 1024;
+#endif
+    return 0;
+}
+
 /* Fills k with the kernels of isa (AUTO = the best this CPU has); 0 if the CPU lacks it. */
 NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
     if (isa == NEO_CPU_AUTO)
         isa = neo__cpu_has(NEO_CPU_AMX) ? NEO_CPU_AMX : neo__cpu_has(NEO_CPU_AVX512) ? NEO_CPU_AVX512 : neo__cpu_has(NEO_CPU_AVX2) ? NEO_CPU_AVX2 : NEO_CPU_SCALAR;
     if (!neo__cpu_has(isa)) return 0;
-    /* isa, scores, max, scale, exp_sum, pv, dot; the tile path (AMX) is added below */
+    /* isa, scores, max, scale, exp_sum, pv, dot, the tile path (AMX, added below), pf (set below) */
     static const neo__kernels scalar = {NEO_CPU_SCALAR, neo__scores_scalar, neo__max_scalar, neo__scale_scalar, neo__exp_sum_scalar,
-                                        neo__pv_scalar, neo__dot_scalar, NULL, NULL, NULL, NULL};
+                                        neo__pv_scalar, neo__dot_scalar, NULL, NULL, NULL, NULL, 1};
     *k = scalar;
 #if NEO__X86
     static const neo__kernels avx2 = {NEO_CPU_AVX2, neo__scores_avx2, neo__max_avx2, neo__scale_avx2, neo__exp_sum_avx2,
-                                      neo__pv_avx2, neo__dot_avx2, NULL, NULL, NULL, NULL};
+                                      neo__pv_avx2, neo__dot_avx2, NULL, NULL, NULL, NULL, 1};
     static const neo__kernels avx512 = {NEO_CPU_AVX512, neo__scores_avx512, neo__max_avx512, neo__scale_avx512, neo__exp_sum_avx512,
-                                        neo__pv_avx512, neo__dot_avx512, NULL, NULL, NULL, NULL};
+                                        neo__pv_avx512, neo__dot_avx512, NULL, NULL, NULL, NULL, 1};
     if (isa == NEO_CPU_AVX2) *k = avx2;
     else if (isa == NEO_CPU_AVX512 || isa == NEO_CPU_AMX) {
         *k = avx512;
@@ -2391,6 +2416,8 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
         k->tile_end = neo__tile_end;
     }
 #endif
+    long l1 = neo__l1d_bytes();
+    k->pf = l1 > 0 && l1 < NEO__PREFETCH_L2_BELOW ? 2 : 1; /* where unknown, L1 */
 #endif
     return 1;
 }
@@ -2700,9 +2727,9 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
         int         lo = pos0 - c + 1; /* rows [lo, nk) are masked for some query */
         nk = c1 - c < NEO__BLOCK ? c1 - c : NEO__BLOCK;
         if (w)
-            kr->tile_scores(st->s, w, kb, vb, t, st->nq, nk, d, dv);
+            kr->tile_scores(st->s, w, kb, vb, t, st->nq, nk, d, dv, kr->pf);
         else
-            kr->scores(st->s, st->q, kb, vb, t, st->nq, nk, d, dv);
+            kr->scores(st->s, st->q, kb, vb, t, st->nq, nk, d, dv, kr->pf);
         /* a full block's scores all finite (masked cells' included) in one pass; else each query's own */
         int fin = nk == NEO__BLOCK && neo__finite(st->s, (size_t)st->nq * NEO__BLOCK);
         for (int r = 0; r < st->nq; r++) {

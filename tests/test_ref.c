@@ -195,6 +195,50 @@ static long n_calls[N_PATH];
 static const char *const path_names[N_PATH] = {"scalar", "avx2", "avx512", "amx", "gpu-standin", "cuda"};
 static const char *const pipe_names[4] = {"OFF", "ON", "AUTO", "HYBRID"};
 
+/* Where the SIMD scores kernels send their prefetches (neo__kernels.pf: none, L1 or L2) must
+   change no score: each shape's scores, bit for bit, with pf 0, 1 and 2; and the table's own
+   choice follows this CPU's L1 data cache. */
+static void test_prefetch_target(void) {
+    static const neo_type types[3] = {NEO_TYPE_F16, NEO_TYPE_BF16, NEO_TYPE_F32};
+    static const int      shapes[][3] = {{7, 64, 64}, {4, 64, 128}, {12, 37, 128}, {1, 5, 72}, {8, 64, 256}}; /* nq, nk, d */
+    for (int i = 1; i < N_ISA; i++) {
+        neo__kernels kr;
+        if (!neo__kernels_init(&kr, isa_list[i])) continue;
+        long l1 = neo__l1d_bytes();
+        check_context("prefetch target: %s (L1 data cache %ld bytes)", path_names[i], l1);
+        CHECK(kr.pf == (l1 > 0 && l1 < NEO__PREFETCH_L2_BELOW ? 2 : 1));
+        for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+            for (int ti = 0; ti < 3; ti++) {
+                int    nq = shapes[c][0], nk = shapes[c][1], d = shapes[c][2], ok = 1;
+                size_t es = neo__type_size(types[ti]), nkv = (size_t)nk * d;
+                float *q = (float *)malloc(sizeof(float) * (size_t)nq * d), *s[3];
+                char  *kv = (char *)malloc(2 * nkv * es);
+                rng_fill(q, (size_t)nq * d, -1.0f, 1.0f);
+                for (size_t e = 0; e < 2 * nkv; e++) {
+                    float x = rng_f(-1.0f, 1.0f);
+                    if (types[ti] == NEO_TYPE_F32) memcpy(kv + e * 4, &x, 4);
+                    else {
+                        uint16_t h = types[ti] == NEO_TYPE_F16 ? f32_to_f16(x) : f32_to_bf16(x);
+                        memcpy(kv + e * 2, &h, 2);
+                    }
+                }
+                for (int pf = 0; pf < 3; pf++) {
+                    s[pf] = (float *)malloc(sizeof(float) * (size_t)nq * NEO__BLOCK);
+                    memset(s[pf], 0xff, sizeof(float) * (size_t)nq * NEO__BLOCK); /* NaN: every score written is seen */
+                    kr.scores(s[pf], q, kv, kv + nkv * es, types[ti], nq, nk, d, d, pf);
+                }
+                for (int r = 0; r < nq; r++)
+                    for (int b = 0; b < nk; b++)
+                        ok &= f2u(s[0][r * NEO__BLOCK + b]) == f2u(s[1][r * NEO__BLOCK + b]) &&
+                              f2u(s[0][r * NEO__BLOCK + b]) == f2u(s[2][r * NEO__BLOCK + b]) && s[0][r * NEO__BLOCK + b] == s[0][r * NEO__BLOCK + b];
+                if (!CHECK(ok)) fprintf(stderr, "    nq %d nk %d d %d type %d\n", nq, nk, d, (int)types[ti]);
+                for (int pf = 0; pf < 3; pf++) free(s[pf]);
+                free(q);
+                free(kv);
+            }
+    }
+}
+
 /* The calls a case makes, with activations in device memory on the real GPU. */
 #if NEO_TEST_CUDA
 static void *to_dev(const void *src, size_t bytes) {
@@ -1834,6 +1878,7 @@ int main(void) {
 
     test_conversions();
     test_lane_sums();
+    test_prefetch_target();
     open_runtimes();
     if ((env = getenv("NEO_TEST_ONLY_SPLIT")) && *env) { /* NEO_TEST_ONLY_SPLIT=N: the split cases, N times */
         for (i = atoi(env); i > 0; i--) timed("split layers", test_split), timed("hybrid", test_hybrid);
