@@ -353,7 +353,8 @@ int main(int argc, char **argv) {
         printf("date,machine,cores,ctx,mode,threads,isa,layers,calls,median_us,gbs,read_gbs,ratio,read_gbs_1t,"
                "other_cores\n");
     } else {
-        printf("# %s | %s | %ld cores | neo_attn %s\n", date, model, ncpu, neo_attn_version());
+        printf("# %s | %s | %ld cores (L1d %ld KB: the kernels' read-ahead into L%d) | neo_attn %s\n", date, model, ncpu,
+               neo__l1d_bytes() >> 10, rt->kern.pf, neo_attn_version());
         char bw_text[96];
         if (threads == 1) snprintf(bw_text, sizeof bw_text, "%.1f GB/s with 1 thread", bw_mt);
         else snprintf(bw_text, sizeof bw_text, "%.1f GB/s with %d threads, %.1f GB/s with 1", bw_mt, threads, bw_1t);

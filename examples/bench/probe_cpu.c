@@ -159,8 +159,9 @@ int main(int argc, char **argv) {
         n_tasks = n;
         call[c] = t1 - t0, first[c] = lo - t0, last[c] = hi - t0, task[c] = tsum / n, merge[c] = msum, tail[c] = t1 - end, most[c] = mx;
     }
-    printf("%d/%d/%d ctx %d, %d thread(s) (%s), %d layers, %d tasks, %d calls %d us apart (medians, us):\n", nh, nkv, hd, ctx,
-           ri.n_threads, neo_cpu_isa_name(ri.cpu_isa), n_layers, n_tasks, calls, gap_us);
+    printf("%d/%d/%d ctx %d, %d thread(s) (%s, read-ahead into L%d: L1d %ld KB), %d layers, %d tasks, %d calls %d us apart (medians, us):\n",
+           nh, nkv, hd, ctx, ri.n_threads, neo_cpu_isa_name(ri.cpu_isa), rt->kern.pf, neo__l1d_bytes() >> 10, n_layers, n_tasks, calls,
+           gap_us);
     printf("  call %.1f  first %.1f  last %.1f  task %.1f  merge %.1f  tail %.1f  max/thread %.0f\n", median(call, calls),
            median(first, calls), median(last, calls), median(task, calls), median(merge, calls), median(tail, calls),
            median(most, calls));
