@@ -2416,9 +2416,9 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
         k->tile_end = neo__tile_end;
     }
 #endif
+#endif
     long l1 = neo__l1d_bytes();
     k->pf = l1 > 0 && l1 < NEO__PREFETCH_L2_BELOW ? 2 : 1; /* where unknown, L1 */
-#endif
     return 1;
 }
 
