@@ -1514,6 +1514,13 @@ typedef struct neo__kernels {
     void (*scale)(float *x, int n, float c);
     /* x: [n] <- exp(x - m); returns the sum */
     float (*exp_sum)(float *x, int n, float m);
+    /* One block's online-softmax step for nq queries that all see its NEO__BLOCK cells (no mask,
+       softcap or slope): s: [nq][NEO__BLOCK] scores <- e^(s - m), with m: [nq] the running max,
+       l: [nq] the running sum and acc: [nq][dv] the accumulators, all times e^(m - m') where the
+       max grows to m'. Returns 0, having changed nothing, when a score is not finite; else the
+       bits of max, neo__rescale and exp_sum query by query (neo__attend's steps for the other
+       blocks), in one call and one pass of the finite test. */
+    int (*softmax)(float *s, int nq, float *m, float *l, float *acc, int dv);
     /* acc: [nq][dv] += p: [nq][NEO__BLOCK] x v: [nk][dv] of type t */
     void (*pv)(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv);
     /* dot product of two [n] vectors (the decode loop's matmuls) */
@@ -1569,6 +1576,23 @@ NEO_ATTN__PRIVATE float neo__exp_sum_scalar(float *x, int n, float m) {
         sum += x[i];
     }
     return sum;
+}
+/* a running max that grows to mx (> *m) rescales the running sum *l and the accumulators acc: [dv] */
+NEO_ATTN__PRIVATE void neo__rescale(float mx, float *m, float *l, float *acc, int dv, void (*scale)(float *x, int n, float c)) {
+    float corr = expf(*m - mx);
+    *l *= corr;
+    scale(acc, dv, corr);
+    *m = mx;
+}
+NEO_ATTN__PRIVATE int neo__softmax_scalar(float *s, int nq, float *m, float *l, float *acc, int dv) {
+    for (int i = 0; i < nq * NEO__BLOCK; i++)
+        if ((neo__f32_bits(s[i]) & 0x7f800000u) == 0x7f800000u) return 0;
+    for (int r = 0; r < nq; r++) {
+        float *x = s + r * NEO__BLOCK, mx = neo__max_scalar(x, NEO__BLOCK);
+        if (mx > m[r]) neo__rescale(mx, m + r, l + r, acc + (size_t)r * dv, dv, neo__scale_scalar);
+        l[r] += neo__exp_sum_scalar(x, NEO__BLOCK, m[r]);
+    }
+    return 1;
 }
 /* acc: [nq][dv] += p x v, for columns [j0, dv) */
 NEO_ATTN__PRIVATE void neo__pv_cols(float *acc, const float *p, const void *v, neo_type t, int nq, int nk, int dv, int j0) {
@@ -1808,6 +1832,19 @@ NEO__AVX2 NEO_ATTN__PRIVATE float neo__exp_sum_avx2(float *x, int n, float m) {
         sum = _mm256_add_ps(sum, e);
     }
     return neo__hsum8(sum) + neo__exp_sum_scalar(x + i, n - i, m);
+}
+NEO__AVX2 NEO_ATTN__PRIVATE int neo__softmax_avx2(float *s, int nq, float *m, float *l, float *acc, int dv) {
+    const __m256i ex = _mm256_set1_epi32(0x7f800000);
+    __m256i       bad = _mm256_setzero_si256();
+    for (int i = 0; i < nq * NEO__BLOCK; i += 8) /* NEO__BLOCK is a multiple of 8 */
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(s + i)), ex), ex));
+    if (!_mm256_testz_si256(bad, bad)) return 0;
+    for (int r = 0; r < nq; r++) {
+        float *x = s + r * NEO__BLOCK, mx = neo__max_avx2(x, NEO__BLOCK);
+        if (mx > m[r]) neo__rescale(mx, m + r, l + r, acc + (size_t)r * dv, dv, neo__scale_avx2);
+        l[r] += neo__exp_sum_avx2(x, NEO__BLOCK, m[r]);
+    }
+    return 1;
 }
 /* acc: columns [j, j + 8 CV) of a tile of NQT queries over nk rows, rows inner: NQT x CV
    accumulators, so each widened V chunk feeds NQT FMAs and each broadcast weight CV. Each output
@@ -2072,6 +2109,19 @@ NEO__AVX512 NEO_ATTN__PRIVATE float neo__exp_sum_avx512(float *x, int n, float m
         sum = _mm512_mask_add_ps(sum, k, sum, e);
     }
     return _mm512_reduce_add_ps(sum);
+}
+NEO__AVX512 NEO_ATTN__PRIVATE int neo__softmax_avx512(float *s, int nq, float *m, float *l, float *acc, int dv) {
+    const __m512i ex = _mm512_set1_epi32(0x7f800000);
+    __mmask16     bad = 0;
+    for (int i = 0; i < nq * NEO__BLOCK; i += 16) /* NEO__BLOCK is a multiple of 16 */
+        bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(s + i)), ex), ex);
+    if (bad) return 0;
+    for (int r = 0; r < nq; r++) {
+        float *x = s + r * NEO__BLOCK, mx = neo__max_avx512(x, NEO__BLOCK);
+        if (mx > m[r]) neo__rescale(mx, m + r, l + r, acc + (size_t)r * dv, dv, neo__scale_avx512);
+        l[r] += neo__exp_sum_avx512(x, NEO__BLOCK, m[r]);
+    }
+    return 1;
 }
 /* acc of one tile of NQT queries x CV 16-column vectors, rows inner: each V row is read front to
    back and every widened V vector feeds NQT FMAs. Up to 4 queries take 4 vectors (64 columns) a
@@ -2394,15 +2444,15 @@ NEO_ATTN__PRIVATE int neo__kernels_init(neo__kernels *k, neo_cpu_isa isa) {
     if (isa == NEO_CPU_AUTO)
         isa = neo__cpu_has(NEO_CPU_AMX) ? NEO_CPU_AMX : neo__cpu_has(NEO_CPU_AVX512) ? NEO_CPU_AVX512 : neo__cpu_has(NEO_CPU_AVX2) ? NEO_CPU_AVX2 : NEO_CPU_SCALAR;
     if (!neo__cpu_has(isa)) return 0;
-    /* isa, scores, max, scale, exp_sum, pv, dot, the tile path (AMX, added below), pf (set below) */
+    /* isa, scores, max, scale, exp_sum, softmax, pv, dot, the tile path (AMX, added below), pf (set below) */
     static const neo__kernels scalar = {NEO_CPU_SCALAR, neo__scores_scalar, neo__max_scalar, neo__scale_scalar, neo__exp_sum_scalar,
-                                        neo__pv_scalar, neo__dot_scalar, NULL, NULL, NULL, NULL, 1};
+                                        neo__softmax_scalar, neo__pv_scalar, neo__dot_scalar, NULL, NULL, NULL, NULL, 1};
     *k = scalar;
 #if NEO__X86
     static const neo__kernels avx2 = {NEO_CPU_AVX2, neo__scores_avx2, neo__max_avx2, neo__scale_avx2, neo__exp_sum_avx2,
-                                      neo__pv_avx2, neo__dot_avx2, NULL, NULL, NULL, NULL, 1};
+                                      neo__softmax_avx2, neo__pv_avx2, neo__dot_avx2, NULL, NULL, NULL, NULL, 1};
     static const neo__kernels avx512 = {NEO_CPU_AVX512, neo__scores_avx512, neo__max_avx512, neo__scale_avx512, neo__exp_sum_avx512,
-                                        neo__pv_avx512, neo__dot_avx512, NULL, NULL, NULL, NULL, 1};
+                                        neo__softmax_avx512, neo__pv_avx512, neo__dot_avx512, NULL, NULL, NULL, NULL, 1};
     if (isa == NEO_CPU_AVX2) *k = avx2;
     else if (isa == NEO_CPU_AVX512 || isa == NEO_CPU_AMX) {
         *k = avx512;
@@ -2730,6 +2780,11 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
             kr->tile_scores(st->s, w, kb, vb, t, st->nq, nk, d, dv, kr->pf);
         else
             kr->scores(st->s, st->q, kb, vb, t, st->nq, nk, d, dv, kr->pf);
+        /* a full block that every query sees whole, its scores all finite: one softmax call */
+        if (nk == NEO__BLOCK && lo >= nk && !(a->softcap > 0.0f) && !a->slopes && kr->softmax(st->s, st->nq, st->m, st->l, st->acc, dv)) {
+            neo__pv_any(kr, w, st->acc, st->s, vb, t, st->nq, nk, dv);
+            continue;
+        }
         /* a full block's scores all finite (masked cells' included) in one pass; else each query's own */
         int fin = nk == NEO__BLOCK && neo__finite(st->s, (size_t)st->nq * NEO__BLOCK);
         for (int r = 0; r < st->nq; r++) {
@@ -2753,12 +2808,7 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
             }
             float mx = kr->max(s, nv);
             for (int b = nv; b < nk; b++) s[b] = 0.0f;
-            if (mx > st->m[r]) { /* a new max rescales what was accumulated */
-                float corr = expf(st->m[r] - mx);
-                st->l[r] *= corr;
-                kr->scale(st->acc + (size_t)r * dv, dv, corr);
-                st->m[r] = mx;
-            }
+            if (mx > st->m[r]) neo__rescale(mx, st->m + r, st->l + r, st->acc + (size_t)r * dv, dv, kr->scale);
             st->l[r] += kr->exp_sum(s, nv, st->m[r]);
         }
         if (lo < nk && !neo__finite_kv(vb + (size_t)(lo > 0 ? lo : 0) * dv * es, (size_t)(nk - (lo > 0 ? lo : 0)) * dv, t))
