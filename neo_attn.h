@@ -1577,11 +1577,14 @@ NEO_ATTN__PRIVATE float neo__exp_sum_scalar(float *x, int n, float m) {
     }
     return sum;
 }
-/* a running max that grows to mx (> *m) rescales the running sum *l and the accumulators acc: [dv] */
+/* a running max that grows to mx (> *m) rescales the running sum *l and the accumulators acc: [dv]
+   by e^(m - mx); from -inf (nothing attended: l and acc are still 0) the factor 0 changes nothing */
 NEO_ATTN__PRIVATE void neo__rescale(float mx, float *m, float *l, float *acc, int dv, void (*scale)(float *x, int n, float c)) {
-    float corr = expf(*m - mx);
-    *l *= corr;
-    scale(acc, dv, corr);
+    if (*m != -INFINITY) {
+        float corr = expf(*m - mx);
+        *l *= corr;
+        scale(acc, dv, corr);
+    }
     *m = mx;
 }
 NEO_ATTN__PRIVATE int neo__softmax_scalar(float *s, int nq, float *m, float *l, float *acc, int dv) {
