@@ -1208,10 +1208,16 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
     static constexpr bool EARLY = D != 64;
     __device__ __forceinline__ void start() const {
         if constexpr (TMA) {
+            /* The barriers are written by the generic proxy (init) and completed by the async one
+               (the bulk copies' complete_tx): the proxy fence orders the two, as the release of
+               the init orders it for other threads. Without it compute-sanitizer's racecheck
+               reports the first tiles' reads in clustered launches (their copies are issued
+               before griddepcontrol.wait) as unsynchronised with those copies. */
             if (lane == 0) {
 #pragma unroll
                 for (int s = 0; s < NS; s++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar(s)));
                 asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             }
             __syncwarp();
         }

@@ -6,6 +6,9 @@
        ./build/test_cuda_ops            all checks, then a summary table
        ./build/test_cuda_ops --quick    small shapes only (for compute-sanitizer)
        ./build/test_cuda_ops --image    the loaded kernels' ptxVersion and binaryVersion only
+       ./build/test_cuda_ops --quick --case "state bf16 d256"   that attention case of the quick
+                                        (or full) list alone, under the same plans, no other
+                                        check (one kernel's compute-sanitizer report)
        ./build/test_cuda_ops --time     the decode loop's projections (Qwen2.5-0.5B), then decode
                                         attention (32 q / 8 kv heads, d 128, f16, and others)
        ./build/test_cuda_ops --time-short   the projections; 32/8 d128 f16 at 4k / 32k / 128k; 14/2 d64 4k; 64/8 32k
@@ -2524,9 +2527,10 @@ static void time_batch(cudaStream_t stream) {
 
 int main(int argc, char **argv) {
     int         quick = 0, timing = 0, short_list = 0, mv_only = 0, image_only = 0, batch_timing = 0;
-    const char *ctx_list = NULL;
+    const char *ctx_list = NULL, *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--time")) timing = 1;
         else if (!strcmp(argv[i], "--time-short")) timing = short_list = 1;
         else if (!strcmp(argv[i], "--time-mv")) timing = mv_only = 1;
@@ -2593,37 +2597,44 @@ int main(int argc, char **argv) {
     CHECK(s == NEO_OK, "init without an engine stream gave %d", s);
     OPS.release(own);
 
-    test_plumbing();
-    test_append(NEO_TYPE_F16, 100, 64, 8, 2, 3, 7, 50, 5, 3, -1);
-    test_append(NEO_TYPE_BF16, 128, 128, 4, 0, 0, 4, 20, 0, 20, -1);
-    test_append(NEO_TYPE_F32, 7, 9, 3, 1, 1, 2, 10, 9, 1, -1);
-    test_append(NEO_TYPE_F16, 64, 64, 2, 0, 1, 2, 300, 17, 257, -1);
-    /* a split layer's rows: device heads and host heads in one launch, and the host half alone */
-    test_append(NEO_TYPE_F16, 128, 128, 8, 0, 0, 8, 40, 7, 1, 5);
-    test_append(NEO_TYPE_BF16, 64, 96, 4, 0, 0, 4, 300, 3, 257, 1);
-    test_append(NEO_TYPE_F32, 7, 9, 3, 0, 0, 3, 10, 2, 4, 0);
-    /* n, d, epilogue, norm, misalign, RoPE q rows, k rows, head size, pos: shapes of the decode
-       loop's projections (Qwen2.5-0.5B, stories) and odd ones; R = 1..8 warps a row */
-    const mvcase mv[] = {{4096, 1000, NEO__MV_STORE, 0, 0, 0, 0, 0, 0},       {1001, 333, NEO__MV_STORE, 0, 1, 0, 0, 0, 0},
-                         {768, 32000, NEO__MV_STORE, 1, 0, 0, 0, 0, 0},       {896, 896, NEO__MV_ADD, 0, 0, 0, 0, 0, 0},
-                         {4864, 896, NEO__MV_ADD, 0, 0, 0, 0, 0, 0},          {1001, 77, NEO__MV_ADD, 1, 1, 0, 0, 0, 0},
-                         {896, 4864, NEO__MV_SWIGLU, 1, 0, 0, 0, 0, 0},       {1001, 333, NEO__MV_SWIGLU, 0, 1, 0, 0, 0, 0},
-                         {896, 1152, NEO__MV_ROPE, 1, 0, 896, 128, 64, 1000}, {4096, 6144, NEO__MV_ROPE, 1, 0, 4096, 1024, 128, 70000},
-                         {288, 288, NEO__MV_ROPE, 0, 0, 288, 0, 48, 0},       {64, 32, NEO__MV_ROPE, 1, 1, 0, 16, 8, 255},
-                         /* few rows of many columns: 8 warps a unit on the float4 path */
-                         {4096, 64, NEO__MV_STORE, 1, 0, 0, 0, 0, 0},         {2048, 40, NEO__MV_SWIGLU, 0, 0, 0, 0, 0, 0},
-                         {2048, 64, NEO__MV_ROPE, 1, 0, 64, 0, 64, 5}};
-    for (size_t i = 0; i < sizeof mv / sizeof *mv; i++) test_matvec(mv[i]);
-    test_matvec_args();
-    test_matvec_append();
-    test_argmax(32000, 0), test_argmax(512, 1), test_argmax(151936, 2), test_argmax(7, 3), test_argmax(1, 0);
-    /* the hybrid's merge: a decode's host heads (the tail of the heads), all heads, prefill rows,
-       head_dim_v past a block's threads, empty and NaN states */
-    test_merge(1, 32, 28, 32, 128, 0, 0), test_merge(1, 14, 7, 14, 64, 1, 0), test_merge(1, 8, 0, 8, 300, 1, 1);
-    test_merge(3, 16, 4, 16, 24, 1, 2), test_merge(1, 4, 1, 3, 7, 0, 2), test_merge(2, 8, 2, 8, 64, 1, 3);
-
     const acase *cases = quick ? cases_quick : cases_full;
     const size_t n_cases = quick ? sizeof cases_quick / sizeof *cases_quick : sizeof cases_full / sizeof *cases_full;
+    size_t       n_only = 0;
+    for (size_t i = 0; only && i < n_cases; i++) n_only += !strcmp(cases[i].name, only);
+    if (only && !n_only) {
+        fprintf(stderr, "test_cuda_ops: no attention case named \"%s\" in the %s list\n", only, quick ? "quick" : "full");
+        return 2;
+    }
+    if (!only) {
+        test_plumbing();
+        test_append(NEO_TYPE_F16, 100, 64, 8, 2, 3, 7, 50, 5, 3, -1);
+        test_append(NEO_TYPE_BF16, 128, 128, 4, 0, 0, 4, 20, 0, 20, -1);
+        test_append(NEO_TYPE_F32, 7, 9, 3, 1, 1, 2, 10, 9, 1, -1);
+        test_append(NEO_TYPE_F16, 64, 64, 2, 0, 1, 2, 300, 17, 257, -1);
+        /* a split layer's rows: device heads and host heads in one launch, and the host half alone */
+        test_append(NEO_TYPE_F16, 128, 128, 8, 0, 0, 8, 40, 7, 1, 5);
+        test_append(NEO_TYPE_BF16, 64, 96, 4, 0, 0, 4, 300, 3, 257, 1);
+        test_append(NEO_TYPE_F32, 7, 9, 3, 0, 0, 3, 10, 2, 4, 0);
+        /* n, d, epilogue, norm, misalign, RoPE q rows, k rows, head size, pos: shapes of the decode
+           loop's projections (Qwen2.5-0.5B, stories) and odd ones; R = 1..8 warps a row */
+        const mvcase mv[] = {{4096, 1000, NEO__MV_STORE, 0, 0, 0, 0, 0, 0},       {1001, 333, NEO__MV_STORE, 0, 1, 0, 0, 0, 0},
+                             {768, 32000, NEO__MV_STORE, 1, 0, 0, 0, 0, 0},       {896, 896, NEO__MV_ADD, 0, 0, 0, 0, 0, 0},
+                             {4864, 896, NEO__MV_ADD, 0, 0, 0, 0, 0, 0},          {1001, 77, NEO__MV_ADD, 1, 1, 0, 0, 0, 0},
+                             {896, 4864, NEO__MV_SWIGLU, 1, 0, 0, 0, 0, 0},       {1001, 333, NEO__MV_SWIGLU, 0, 1, 0, 0, 0, 0},
+                             {896, 1152, NEO__MV_ROPE, 1, 0, 896, 128, 64, 1000}, {4096, 6144, NEO__MV_ROPE, 1, 0, 4096, 1024, 128, 70000},
+                             {288, 288, NEO__MV_ROPE, 0, 0, 288, 0, 48, 0},       {64, 32, NEO__MV_ROPE, 1, 1, 0, 16, 8, 255},
+                             /* few rows of many columns: 8 warps a unit on the float4 path */
+                             {4096, 64, NEO__MV_STORE, 1, 0, 0, 0, 0, 0},         {2048, 40, NEO__MV_SWIGLU, 0, 0, 0, 0, 0, 0},
+                             {2048, 64, NEO__MV_ROPE, 1, 0, 64, 0, 64, 5}};
+        for (size_t i = 0; i < sizeof mv / sizeof *mv; i++) test_matvec(mv[i]);
+        test_matvec_args();
+        test_matvec_append();
+        test_argmax(32000, 0), test_argmax(512, 1), test_argmax(151936, 2), test_argmax(7, 3), test_argmax(1, 0);
+        /* the hybrid's merge: a decode's host heads (the tail of the heads), all heads, prefill rows,
+           head_dim_v past a block's threads, empty and NaN states */
+        test_merge(1, 32, 28, 32, 128, 0, 0), test_merge(1, 14, 7, 14, 64, 1, 0), test_merge(1, 8, 0, 8, 300, 1, 1);
+        test_merge(3, 16, 4, 16, 24, 1, 2), test_merge(1, 4, 1, 3, 7, 0, 2), test_merge(2, 8, 2, 8, 64, 1, 3);
+    }
     /* every case under the planner's own choice, then under forced plans so that every kernel
        and block shape runs whatever this GPU's plan would be: the tensor-core kernel's wide and
        narrow blocks, one split (its in-block finish), and the generic kernel for every shape */
@@ -2631,44 +2642,47 @@ int main(int argc, char **argv) {
     for (size_t f = 0; f < sizeof plans / sizeof *plans; f++) {
         if (quick && f != 0 && f != 2) continue; /* compute-sanitizer's time: the planner's plan and the narrow blocks */
         FORCE = plans[f];
-        for (size_t i = 0; i < n_cases; i++) run_attend(&cases[i]);
+        for (size_t i = 0; i < n_cases; i++)
+            if (!only || !strcmp(cases[i].name, only)) run_attend(&cases[i]);
         /* NaN and inf: every kernel (f16 / bf16 tensor-core, f32 CUDA-core, d100 generic), decode
            and prefill; prefill tiles of 8 queries put cell 69 beside queries that must not see it */
         const int nf_type[] = {NEO_TYPE_F16, NEO_TYPE_BF16, NEO_TYPE_F32, NEO_TYPE_F16}, nf_d[] = {128, 64, 64, 100};
-        for (int ty = 0; ty < 4 && (!quick || f == 0); ty++)
+        for (int ty = 0; ty < 4 && (!quick || f == 0) && !only; ty++)
             for (int kind = 0; kind < 4; kind++)
                 for (int T = 1; T <= 10; T += 9) run_nonfinite(nf_type[ty], nf_d[ty], T, kind);
     }
     FORCE = plans[0];
-    /* every case above also ran with the global merge and matched it bit for bit, which shows
-       nothing about the cluster merge unless some of them took it: on an sm_90 image they must */
-    {
-        const unsigned long long ncl = neo__cu_test_clusters(ST);
-        const int                want = ptxv >= 90 && !quick;
-        char                     what[96];
-        CHECK(!want || ncl > 0, "no attend merged its splits in a cluster on an sm_90 image");
-        snprintf(what, sizeof what, "%llu attends merged in a cluster%s", ncl, ptxv >= 90 ? "" : " (not an sm_90 image)");
-        add_result("cluster merge ran", what, -1, -1, !want || ncl > 0);
+    if (!only) {
+        /* every case above also ran with the global merge and matched it bit for bit, which shows
+           nothing about the cluster merge unless some of them took it: on an sm_90 image they must */
+        {
+            const unsigned long long ncl = neo__cu_test_clusters(ST);
+            const int                want = ptxv >= 90 && !quick;
+            char                     what[96];
+            CHECK(!want || ncl > 0, "no attend merged its splits in a cluster on an sm_90 image");
+            snprintf(what, sizeof what, "%llu attends merged in a cluster%s", ncl, ptxv >= 90 ? "" : " (not an sm_90 image)");
+            add_result("cluster merge ran", what, -1, -1, !want || ncl > 0);
+        }
+        /* batches: the planner's shape, each shape forced, few splits; past 32 entries (the block's
+           entry search counts 32 a step); head_dim 64 / 256, bf16 */
+        test_batch(NEO_TYPE_F16, 128, 32, 8, quick ? 5 : 40, quick ? 700 : 20000, -1, 0);
+        test_batch(NEO_TYPE_F16, 128, 32, 8, quick ? 5 : 9, quick ? 700 : 5000, 0, 0);
+        test_batch(NEO_TYPE_BF16, 128, 32, 8, quick ? 5 : 9, quick ? 700 : 5000, 1, 0);
+        test_batch(NEO_TYPE_F16, 128, 8, 8, quick ? 3 : 70, quick ? 300 : 3000, -1, 2);
+        if (!quick) {
+            test_batch(NEO_TYPE_BF16, 64, 14, 2, 33, 9000, -1, 0);
+            test_batch(NEO_TYPE_F16, 256, 8, 4, 6, 3000, -1, 0);
+        }
+        test_batch_capture();
+        test_append_batch();
+        /* device-side lengths: eager calls with len, then append + attend captured and replayed */
+        test_graph_args();
+        const gcase *gc = quick ? gcases_quick : gcases_full;
+        const size_t n_gc = quick ? sizeof gcases_quick / sizeof *gcases_quick : sizeof gcases_full / sizeof *gcases_full;
+        for (size_t i = 0; i < n_gc; i++) test_graph_len(&gc[i]);
+        test_batch_graph();
+        test_two_streams(quick ? 2048 : 32768);
     }
-    /* batches: the planner's shape, each shape forced, few splits; past 32 entries (the block's
-       entry search counts 32 a step); head_dim 64 / 256, bf16 */
-    test_batch(NEO_TYPE_F16, 128, 32, 8, quick ? 5 : 40, quick ? 700 : 20000, -1, 0);
-    test_batch(NEO_TYPE_F16, 128, 32, 8, quick ? 5 : 9, quick ? 700 : 5000, 0, 0);
-    test_batch(NEO_TYPE_BF16, 128, 32, 8, quick ? 5 : 9, quick ? 700 : 5000, 1, 0);
-    test_batch(NEO_TYPE_F16, 128, 8, 8, quick ? 3 : 70, quick ? 300 : 3000, -1, 2);
-    if (!quick) {
-        test_batch(NEO_TYPE_BF16, 64, 14, 2, 33, 9000, -1, 0);
-        test_batch(NEO_TYPE_F16, 256, 8, 4, 6, 3000, -1, 0);
-    }
-    test_batch_capture();
-    test_append_batch();
-    /* device-side lengths: eager calls with len, then append + attend captured and replayed */
-    test_graph_args();
-    const gcase *gc = quick ? gcases_quick : gcases_full;
-    const size_t n_gc = quick ? sizeof gcases_quick / sizeof *gcases_quick : sizeof gcases_full / sizeof *gcases_full;
-    for (size_t i = 0; i < n_gc; i++) test_graph_len(&gc[i]);
-    test_batch_graph();
-    test_two_streams(quick ? 2048 : 32768);
 
     OPS.release(ST);
     cudaStreamDestroy(stream);
