@@ -2784,7 +2784,8 @@ NEO_ATTN__PRIVATE void neo__attend(const neo__attn_job *J, const neo__kernels *k
         else
             kr->scores(st->s, st->q, kb, vb, t, st->nq, nk, d, dv, kr->pf);
         /* a full block that every query sees whole, its scores all finite: one softmax call */
-        if (nk == NEO__BLOCK && lo >= nk && !(a->softcap > 0.0f) && !a->slopes && kr->softmax(st->s, st->nq, st->m, st->l, st->acc, dv)) {
+        if (nk == NEO__BLOCK && lo >= nk && !(a->softcap > 0.0f) && !a->slopes &&
+            kr->softmax(st->s, st->nq, st->m, st->l, st->acc, dv)) {
             neo__pv_any(kr, w, st->acc, st->s, vb, t, st->nq, nk, dv);
             continue;
         }
