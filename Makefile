@@ -28,10 +28,10 @@ RUN      = NEO_BUILD_DIR=$(B) sh tests/run_test.sh
 .PHONY: all help install test test-build test-run test-unit test-variants test-san test-tsan test-compile \
         test-golden test-fuzz test-bits test-snippets test-no-model demo bench probe-cpu clean
 
-all: $(B)/mini-chat $(B)/bench-cpu $(B)/probe-cpu
+all: $(B)/mini-chat $(B)/bench-cpu $(B)/probe-cpu $(B)/read-balance
 
 help:
-	@echo "make                  build/mini-chat, build/bench-cpu, build/probe-cpu"
+	@echo "make                  build/mini-chat, build/bench-cpu, build/probe-cpu, build/read-balance"
 	@echo "make demo             mini-chat tells a story with stories260K (tests/data)"
 	@echo "make test             every CPU test (what CI runs), two jobs at a time (TEST_J=2): one"
 	@echo "                      count line a test and a last line 'N passed, M failed'; the tests'"
@@ -68,6 +68,9 @@ $(B)/bench-cpu: examples/bench/bench_cpu.c examples/bench/bench_util.h $(HDR) | 
 
 $(B)/probe-cpu: examples/bench/probe_cpu.c examples/bench/bench_util.h $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) -O3 -g1 -I. $< -o $@ $(LDLIBS)
+
+$(B)/read-balance: examples/bench/read_balance.c examples/bench/bench_util.h | $(B)/.dirs
+	$(CC) $(CSTD) $(CWARN) -O2 -I. $< -o $@ $(LDLIBS)
 
 install: $(B)/mini-chat
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/neo_attn

@@ -31,9 +31,9 @@
    ceil  HBM device-to-device copy (cudaMemcpyAsync, bytes read + written / time, 2 GiB buffers,
          median of 10, cudaEvents); pinned H2D and D2H (1 GiB, median of 5), and pinned H2D of one
          1 MiB copy (median of 16: what a short context's stream-back moves); pageable H2D (1 GiB,
-         median of 3); host DRAM read with the CPU-attention thread count (each pthread sums its own
-         slice of a 4 GiB buffer, reading 4 KiB ahead as the attention kernels do; median of 7;
-         bench_util.h) and with one thread; the host's FMA rate with that thread count (16
+         median of 3); host DRAM read with the CPU-attention thread count (the pthreads sum a 4 GiB
+         buffer in 1 MiB pieces taken from a shared counter, as the pool takes its tasks, reading
+         4 KiB ahead as the attention kernels do; median of 7; bench_util.h) and with one thread; the host's FMA rate with that thread count (16
          register-only FMA chains a thread in AVX-512 or AVX2 vectors, GFLOP/s, median of 5;
          bench_util.h); the CPU and the copy engine reading host memory at the same time (the
          readers on a 512 MiB pinned buffer while 8 back-to-back pinned H2D copies run; each side's
@@ -472,7 +472,7 @@ static void measure_ceilings(cudaStream_t st) {
     double t_touch = now_s() - t0;
     (void)bw_read(&bw, 0);
     C.dram = bw_median(&bw, 0, opt.quick ? 5 : 7);
-    snprintf(note, sizeof note, "%d threads, own slices of %zu GiB, median of %d (first touch %.2f s)", opt.threads, db >> 30,
+    snprintf(note, sizeof note, "%d threads, 1 MiB pieces of %zu GiB, median of %d (first touch %.2f s)", opt.threads, db >> 30,
              opt.quick ? 5 : 7, t_touch);
     ceiling_row("dram_read", C.dram, "GB/s", note);
     C.dram_1t = bw_median(&bw, 1, 3);

@@ -109,14 +109,19 @@ static NEO_BENCH_UNUSED size_t llc_bytes(size_t *from_sysconf, size_t *from_sys)
 }
 
 /* --- host memory read ceiling ---
-   n_threads - 1 persistent workers and the caller each sum the uint64 words of their own slice
-   of a buffer touched once, so the ceiling can be sampled again between attention calls without
-   thread start-up. Each reader asks for the line 4 KiB ahead, as the attention kernels do
-   (NEO__PREFETCH): one core's hardware prefetcher alone leaves the read rate short of what
-   those kernels reach, and a ceiling below the measured kernel is no ceiling. */
+   n_threads - 1 persistent workers and the caller sum the uint64 words of a buffer touched once,
+   so the ceiling can be sampled again between attention calls without thread start-up. They take
+   it in BW_CHUNK pieces from a shared counter, as the attention pool takes its tasks: with one
+   fixed slice a thread, the read ends with the slowest thread's slice, and on a virtual machine
+   where one of the threads shares its core that reads below what the attention calls reach. Each
+   reader asks for the line 4 KiB ahead, as the attention kernels do (NEO__PREFETCH): one core's
+   hardware prefetcher alone leaves the read rate short of what those kernels reach, and a
+   ceiling below the measured kernel is no ceiling. */
+#define BW_CHUNK_WORDS ((size_t)1 << 17) /* 1 MiB */
 typedef struct bw_state {
     uint64_t         *buf;
     size_t            n_words;
+    size_t            next; /* the next BW_CHUNK_WORDS piece to read (atomic) */
     int               n_threads, quit;
     pthread_barrier_t start, done;
     pthread_t         th[256];
@@ -149,10 +154,13 @@ static NEO_BENCH_UNUSED uint64_t sum_words(const uint64_t *p, size_t n) {
     for (; i < n; i++) a0 += p[i];
     return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
 }
+/* reader id's share of one read: pieces from the counter until none is left */
 static NEO_BENCH_UNUSED void bw_slice(bw_state *b, int id) {
-    size_t per = b->n_words / (size_t)b->n_threads;
-    size_t lo = per * (size_t)id, hi = id == b->n_threads - 1 ? b->n_words : lo + per;
-    b->sums[id] += sum_words(b->buf + lo, hi - lo);
+    size_t lo;
+    while ((lo = __atomic_fetch_add(&b->next, BW_CHUNK_WORDS, __ATOMIC_RELAXED)) < b->n_words) {
+        size_t n = b->n_words - lo < BW_CHUNK_WORDS ? b->n_words - lo : BW_CHUNK_WORDS;
+        b->sums[id] += sum_words(b->buf + lo, n);
+    }
 }
 static NEO_BENCH_UNUSED void *bw_worker(void *p) {
     bw_arg   *a = (bw_arg *)p;
@@ -207,10 +215,10 @@ static NEO_BENCH_UNUSED void bw_destroy(bw_state *b) {
     if (!b->borrowed) free(b->buf);
     b->buf = NULL;
 }
-/* GB/s of one read of the whole buffer: by every thread, each its own slice, or (one = 1) by
-   the calling thread alone */
+/* GB/s of one read of the whole buffer: by every thread, or (one = 1) by the calling thread alone */
 static NEO_BENCH_UNUSED double bw_read(bw_state *b, int one) {
     double t0 = now_s();
+    b->next = 0; /* the workers wait at the start barrier, which orders this before their reads */
     if (one || b->n_threads == 1) b->sums[0] += sum_words(b->buf, b->n_words);
     else {
         pthread_barrier_wait(&b->start);
