@@ -47,7 +47,8 @@ static void share(int id) {
         return;
     }
     size_t t;
-    while ((t = __atomic_fetch_add(&next_task, 1, __ATOMIC_RELAXED)) < n_tasks) sums[id] += decode_task(t);
+    while ((t = __atomic_fetch_add(&next_task, 1, __ATOMIC_RELAXED)) < n_tasks)
+        sums[id] += decode_task(t);
 }
 static void *worker(void *p) {
     int id = (int)(intptr_t)p;
@@ -68,11 +69,14 @@ static double read_mode(int m) {
     return (double)(m == 0 ? bw.n_words : 2 * half_words) * 8.0 / (now_s() - t0) * 1e-9;
 }
 int main(int argc, char **argv) {
-    long   cores = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t chunk;
-    double r[3][9];
+    long      cores = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t    chunk;
+    double    r[3][9];
     pthread_t th[256];
-    n_thr = argc > 1 ? (int)parse_flag("read-balance", argv[1], "THREADS", 1, 256) : (int)(cores < 1 ? 1 : cores > 256 ? 256 : cores);
+    n_thr = argc > 1 ? (int)parse_flag("read-balance", argv[1], "THREADS", 1, 256)
+                     : (int)(cores < 1     ? 1
+                             : cores > 256 ? 256
+                                           : cores);
     chunk = argc > 2 ? (size_t)parse_flag("read-balance", argv[2], "CHUNK_BYTES", 8192, 1L << 26) / 8192 * 8192 : 131072;
     if (bw_init(&bw, (size_t)4 << 30, n_thr)) return 1;
     task_words = chunk / 8;
@@ -81,14 +85,17 @@ int main(int argc, char **argv) {
     if (pthread_barrier_init(&go, NULL, (unsigned)n_thr) || pthread_barrier_init(&done, NULL, (unsigned)n_thr)) return 1;
     for (int i = 0; i < n_thr - 1; i++)
         if (pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i)) return 1;
-    for (int k = 0; k < 9; k++) r[0][k] = read_mode(0), r[1][k] = bw_read(&bw, 0), r[2][k] = read_mode(2);
+    for (int k = 0; k < 9; k++)
+        r[0][k] = read_mode(0), r[1][k] = bw_read(&bw, 0), r[2][k] = read_mode(2);
     double s = median(r[0], 9), p = median(r[1], 9), d = median(r[2], 9);
-    printf("%d threads, 4 GiB: slices %.1f GB/s, pieces %.1f (%.3f x slices), decode tasks of %zu KiB of K and V %.1f (%.3f)\n", n_thr, s,
-           p, p / s, chunk >> 10, d, d / s);
+    printf("%d threads, 4 GiB: slices %.1f GB/s, pieces %.1f (%.3f x slices), decode tasks of %zu KiB of K and V %.1f (%.3f)\n",
+           n_thr, s, p, p / s, chunk >> 10, d, d / s);
     mode = -1;
     pthread_barrier_wait(&go);
-    for (int i = 0; i < n_thr - 1; i++) pthread_join(th[i], NULL);
-    for (int i = 0; i < n_thr; i++) bench_sink += sums[i];
+    for (int i = 0; i < n_thr - 1; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < n_thr; i++)
+        bench_sink += sums[i];
     bw_destroy(&bw);
     return 0;
 }
