@@ -1577,6 +1577,23 @@ NEO_ATTN__PRIVATE float neo__exp_sum_scalar(float *x, int n, float m) {
     }
     return sum;
 }
+/* 1 when none of x: [n] is NaN or infinite: bit 31 of (exponent bits + 1 << 23) is set only when
+   the exponent is all ones. Run on blocks' scores, so four lanes at a time where SSE2 is. */
+NEO_ATTN__PRIVATE int neo__finite(const float *x, size_t n) {
+    uint32_t e = 0;
+    size_t   i = 0;
+#if NEO__X86
+    const __m128i m = _mm_set1_epi32(0x7f800000), one = _mm_set1_epi32(0x00800000);
+    __m128i       v0 = _mm_setzero_si128(), v1 = _mm_setzero_si128();
+    for (; i + 8 <= n; i += 8) {
+        v0 = _mm_or_si128(v0, _mm_add_epi32(_mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x + i)), m), one));
+        v1 = _mm_or_si128(v1, _mm_add_epi32(_mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x + i + 4)), m), one));
+    }
+    e = _mm_movemask_ps(_mm_castsi128_ps(_mm_or_si128(v0, v1))) ? 0x80000000u : 0u; /* any lane's bit 31 */
+#endif
+    for (; i < n; i++) e |= (neo__f32_bits(x[i]) & 0x7f800000u) + 0x00800000u;
+    return !(e >> 31);
+}
 /* a running max that grows to mx (> *m) rescales the running sum *l and the accumulators acc: [dv]
    by e^(m - mx); from -inf (nothing attended: l and acc are still 0) the factor 0 changes nothing */
 NEO_ATTN__PRIVATE void neo__rescale(float mx, float *m, float *l, float *acc, int dv, void (*scale)(float *x, int n, float c)) {
@@ -1588,8 +1605,7 @@ NEO_ATTN__PRIVATE void neo__rescale(float mx, float *m, float *l, float *acc, in
     *m = mx;
 }
 NEO_ATTN__PRIVATE int neo__softmax_scalar(float *s, int nq, float *m, float *l, float *acc, int dv) {
-    for (int i = 0; i < nq * NEO__BLOCK; i++)
-        if ((neo__f32_bits(s[i]) & 0x7f800000u) == 0x7f800000u) return 0;
+    if (!neo__finite(s, (size_t)nq * NEO__BLOCK)) return 0;
     for (int r = 0; r < nq; r++) {
         float *x = s + r * NEO__BLOCK, mx = neo__max_scalar(x, NEO__BLOCK);
         if (mx > m[r]) neo__rescale(mx, m + r, l + r, acc + (size_t)r * dv, dv, neo__scale_scalar);
@@ -2719,23 +2735,6 @@ NEO_ATTN__PRIVATE const char *neo__kv_row(const neo__attn_args *a, int g, int c,
     return (const char *)(v ? a->v : a->k) + ((size_t)(g - a->kv_h0) * (size_t)a->kv_cells + (size_t)(c - a->cell_base)) * w * es;
 }
 
-/* 1 when none of x: [n] is NaN or infinite: bit 31 of (exponent bits + 1 << 23) is set only when
-   the exponent is all ones. Run on every block's scores, so four lanes at a time where SSE2 is. */
-NEO_ATTN__PRIVATE int neo__finite(const float *x, size_t n) {
-    uint32_t e = 0;
-    size_t   i = 0;
-#if NEO__X86
-    const __m128i m = _mm_set1_epi32(0x7f800000), one = _mm_set1_epi32(0x00800000);
-    __m128i       v0 = _mm_setzero_si128(), v1 = _mm_setzero_si128();
-    for (; i + 8 <= n; i += 8) {
-        v0 = _mm_or_si128(v0, _mm_add_epi32(_mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x + i)), m), one));
-        v1 = _mm_or_si128(v1, _mm_add_epi32(_mm_and_si128(_mm_castps_si128(_mm_loadu_ps(x + i + 4)), m), one));
-    }
-    e = _mm_movemask_ps(_mm_castsi128_ps(_mm_or_si128(v0, v1))) ? 0x80000000u : 0u; /* any lane's bit 31 */
-#endif
-    for (; i < n; i++) e |= (neo__f32_bits(x[i]) & 0x7f800000u) + 0x00800000u;
-    return !(e >> 31);
-}
 /* 1 when none of p: [n] of type t is NaN or infinite */
 NEO_ATTN__PRIVATE int neo__finite_kv(const void *p, size_t n, neo_type t) {
     const uint16_t *h = (const uint16_t *)p;

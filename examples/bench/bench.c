@@ -33,12 +33,13 @@
          1 MiB copy (median of 16: what a short context's stream-back moves); pageable H2D (1 GiB,
          median of 3); host DRAM read with the CPU-attention thread count (the pthreads sum a 4 GiB
          buffer in 1 MiB pieces taken from a shared counter, as the pool takes its tasks, reading
-         4 KiB ahead as the attention kernels do; median of 7; bench_util.h) and with one thread; the host's FMA rate with that thread count (16
-         register-only FMA chains a thread in AVX-512 or AVX2 vectors, GFLOP/s, median of 5;
-         bench_util.h); the CPU and the copy engine reading host memory at the same time (the
-         readers on a 512 MiB pinned buffer while 8 back-to-back pinned H2D copies run; each side's
-         rate over its window, median of 3; the sum is the hybrid's ceiling, and the CPU's part of
-         it the hybrid rows' CPU share); DRAM read again at the end.
+         4 KiB ahead as the attention kernels do; median of 7; bench_util.h) and with one thread;
+         the host's FMA rate with that thread count (16 register-only FMA chains a thread in
+         AVX-512 or AVX2 vectors, GFLOP/s, median of 5; bench_util.h); the CPU and the copy
+         engine reading host memory at the same time (the readers on a 512 MiB pinned buffer
+         while 8 back-to-back pinned H2D copies run; each side's rate over its window, median of
+         3; the sum is the hybrid's ceiling, and the CPU's part of it the hybrid rows' CPU share);
+         DRAM read again at the end.
    attn  One layer's decode (neo_attn_decode, q and out in device memory, public API) for Llama-3-8B
          (32 q / 8 kv heads, d 128) and Qwen2.5-0.5B (14 q / 2 kv, d 64) shapes, f16 KV, contexts
          4k, 32k, 128k (and 512k for GPU-only). Modes:

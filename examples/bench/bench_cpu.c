@@ -13,8 +13,8 @@
 
    - read bandwidth: the threads sum the uint64 words of a large buffer in 1 MiB pieces taken
      from a shared counter, as the pool takes its tasks, asking for the line 4 KiB ahead as the
-     attention kernels do (bench_util.h) (>= 1 GiB, >= 8x the largest KV cache, >= 4x the LLC; capped to a third of the
-     available memory), pages touched first, nothing pinned. At the start: median of 7 reads
+     attention kernels do (bench_util.h) (>= 1 GiB, >= 8x the largest KV cache, >= 4x the LLC;
+     capped to a third of the available memory), pages touched first, nothing pinned. At the start: median of 7 reads
      with the benchmark's thread count and of 7 with one thread (the header line). The
      bandwidth of a virtual or shared machine drifts by tens of percent within seconds, so every
      attention row is split into 10 rounds, each starting with one more read of the buffer, and
