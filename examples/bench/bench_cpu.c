@@ -14,12 +14,12 @@
    - read bandwidth: the threads sum the uint64 words of a large buffer in 1 MiB pieces taken
      from a shared counter, as the pool takes its tasks, asking for the line 4 KiB ahead as the
      attention kernels do (bench_util.h) (>= 1 GiB, >= 8x the largest KV cache, >= 4x the LLC;
-     capped to a third of the available memory), pages touched first, nothing pinned. At the start: median of 7 reads
+     capped to a third of the available memory), pages touched first, nothing pinned. At the start: the best of 7 reads
      with the benchmark's thread count and of 7 with one thread (the header line). The
      bandwidth of a virtual or shared machine drifts by tens of percent within seconds, so every
      attention row is split into 10 rounds, each starting with one more read of the buffer, and
-     the row's read_GB/s is the median of its 10 samples: the row and its ceiling are measured
-     over the same seconds.
+     the row's read_GB/s is the best of its 10 samples: the row and its ceiling are measured
+     over the same seconds, the ceiling as the most the machine did (bench_util.h's best).
    - attention: the cache is filled with random K/V (appended in chunks of 1024 tokens), then
      after a warm-up many neo_attn_decode calls are timed one by one with CLOCK_MONOTONIC (the
      first call after each bandwidth sample is not timed) and the median is reported. KV bytes
@@ -239,7 +239,7 @@ static row time_decode(neo_layer **layers, int n_layers, int ctx, const char *mo
     r.n_decode = warm + ROUNDS + calls;
     r.median_us = median(times, calls);
     r.gbs = (double)kv_bytes_per_layer(ctx) / (r.median_us * 1e-6) * 1e-9;
-    r.read_gbs = median(bws, ROUNDS);
+    r.read_gbs = best(bws, ROUNDS);
     r.other = other_cores(u0, u1);
     return r;
 }
@@ -345,8 +345,8 @@ int main(int argc, char **argv) {
     if (bw_init(&bw, bw_bytes, threads)) return 1;
     (void)bw_read(&bw, 0); /* warm-up */
     usage_snap u0 = usage_now();
-    double     bw_mt = bw_median(&bw, 0, 7);
-    double     bw_1t = threads == 1 ? bw_mt : bw_median(&bw, 1, 7);
+    double     bw_mt = bw_best(&bw, 0, 7);
+    double     bw_1t = threads == 1 ? bw_mt : bw_best(&bw, 1, 7);
     double     bw_other = other_cores(u0, usage_now());
     bw.lo = bw.hi = bw_mt;
 
