@@ -1325,11 +1325,13 @@ static void run_capacity(void) {
     const shape *s = &LLAMA;
     const int    NL = 32;
     size_t       free_b = 0, total_b = 0;
-    double       jc, jd, cap_joint;
+    double       jc, jd, cap_joint = C.joint;
     /* the joint ceiling's last sample, then its buffers go: the section takes all the GPU memory it can */
-    joint_sample(8, opt.quick ? 2 : 3, &jc, &jd);
-    cap_joint = jc + jd;
-    joint_close();
+    if (JB.src) {
+        joint_sample(8, opt.quick ? 2 : 3, &jc, &jd);
+        cap_joint = jc + jd;
+        joint_close();
+    }
     CU(cudaDeviceSynchronize());
     CU(cudaMemGetInfo(&free_b, &total_b));
     double budget = (double)free_b - opt.reserve_gib * (double)GiB;
