@@ -50,6 +50,8 @@ help:
 	@echo "make test-fuzz        libFuzzer on the model loader and the tokenizer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
 	@echo "make bench            the CPU attention benchmark"
 	@echo "make probe-cpu        where one CPU decode call's time goes"
+	@echo "make build/scores-cell, build/vector-rates"
+	@echo "                      x86 tools: one SIMD scores kernel alone; the vector rates of pinned threads"
 	@echo "make install          the header, neo_attn_cuda.cu and mini-chat under PREFIX ($(PREFIX)), DESTDIR"
 	@echo "make cuda-build       the CUDA programs (needs nvcc); test-cuda-ops, test-cuda, gpu-check need a GPU"
 	@echo "make bench-gpu        build/bench, the GPU benchmark"
@@ -71,6 +73,14 @@ $(B)/probe-cpu: examples/bench/probe_cpu.c examples/bench/bench_util.h $(HDR) | 
 
 $(B)/read-balance: examples/bench/read_balance.c examples/bench/bench_util.h | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) -O2 -I. $< -o $@ $(LDLIBS)
+
+# x86-64 tools, built on demand: one SIMD scores kernel alone (examples/bench/scores_cell.c), and
+# the vector instruction rates of pinned threads (examples/bench/vector_rates.c, AVX-512)
+$(B)/scores-cell: examples/bench/scores_cell.c $(HDR) | $(B)/.dirs
+	$(CC) $(CSTD) $(CWARN) -O3 -g1 -I. $< -o $@ $(LDLIBS)
+
+$(B)/vector-rates: examples/bench/vector_rates.c | $(B)/.dirs
+	$(CC) $(CWARN) -O2 -mavx512f $< -o $@ -lpthread
 
 install: $(B)/mini-chat
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/neo_attn

@@ -1,10 +1,11 @@
 /* scores_cell.c - ns a cell of one SIMD scores kernel, alone and in cache (a benchmark tool, not a
    test): a tile of NQ f16 queries of head_dim D against 256 cells (their K rows in L1 or L2), the
    kernel called block by block as a decode task calls it, best of 7 rounds of 3000 passes. Built
-   against two copies of the header (-I), it compares two versions of a kernel on one machine:
+   against another copy of the header too (-I), it compares two versions of a kernel on one
+   machine; run the two builds alternately, a machine's speed drifts:
 
-       cc -O3 -mf16c -I. examples/bench/scores_cell.c -o build/scores-cell -lm -lpthread
-       build/scores-cell NQ D [avx2]          e.g. build/scores-cell 7 64 */
+       make build/scores-cell && build/scores-cell NQ D [avx2]        e.g. build/scores-cell 7 64
+       cc -std=c11 -O3 -I../other examples/bench/scores_cell.c -o build/scores-cell-b -lm -lpthread */
 #define NEO_ATTN_IMPLEMENTATION
 #include "neo_attn.h"
 #include <time.h>

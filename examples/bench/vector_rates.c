@@ -3,7 +3,7 @@
    FMAs and 4 shuffles, each kind alone in registers, 12 independent instructions a loop. On a VM
    it shows whether its vCPUs have their cores' vector units to themselves when all are busy.
 
-       cc -O2 -mavx512f examples/bench/vector_rates.c -o build/vector-rates -lpthread && build/vector-rates
+       make build/vector-rates && build/vector-rates
 
    x86-64 with AVX-512 and at least 16 CPUs; on fewer, the pinning to a missing CPU fails and
    those threads run where the system puts them. */
