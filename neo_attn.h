@@ -2085,18 +2085,20 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_avx512
         r += n;
     }
 }
+NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_avx512_types(float *s, const float *q, const void *k,
+                                                                                         const void *v, neo_type t, int nq, int nk,
+                                                                                         int d, int dv, int pf) {
+    if (t == NEO_TYPE_F16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F16, nq, nk, d, dv, pf);
+    else if (t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, d, dv, pf);
+    else neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F32, nq, nk, d, dv, pf);
+}
 /* head_dim 64 also as a constant: a dot product is then four 16-lane chunks, and the loop over
    them, with a pointer a query row, cost about as much as its FMAs; unrolled, a tile's q rows are
    offsets of one pointer. The operations and their order are the same, so are the scores' bits. */
 NEO__AVX512 NEO_ATTN__PRIVATE void neo__scores_avx512(float *s, const float *q, const void *k, const void *v, neo_type t, int nq,
                                                       int nk, int d, int dv, int pf) {
-    if (d == 64) {
-        if (t == NEO_TYPE_F16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F16, nq, nk, 64, dv, pf);
-        else if (t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, 64, dv, pf);
-        else neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F32, nq, nk, 64, dv, pf);
-    } else if (t == NEO_TYPE_F16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F16, nq, nk, d, dv, pf);
-    else if (t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, d, dv, pf);
-    else neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F32, nq, nk, d, dv, pf);
+    if (d == 64) neo__scores_avx512_types(s, q, k, v, t, nq, nk, 64, dv, pf);
+    else neo__scores_avx512_types(s, q, k, v, t, nq, nk, d, dv, pf);
 }
 NEO__AVX512 static inline __m512 neo__exp16(__m512 x) {
     x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f)), _mm512_set1_ps(-87.3365447505531f));

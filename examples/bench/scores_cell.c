@@ -29,22 +29,27 @@ int main(int argc, char **argv) {
     }
     uint16_t *k = (uint16_t *)malloc((size_t)nc * d * 2), *v = (uint16_t *)malloc((size_t)nc * d * 2); /* [nc][d] f16 */
     float    *q = (float *)malloc(sizeof(float) * nq * d), *s = (float *)malloc(sizeof(float) * nq * NEO__BLOCK);
-    for (int i = 0; i < nc * d; i++) k[i] = neo__f32_to_f16((float)(rand() % 1000) / 1000.0f - 0.5f), v[i] = k[i];
-    for (int i = 0; i < nq * d; i++) q[i] = (float)(rand() % 1000) / 1000.0f - 0.5f;
+    for (int i = 0; i < nc * d; i++)
+        k[i] = neo__f32_to_f16((float)(rand() % 1000) / 1000.0f - 0.5f), v[i] = k[i];
+    for (int i = 0; i < nq * d; i++)
+        q[i] = (float)(rand() % 1000) / 1000.0f - 0.5f;
     double best = 1e30, sum = 0.0;
     for (int round = 0; round < 7; round++) {
         double t0 = now_ns();
         for (int it = 0; it < reps; it++)
             for (int b = 0; b < nc; b += NEO__BLOCK) {
                 const char *kb = (const char *)k + (size_t)b * d * 2, *vb = (const char *)v + (size_t)b * d * 2;
-                if (avx2) neo__scores_avx2(s, q, kb, vb, NEO_TYPE_F16, nq, NEO__BLOCK, d, d, 1);
-                else neo__scores_avx512(s, q, kb, vb, NEO_TYPE_F16, nq, NEO__BLOCK, d, d, 1);
+                if (avx2)
+                    neo__scores_avx2(s, q, kb, vb, NEO_TYPE_F16, nq, NEO__BLOCK, d, d, 1);
+                else
+                    neo__scores_avx512(s, q, kb, vb, NEO_TYPE_F16, nq, NEO__BLOCK, d, d, 1);
                 sum += s[0];
             }
         double t = (now_ns() - t0) / ((double)reps * nc);
         if (t < best) best = t;
     }
-    printf("%s scores, %d queries, head_dim %d, f16: %.2f ns a cell (best of 7; checksum %g)\n", avx2 ? "AVX2" : "AVX-512", nq, d, best, sum);
+    printf("%s scores, %d queries, head_dim %d, f16: %.2f ns a cell (best of 7; checksum %g)\n", avx2 ? "AVX2" : "AVX-512", nq,
+           d, best, sum);
     free(k), free(v), free(q), free(s);
     return 0;
 }
