@@ -50,8 +50,9 @@ help:
 	@echo "make test-fuzz        libFuzzer on the model loader and the tokenizer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
 	@echo "make bench            the CPU attention benchmark"
 	@echo "make probe-cpu        where one CPU decode call's time goes"
-	@echo "make build/scores-cell, build/vector-rates"
-	@echo "                      x86 tools: one SIMD scores kernel alone; the vector rates of pinned threads"
+	@echo "make build/scores-cell, build/vector-rates, build/read-compute"
+	@echo "                      x86 tools: one SIMD scores kernel alone; the vector rates of pinned threads;"
+	@echo "                      what the cores read while doing a decode kernel's arithmetic"
 	@echo "make install          the header, neo_attn_cuda.cu and mini-chat under PREFIX ($(PREFIX)), DESTDIR"
 	@echo "make cuda-build       the CUDA programs (needs nvcc); test-cuda-ops, test-cuda, gpu-check need a GPU"
 	@echo "make bench-gpu        build/bench, the GPU benchmark"
@@ -74,9 +75,13 @@ $(B)/probe-cpu: examples/bench/probe_cpu.c examples/bench/bench_util.h $(HDR) | 
 $(B)/read-balance: examples/bench/read_balance.c examples/bench/bench_util.h | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) -O2 -I. $< -o $@ $(LDLIBS)
 
-# x86-64 tools, built on demand: one SIMD scores kernel alone (examples/bench/scores_cell.c), and
-# the vector instruction rates of pinned threads (examples/bench/vector_rates.c, AVX-512)
+# x86-64 tools, built on demand: one SIMD scores kernel alone (examples/bench/scores_cell.c), the
+# vector instruction rates of pinned threads (examples/bench/vector_rates.c, AVX-512), and what
+# the cores read while doing a decode kernel's arithmetic (examples/bench/read_compute.c, AVX-512)
 $(B)/scores-cell: examples/bench/scores_cell.c $(HDR) | $(B)/.dirs
+	$(CC) $(CSTD) $(CWARN) -O3 -g1 -I. $< -o $@ $(LDLIBS)
+
+$(B)/read-compute: examples/bench/read_compute.c examples/bench/bench_util.h $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) -O3 -g1 -I. $< -o $@ $(LDLIBS)
 
 $(B)/vector-rates: examples/bench/vector_rates.c | $(B)/.dirs

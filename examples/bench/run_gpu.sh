@@ -1,7 +1,9 @@
 #!/bin/bash
 # run_gpu.sh - the whole GPU benchmark in one device call: build/bench (built here if the carried
-# binary does not run), the torch peers, the plot, and the CPU probe (probe-cpu). Everything lands in $OUT (default /tmp/neo-bench):
-#   bench.txt bench.csv peers.txt peers.csv bench.png probe.txt
+# binary does not run), the torch peers, the plot, the CPU probe (probe-cpu) and what the host's
+# cores read while they do the CPU kernels' arithmetic (read-compute). Everything lands in $OUT
+# (default /tmp/neo-bench):
+#   bench.txt bench.csv peers.txt peers.csv bench.png probe.txt read_compute.txt
 #   bash examples/bench/run_gpu.sh            the full run (about 3 minutes on the H200 machine)
 #   bash examples/bench/run_gpu.sh --quick    a small subset, to shake out problems
 set -u
@@ -24,5 +26,9 @@ if make -s build/probe-cpu >"$OUT/probe_build.log" 2>&1; then
     { ./build/probe-cpu; ./build/probe-cpu --shape 4,1,128; } 2>&1 | tee "$OUT/probe.txt"
 else
     cat "$OUT/probe_build.log"
+fi
+# the read rate the cores keep while computing, at both layers' shapes (AVX-512 hosts only)
+if grep -q avx512f /proc/cpuinfo && make -s build/read-compute >"$OUT/rc_build.log" 2>&1; then
+    { ./build/read-compute; ./build/read-compute --shape 14,2,64; } 2>&1 | tee "$OUT/read_compute.txt"
 fi
 exit $rc
