@@ -4,14 +4,16 @@
    A CPU decode call runs at the host's read rate only if every core keeps reading at its share
    of that rate while it does the kernels' vector work on what it reads. This program measures
    that outside the library, with a loop that does a subset of the kernels' work, so that its
-   rate is a ceiling for theirs: the threads take 256-cell tasks from a shared counter (a KV
-   head's K rows and its V rows, f16, in 64-cell blocks, K then V, as a decode task reads them)
-   and for every 16 elements do what the AVX-512 kernels do with them: widen them (vcvtph2ps)
+   rate is a ceiling for theirs, for the read-aheads it tries: the threads take 256-cell tasks
+   from a shared counter (a KV head's K rows and its V rows, f16, in 64-cell blocks, K then V,
+   as a decode task reads them) and for every 16 elements do what the AVX-512 kernels do with
+   them: widen them (vcvtph2ps)
    and feed each to the FMAs of a GQA group of G queries, 4 cells x up to 4 queries (2 x up to 8)
-   in 16 accumulators. Left out: the lane sums, the softmax, the merges and the pool. Three
-   rates, GB/s of K and V:
+   in 16 accumulators; a K tile's accumulators then meet in a tree of adds (part of the work of
+   the scores' lane sums), a V tile's stay for the block, as p . v's do. Left out: the rest of
+   the lane sums, the softmax, the merges and the pool. Three rates, GB/s of K and V:
 
-       read     the bench's read ceiling (bench_util.h) over the same buffer, same threads
+       read     the bench's read ceiling (bench_util.h) over the K half of the buffer, same threads
        compute  the arithmetic alone: each thread on one task of its own, held in its L2
        both     the arithmetic on rows streamed from memory past the LLC, with each read-ahead
                 scheme below; both / read is the share of the read rate a core keeps while it
@@ -49,62 +51,66 @@ static void rc_scheme(int scheme, int *dist, int *hint) {
     *hint = scheme == 0 ? (neo__l1d_bytes() > 0 && neo__l1d_bytes() < NEO__PREFETCH_L2_BELOW ? 2 : 1) : scheme == 3 ? 2 : 1;
 }
 
-/* CB cells x NQ queries of one tile over D f16 elements, the kernels' form: every q vector
-   feeds CB FMAs, every widened K chunk NQ; the accumulators added into sum */
-static inline __attribute__((always_inline, target("avx512f,f16c"))) __m512 rc_tile(const uint16_t *r, const float *q,
-                                                                                    __m512 sum, int NQ, int CB, int D) {
-    __m512 a[4][8];
-    NEO__UNROLL(4)
-    for (int c = 0; c < CB; c++)
-        NEO__UNROLL(8)
-    for (int i = 0; i < NQ; i++)
-        a[c][i] = _mm512_setzero_ps();
-    for (int j = 0; j < D; j += 16) {
-        __m512 x[8], kv[4];
-        NEO__UNROLL(8)
-        for (int i = 0; i < NQ; i++) {
-            x[i] = _mm512_loadu_ps(q + (size_t)i * D + j);
-            __asm__("" : "+v"(x[i]));
+/* One pass over a 64-cell block's K (kpass) or V rows, CB cells x NQ queries a tile over D f16
+   elements in the kernels' form: every q vector feeds CB FMAs, every widened chunk NQ. K tiles
+   end in a tree of adds (a part of what the scores' lane sums do), V tiles accumulate over the
+   block as p . v's do, and their sum joins sum once. The K pass also asks for its tiles' K
+   rows dist bytes ahead and for their V rows, as the scores kernels do. */
+/* clang-format off */
+static inline __attribute__((always_inline, target("avx512f,f16c"))) __m512 rc_pass(const uint16_t *r, const uint16_t *vb,
+                                                                                    const float *q, __m512 sum, int NQ, int CB,
+                                                                                    int D, int kpass, int dist, int hint) {
+    __m512 a[4][8], t[32];
+    for (int b = 0; b < NEO__BLOCK; b += CB) {
+        if (kpass || b == 0)
+NEO__UNROLL(4)
+            for (int c = 0; c < CB; c++)
+NEO__UNROLL(8)
+                for (int i = 0; i < NQ; i++) a[c][i] = _mm512_setzero_ps();
+        const uint16_t *rb = r + (size_t)b * D;
+        if (kpass && dist >= 0) {
+            neo__prefetch_lines((const char *)rb + dist, (size_t)CB * D * 2, hint);
+            neo__prefetch_lines((const char *)(vb + (size_t)b * D), (size_t)CB * D * 2, hint);
         }
-        NEO__UNROLL(4)
+        for (int j = 0; j < D; j += 16) {
+            __m512 x[8], kv[4];
+NEO__UNROLL(8)
+            for (int i = 0; i < NQ; i++) {
+                x[i] = _mm512_loadu_ps(q + (size_t)i * D + j);
+                __asm__("" : "+v"(x[i]));
+            }
+NEO__UNROLL(4)
+            for (int c = 0; c < CB; c++) kv[c] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rb + (size_t)c * D + j)));
+NEO__UNROLL(4)
+            for (int c = 0; c < CB; c++)
+NEO__UNROLL(8)
+                for (int i = 0; i < NQ; i++) a[c][i] = _mm512_fmadd_ps(x[i], kv[c], a[c][i]);
+        }
+        if (!kpass && b + CB < NEO__BLOCK) continue;
+        int n = 0; /* a tree of adds, so that the tiles do not wait on one chain */
+NEO__UNROLL(4)
         for (int c = 0; c < CB; c++)
-            kv[c] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + (size_t)c * D + j)));
-        NEO__UNROLL(4)
-        for (int c = 0; c < CB; c++)
-            NEO__UNROLL(8)
-        for (int i = 0; i < NQ; i++)
-            a[c][i] = _mm512_fmadd_ps(x[i], kv[c], a[c][i]);
+NEO__UNROLL(8)
+            for (int i = 0; i < NQ; i++) t[n++] = a[c][i];
+NEO__UNROLL(5)
+        for (int w = 1; w < n; w *= 2)
+NEO__UNROLL(16)
+            for (int u = 0; u + w < n; u += 2 * w) t[u] = _mm512_add_ps(t[u], t[u + w]);
+        sum = _mm512_add_ps(sum, t[0]);
     }
-    __m512 t[32]; /* a tree of sums, so that the tiles do not wait on one chain of adds */
-    int    n = 0;
-    NEO__UNROLL(4)
-    for (int c = 0; c < CB; c++)
-        NEO__UNROLL(8)
-    for (int i = 0; i < NQ; i++)
-        t[n++] = a[c][i];
-    NEO__UNROLL(5)
-    for (int w = 1; w < n; w *= 2)
-        NEO__UNROLL(16)
-    for (int u = 0; u + w < n; u += 2 * w)
-        t[u] = _mm512_add_ps(t[u], t[u + w]);
-    return _mm512_add_ps(sum, t[0]);
+    return sum;
 }
+/* clang-format on */
 
 /* one task: each 64-cell block's K rows, then its V rows */
 static inline __attribute__((always_inline, target("avx512f,f16c"))) double
 rc_task_t(const uint16_t *k, const uint16_t *v, const float *q, int NQ, int D, int dist, int hint) {
     const int CB = NQ <= 4 ? 4 : 2;
     __m512    sum = _mm512_setzero_ps();
-    for (int b0 = 0; b0 < RC_CELLS; b0 += NEO__BLOCK)
-        for (int pass = 0; pass < 2; pass++)
-            for (int b = b0; b < b0 + NEO__BLOCK; b += CB) {
-                const uint16_t *r = (pass ? v : k) + (size_t)b * D;
-                if (!pass && dist >= 0) {
-                    neo__prefetch_lines((const char *)r + dist, (size_t)CB * D * 2, hint);
-                    neo__prefetch_lines((const char *)(v + (size_t)b * D), (size_t)CB * D * 2, hint);
-                }
-                sum = rc_tile(r, q, sum, NQ, CB, D);
-            }
+    for (int b0 = 0; b0 < RC_CELLS; b0 += NEO__BLOCK) {
+        sum = rc_pass(k + (size_t)b0 * D, v + (size_t)b0 * D, q, sum, NQ, CB, D, 1, dist, hint);
+        sum = rc_pass(v + (size_t)b0 * D, v + (size_t)b0 * D, q, sum, NQ, CB, D, 0, dist, hint);
+    }
     return _mm512_reduce_add_ps(sum);
 }
 #define RC_G(NQ) (d == 64 ? rc_task_t(k, v, q, NQ, 64, dist, hint) : rc_task_t(k, v, q, NQ, d, dist, hint))
