@@ -4,14 +4,14 @@
    A CPU decode call runs at the host's read rate only if every core keeps reading at its share
    of that rate while it does the kernels' vector work on what it reads. This program measures
    that outside the library, with a loop that does a subset of the kernels' work, so that its
-   rate is a ceiling for theirs, for the read-aheads it tries: the threads take 256-cell tasks
+   rate is a ceiling for theirs, for the read-aheads it tries. The threads take 256-cell tasks
    from a shared counter (a KV head's K rows and its V rows, f16, in 64-cell blocks, K then V,
    as a decode task reads them) and for every 16 elements do what the AVX-512 kernels do with
-   them: widen them (vcvtph2ps)
-   and feed each to the FMAs of a GQA group of G queries, 4 cells x up to 4 queries (2 x up to 8)
-   in 16 accumulators; a K tile's accumulators then meet in a tree of adds (part of the work of
-   the scores' lane sums), a V tile's stay for the block, as p . v's do. Left out: the rest of
-   the lane sums, the softmax, the merges and the pool. Three rates, GB/s of K and V:
+   them: widen them (vcvtph2ps) and feed each to the FMAs of a GQA group of G queries, 4 cells
+   x up to 4 queries (2 x up to 8) in 16 accumulators. A K tile's accumulators then meet in a
+   tree of adds (part of the work of the scores' lane sums); a V tile's stay for the block, as
+   p . v's do. Left out: the rest of the lane sums, the softmax, the merges and the pool. Three
+   rates, GB/s of K and V:
 
        read     the bench's read ceiling (bench_util.h) over the K half of the buffer, same threads
        compute  the arithmetic alone: each thread on one task of its own, held in its L2
