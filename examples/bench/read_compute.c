@@ -13,17 +13,17 @@
    p . v's do. Left out: the rest of the lane sums, the softmax, the merges and the pool. Three
    rates, GB/s of K and V:
 
-       read     the bench's read ceiling (bench_util.h) over the K half of the buffer, same threads
+       read     the bench's read ceiling (bench_util.h) over the same buffer, same threads
        compute  the arithmetic alone: each thread on one task of its own, held in its L2
        both     the arithmetic on rows streamed from memory past the LLC, with each read-ahead
                 scheme below; both / read is the share of the read rate a core keeps while it
                 computes, and the best scheme's is the most this program finds for a kernel
                 doing this arithmetic (a scheme not tried here could do better)
 
-   Read-ahead schemes (each tile asks for its cells' K rows some bytes ahead and for their V
-   rows, which the block's second pass reads): the library's (4 KB ahead, into L1 on cores with
-   a 48 KB L1, else L2: NEO__PREFETCH, NEO__PREFETCH_L2_BELOW), none (the hardware prefetchers
-   alone), 8 KB into L1, 16 KB into L2.
+   Read-ahead schemes (a task asks for its first 4 KB of K rows at once, then each tile for its
+   cells' K rows some bytes ahead and for their V rows, which the block's second pass reads):
+   the library's (4 KB ahead, into L1 on cores with a 48 KB L1, else L2: NEO__PREFETCH,
+   NEO__PREFETCH_L2_BELOW), none (the hardware prefetchers alone), 8 KB into L1, 16 KB into L2.
 
        make build/read-compute && build/read-compute [--shape Q,KV,D] [--threads N] [--rounds R]
        defaults: 32,8,128 (Llama-3-8B's layer), online cores, 5 rounds; the best of each rate's
@@ -107,6 +107,9 @@ static inline __attribute__((always_inline, target("avx512f,f16c"))) double
 rc_task_t(const uint16_t *k, const uint16_t *v, const float *q, int NQ, int D, int dist, int hint) {
     const int CB = NQ <= 4 ? 4 : 2;
     __m512    sum = _mm512_setzero_ps();
+    if (dist >= 0) /* a task's first K rows at once, as a decode task asks for them (neo__prefetch_first) */
+        for (size_t o = 0; o < NEO__PREFETCH; o += 64)
+            __builtin_prefetch((const char *)k + o, 0, 3);
     for (int b0 = 0; b0 < RC_CELLS; b0 += NEO__BLOCK) {
         sum = rc_pass(k + (size_t)b0 * D, v + (size_t)b0 * D, q, sum, NQ, CB, D, 1, dist, hint);
         sum = rc_pass(v + (size_t)b0 * D, v + (size_t)b0 * D, q, sum, NQ, CB, D, 0, dist, hint);
@@ -193,17 +196,16 @@ int main(int argc, char **argv) {
     }
     size_t llc_c, llc_s, llc = llc_bytes(&llc_c, &llc_s), bytes = (size_t)1 << 30;
     if (bytes < 4 * llc) bytes = 4 * llc;
-    const size_t task_bytes = (size_t)RC_CELLS * d * 2, tasks = bytes / 2 / task_bytes;
-    uint16_t    *k = (uint16_t *)malloc(tasks * task_bytes), *v = (uint16_t *)malloc(tasks * task_bytes);
-    bw_state     bw;
-    if (!k || !v || bw_init_on(&bw, k, tasks * task_bytes, threads) != 0) {
-        fprintf(stderr, "read-compute: no memory for 2 x %zu MiB\n", (tasks * task_bytes) >> 20);
+    const size_t task_bytes = (size_t)RC_CELLS * d * 2, tasks = bytes / 2 / task_bytes, half = tasks * task_bytes;
+    /* K then V in one buffer, which the read ceiling reads whole: as many bytes as the loop streams */
+    uint16_t *k = (uint16_t *)malloc(2 * half), *v = k + half / 2;
+    bw_state  bw;
+    if (!k || bw_init_on(&bw, k, 2 * half, threads) != 0) {
+        fprintf(stderr, "read-compute: no memory for %zu MiB\n", (2 * half) >> 20);
         return 1;
     }
-    for (size_t i = 0; i < tasks * task_bytes / 2; i++)
-        v[i] = neo__f32_to_f16((float)(i % 1000) * 1e-3f);
-    /* bw_init_on wrote the K half as words; make it f16 too (finite values) */
-    memcpy(k, v, tasks * task_bytes);
+    for (size_t i = 0; i < half; i++) /* bw_init_on wrote words: f16 now (finite values) */
+        k[i] = neo__f32_to_f16((float)(i % 1000) * 1e-3f);
 
     pthread_t th[256];
     if (pthread_barrier_init(&rc_bar, NULL, (unsigned)threads + 1)) return 1;
@@ -217,7 +219,7 @@ int main(int argc, char **argv) {
     hot.scheme = 1;                    /* no read-ahead: its lines past the task would come from memory */
     hot.tasks = (size_t)threads * 512; /* each thread its own task 512 times, on average */
     for (int r = 0; r < rounds; r++) {
-        rd[r] = bw_read(&bw, 0); /* the K half, by the bench's readers */
+        rd[r] = bw_read(&bw, 0);
         comp[r] = rc_run(&hot);
         for (int s = 0; s < RC_SCHEMES; s++) {
             job.scheme = s;
@@ -250,6 +252,5 @@ int main(int argc, char **argv) {
         bench_sink += (uint64_t)(job.sink[t] + hot.sink[t]);
     bw_destroy(&bw);
     free(k);
-    free(v);
     return 0;
 }
