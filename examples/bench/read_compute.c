@@ -47,15 +47,17 @@ typedef struct rc_job {
 /* the bytes ahead of a tile's K rows its read-ahead asks for, and the hint; dist < 0: none */
 static void rc_scheme(int scheme, int *dist, int *hint) {
     static const int dists[RC_SCHEMES] = {NEO__PREFETCH, -1, 8192, 16384};
+    const long       l1 = neo__l1d_bytes();
     *dist = dists[scheme];
-    *hint = scheme == 0 ? (neo__l1d_bytes() > 0 && neo__l1d_bytes() < NEO__PREFETCH_L2_BELOW ? 2 : 1) : scheme == 3 ? 2 : 1;
+    *hint = scheme == 0 ? (l1 > 0 && l1 < NEO__PREFETCH_L2_BELOW ? 2 : 1) : scheme == 3 ? 2 : 1;
 }
 
 /* One pass over a 64-cell block's K (kpass) or V rows, CB cells x NQ queries a tile over D f16
-   elements in the kernels' form: every q vector feeds CB FMAs, every widened chunk NQ. K tiles
-   end in a tree of adds (a part of what the scores' lane sums do), V tiles accumulate over the
-   block as p . v's do, and their sum joins sum once. The K pass also asks for its tiles' K
-   rows dist bytes ahead and for their V rows, as the scores kernels do. */
+   elements in the kernels' form (neo__scores_tile_avx512's inner loop): every q vector feeds CB
+   FMAs, every widened chunk NQ. K tiles end in a tree of adds (a part of what the scores' lane
+   sums do), V tiles accumulate over the block as p . v's do, and their sum joins sum once. The
+   K pass also asks for its tiles' K rows dist bytes ahead and for their V rows, as the scores
+   kernels do. */
 /* clang-format off */
 static inline __attribute__((always_inline, target("avx512f,f16c"))) __m512 rc_pass(const uint16_t *r, const uint16_t *vb,
                                                                                     const float *q, __m512 sum, int NQ, int CB,
@@ -119,46 +121,41 @@ rc_task_t(const uint16_t *k, const uint16_t *v, const float *q, int NQ, int D, i
 #define RC_G(NQ) (d == 64 ? rc_task_t(k, v, q, NQ, 64, dist, hint) : rc_task_t(k, v, q, NQ, d, dist, hint))
 static __attribute__((target("avx512f,f16c"))) double rc_task(const uint16_t *k, const uint16_t *v, const float *q, int g,
                                                               int d, int dist, int hint) {
-    switch (g) {
-    case 1:
-        return RC_G(1);
-    case 2:
-        return RC_G(2);
-    case 3:
-        return RC_G(3);
-    case 4:
-        return RC_G(4);
-    case 5:
-        return RC_G(5);
-    case 6:
-        return RC_G(6);
-    case 7:
-        return RC_G(7);
-    default:
-        return RC_G(8);
+    /* clang-format off */
+    switch (g) { /* the group as a constant, so that the tiles' loops unroll */
+    case 1: return RC_G(1);
+    case 2: return RC_G(2);
+    case 3: return RC_G(3);
+    case 4: return RC_G(4);
+    case 5: return RC_G(5);
+    case 6: return RC_G(6);
+    case 7: return RC_G(7);
+    default: return RC_G(8);
     }
+    /* clang-format on */
 }
 
 static pthread_barrier_t rc_bar;
 static rc_job           *rc_cur;
-static void             *rc_worker(void *p) {
-                const int id = (int)(intptr_t)p;
-                float     q[8 * 128];
-                for (int i = 0; i < 8 * 128; i++)
+
+static void *rc_worker(void *p) {
+    const int id = (int)(intptr_t)p;
+    float     q[8 * 128];
+    for (int i = 0; i < 8 * 128; i++)
         q[i] = 0.001f * (float)(i % 17);
     for (;;) {
-                    pthread_barrier_wait(&rc_bar);
-                    rc_job *j = rc_cur;
-                    if (!j) return NULL;
+        pthread_barrier_wait(&rc_bar);
+        rc_job *j = rc_cur;
+        if (!j) return NULL;
         int    dist, hint;
-                    size_t t;
-                    rc_scheme(j->scheme, &dist, &hint);
-                    const size_t task_elems = (size_t)RC_CELLS * j->d;
-                    while ((t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->tasks) {
-                        const size_t u = j->hot ? (size_t)id : t; /* hot: this thread's own task, again */
-                        j->sink[id] += rc_task(j->k + u * task_elems, j->v + u * task_elems, q, j->g, j->d, dist, hint);
+        size_t t;
+        rc_scheme(j->scheme, &dist, &hint);
+        const size_t task_elems = (size_t)RC_CELLS * j->d;
+        while ((t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->tasks) {
+            const size_t u = j->hot ? (size_t)id : t; /* hot: this thread's own task, again */
+            j->sink[id] += rc_task(j->k + u * task_elems, j->v + u * task_elems, q, j->g, j->d, dist, hint);
         }
-                    pthread_barrier_wait(&rc_bar);
+        pthread_barrier_wait(&rc_bar);
     }
 }
 /* GB/s of one pass of every thread over the job's tasks */
