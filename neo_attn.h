@@ -56,6 +56,11 @@
        NEO_ATTN_LISTEN_US        2000          how long the listener of captured ON calls spins
                                                after the last one before sleeping (CUDA GRAPHS)
        NEO_ATTN_STAGE_BYTES      16 MiB        stream-back chunk of a split layer (two are allocated)
+       NEO_ATTN_IN_PLACE_BYTES   4 MiB         an OFF decode (head_dim 128, f16 or bf16)
+                                               whose host heads' valid cells hold at most this
+                                               many bytes has the GPU read them in place over the
+                                               bus, beside its own heads, instead of copying them
+                                               (0 = always copy)
        NEO_ATTN_DECODE_HOOK(e,t,th) nothing    a profiler's probe, called by CPU decode task t on
                                                thread th: e = 0 it starts, 1 its chunk is attended,
                                                2 it has finished its head's merge (probe_cpu.c)
@@ -177,7 +182,11 @@
    pinned host memory, so a context whose cache does not fit in the GPU still runs. A split
    layer attends in one of these ways:
      NEO_PIPELINE_OFF   stream-back: the host heads' valid cells are copied to the GPU in
-                        double-buffered chunks of NEO_ATTN_STAGE_BYTES and attended there.
+                        double-buffered chunks of NEO_ATTN_STAGE_BYTES and attended there. A
+                        single decode whose host cells are few (NEO_ATTN_IN_PLACE_BYTES,
+                        head_dim 128) has the GPU read them in place over the bus instead,
+                        beside its own heads: the copies' fixed costs would outweigh their
+                        higher rate.
      NEO_PIPELINE_ON    both halves at once: the pool takes the host heads and waits for their
                         queries, which a kernel on the engine's stream writes into pinned
                         memory and flags; the GPU heads follow on that stream, then a kernel
@@ -201,11 +210,12 @@
                         stream-back's: c / len = t_off / (t_on + t_off). The fastest runs from
                         then on (the runtime's logger says which, and the share), and the
                         timing is repeated when the context doubles.
-   Which is faster depends on the machine and the shape. OFF reads the host half over PCIe,
-   after the GPU half, so its cost is the sum of the two. ON attends the host half on the CPU
-   while the GPU attends its own, so its cost is the slower of the two plus a fixed handoff a
-   call; the CPU half runs at the host's memory read rate, or at its arithmetic rate where that
-   is lower (large GQA groups at a small head_dim). So ON wins when the host half is large and
+   Which is faster depends on the machine and the shape. OFF copies the host half over PCIe
+   while the GPU attends its own heads, then attends it, so its cost is about the copies plus
+   that last attend (a short host half read in place costs about the read alone). ON attends
+   the host half on the CPU while the GPU attends its own, so its cost is the slower of the two
+   plus a fixed handoff a call; the CPU half runs at the host's memory read rate, or at its
+   arithmetic rate where that is lower (large GQA groups at a small head_dim). So ON wins when the host half is large and
    the CPU reads it faster than PCIe carries it, the two are close when the host half is small
    (the handoff weighs most), and OFF wins when the CPU half is bound by arithmetic. AUTO
    measures this on the machine at hand; docs/BENCHMARKS.md has measured figures. HYBRID wins
@@ -626,7 +636,7 @@ NEO_ATTN_API neo_status neo_session_get_info(const neo_session *s, neo_layer_inf
    Streams: NEO__STREAM_MAIN is the engine's (or the runtime's own); NEO__STREAM_COPY moves the
    host half of a stream-back layer. Events are small integers below NEO__EVENTS. */
 #define NEO__DEV_MEM_ABI 2
-#define NEO__DEV_ATTN_ABI 8
+#define NEO__DEV_ATTN_ABI 9
 #define NEO__DEV_MODEL_ABI 3
 #define NEO__STREAM_MAIN 0
 #define NEO__STREAM_COPY 1
@@ -667,6 +677,9 @@ typedef struct neo__attn_args {
        left empty (the cut at the length) attends no cell: an empty state (m = -inf, l = 0, acc
        = 0), a continued state unchanged, or the finished output of those. */
     float        cut_share;
+    /* 1: k and v are pinned host memory that the device reads in place over the bus (the host
+       heads of a split layer); a backend may plan such an attend differently */
+    int          kv_host;
 } neo__attn_args;
 
 /* What every attend checks of cut_share (both implementations): 1 when it can be run. */
@@ -908,6 +921,9 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 #endif
 #ifndef NEO_ATTN_STAGE_BYTES
 #define NEO_ATTN_STAGE_BYTES (16u << 20) /* one stream-back chunk of the host heads, double-buffered */
+#endif
+#ifndef NEO_ATTN_IN_PLACE_BYTES
+#define NEO_ATTN_IN_PLACE_BYTES (4u << 20) /* an OFF decode's host heads read in place up to this many bytes */
 #endif
 #ifndef NEO_ATTN_SPIN_US
 #define NEO_ATTN_SPIN_US 300 /* how long an idle worker spins before it sleeps */
@@ -4047,10 +4063,10 @@ NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_inf
    (HYBRID), and AUTO
    =============================================================================================
    Events: START (the queries are ready on MAIN), READY0/1 (a stream-back chunk is on the
-   device), USED0/1 (its attention is done, the buffer may be refilled), TABLE (a batch's table
-   has been copied to the device: its host copy may be rewritten), WOKE (a captured call's wake of
-   the listener has run: >>bells). */
-enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1, NEO__EV_WOKE };
+   device), USED0/1 (its attention is done, the buffer may be refilled), WOKE (a captured call's
+   wake of the listener has run: >>bells), HOST (an OFF decode's host heads have been attended in
+   place). */
+enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1, NEO__EV_WOKE, NEO__EV_HOST };
 
 /* The split paths' buffers, shared by a runtime's layers (used one at a time), grown on demand,
    and the both-halves handoff's state. */
@@ -4191,6 +4207,45 @@ NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int 
 /* OFF's stream-back: every valid cell, finished into out. */
 NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, int n_tokens, float *out, int *chunk) {
     return neo__stream_back(L, q, n_tokens, out, 0, chunk);
+}
+
+/* L's host heads as an attend that the device reads in place over the bus. */
+NEO_ATTN__PRIVATE void neo__host_in_place(const neo_layer *L, neo__attn_args *a) {
+    a->k = L->k_host, a->v = L->v_host, a->kv_h0 = a->h0 = L->gpu_heads, a->h1 = L->n_head_kv;
+    a->kv_host = 1;
+}
+
+/* 1 when an OFF call of L reads its host heads in place (neo__attend_in_place): a decode whose
+   host heads' valid cells hold at most NEO_ATTN_IN_PLACE_BYTES, at the shape whose device kernel
+   reads host memory at near the copy engine's rate (head_dim 128, f16 or bf16), with a GQA
+   group of at most 8, one query tile of that kernel, so that each host row crosses the bus
+   once. There the copies' fixed costs, and the streamed attend that waits for them, outweigh
+   what the copy engine's rate would save (docs/BENCHMARKS.md, "Reading the host heads in
+   place"). */
+NEO_ATTN__PRIVATE int neo__in_place(const neo_layer *L, int n_tokens) {
+    size_t cell = (size_t)(L->n_head_kv - L->gpu_heads) * (size_t)(L->head_dim + L->head_dim_v) * neo__type_size(L->kv_type);
+    return n_tokens == 1 && L->kv_type != NEO_TYPE_F32 && L->head_dim == 128 && L->head_dim_v == 128 &&
+           L->group <= 8 && (size_t)L->len * cell <= (size_t)NEO_ATTN_IN_PLACE_BYTES;
+}
+
+/* OFF's short form: the device attends the host heads where they are, on COPY, beside its own
+   heads on MAIN, and MAIN then waits for them. Both read only q, ready at START, and each writes
+   its own heads' rows of out. */
+NEO_ATTN__PRIVATE neo_status neo__attend_in_place(neo_layer *L, const float *q, float *out) {
+    neo_runtime   *rt = L->rt;
+    void          *S = rt->dev_state;
+    neo__attn_args a;
+    int            s;
+    if ((s = rt->mem.record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK || (s = rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
+        return (neo_status)s;
+    neo__layer_args(L, &a, q, 1, out, 1);
+    neo__host_in_place(L, &a);
+    if ((s = rt->attn.attend(S, &a, NEO__STREAM_COPY)) != NEO_OK || (s = rt->mem.record(S, NEO__EV_HOST, NEO__STREAM_COPY)) != NEO_OK)
+        return (neo_status)s;
+    neo__layer_args(L, &a, q, 1, out, 1);
+    a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
+    if ((s = neo__gpu_half(rt, &a)) != NEO_OK) return (neo_status)s;
+    return (neo_status)rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_HOST);
 }
 
 /* Both halves at once, with no host call between the device and the CPU half. The pool gets
@@ -4596,7 +4651,7 @@ NEO_ATTN__PRIVATE neo_status neo__bell_new(neo_layer *L, neo__bells *B, float sh
 NEO_ATTN__PRIVATE neo_status neo__rung_hybrid(neo_layer *L, const float *q, const neo__bell *b) {
     neo__attn_args a;
     neo__layer_args(L, &a, q, 1, NULL, 1);
-    a.k = L->k_host, a.v = L->v_host, a.kv_h0 = a.h0 = L->gpu_heads, a.h1 = L->n_head_kv;
+    neo__host_in_place(L, &a);
     a.state = b->d_st;
     a.cut_share = b->share;
     return (neo_status)L->rt->attn.attend(L->rt->dev_state, &a, NEO__STREAM_MAIN);
@@ -4683,7 +4738,7 @@ NEO_ATTN__PRIVATE neo_status neo__attend_captured(neo_layer *L, const float *q, 
     neo__layer_args(L, &a, q, n_tokens, out, 1);
     a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
     if ((s = neo__gpu_half(rt, &a)) != NEO_OK || L->gpu_heads == L->n_head_kv) return s;
-    a.k = L->k_host, a.v = L->v_host, a.kv_h0 = a.h0 = L->gpu_heads, a.h1 = L->n_head_kv;
+    neo__host_in_place(L, &a);
     return (neo_status)rt->attn.attend(rt->dev_state, &a, NEO__STREAM_MAIN);
 }
 
@@ -4710,6 +4765,7 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
         p = cut > 0 ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
     }
     if (p == NEO_PIPELINE_ON) return neo__attend_both(L, q, n_tokens, out, 0);
+    if (neo__in_place(L, n_tokens)) return neo__attend_in_place(L, q, out);
     /* the host rows depend only on earlier work on MAIN, so their copies start before the GPU half */
     if ((s = (neo_status)rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
         (s = (neo_status)rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
@@ -5257,7 +5313,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_capture(neo_layer *const *layers, int n,
         a->k = L->k_dev, a->v = L->v_dev, a->h1 = L->gpu_heads;
         if (L->gpu_heads < L->n_head_kv) { /* the host heads, after the device ones if any */
             if (L->gpu_heads) a[1] = a[0], a++, m++;
-            a->k = L->k_host, a->v = L->v_host, a->kv_h0 = a->h0 = L->gpu_heads, a->h1 = L->n_head_kv;
+            neo__host_in_place(L, a);
         }
         m++;
     }

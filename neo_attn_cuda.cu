@@ -2652,15 +2652,17 @@ static void neo__mma_shape(int dc, int narrow, int *threads, size_t *smem) {
 /* The tensor-core kernel's block shape. Wide (one block an SM, the rings of 12 warps) unless its
    shared memory does not fit the device (head_dim 128 and 256 below sm_90, 192 KB) or, for
    head_dim 128, from NEO__CU_MMA_NARROW_CELLS cells a KV head, where two narrow blocks an SM keep
-   every SM busy and one block's epilogue runs under the other's loads. Head_dim 64 has the wide
-   shape only (96 KB, which every sm_80+ GPU can give a block). */
-static int neo__plan_mma_narrow(int dc, int ncells, size_t smem_optin) {
+   every SM busy and one block's epilogue runs under the other's loads, or when K and V are host
+   memory read over the bus (kv_host), which narrow blocks read at about twice the wide ones' rate
+   whatever the split count (docs/BENCHMARKS.md, "Reading the host heads in place"). Head_dim 64
+   has the wide shape only (96 KB, which every sm_80+ GPU can give a block). */
+static int neo__plan_mma_narrow(int dc, int ncells, int kv_host, size_t smem_optin) {
     int    threads;
     size_t wide;
     neo__mma_shape(dc, 0, &threads, &wide);
     if (dc == 0) return 0;
     if (wide + NEO__CU_MMA_STATIC_SMEM > smem_optin) return 1;
-    return dc == 1 && ncells >= NEO__CU_MMA_NARROW_CELLS;
+    return dc == 1 && (kv_host || ncells >= NEO__CU_MMA_NARROW_CELLS);
 }
 
 /* The kernel and block shape for an attend of nq queries a KV head over ncells cells. f16 / bf16
@@ -2681,7 +2683,7 @@ static int neo__plan_kernel(const neo__attn_args *a, int nq, int ncells, size_t 
     pl->ZC = 1;
     if (pl->kernel == NEO__KER_MMA) {
         pl->dc = dc;
-        pl->shape = f->shape >= 0 ? f->shape : neo__plan_mma_narrow(dc, ncells, smem_optin);
+        pl->shape = f->shape >= 0 ? f->shape : neo__plan_mma_narrow(dc, ncells, a->kv_host, smem_optin);
         if (pl->shape < 0 || pl->shape > 1 || (pl->shape && dc == 0)) return NEO_ERR_UNSUPPORTED;
         neo__mma_shape(dc, pl->shape, &pl->threads, &pl->smem);
         if (pl->smem + NEO__CU_MMA_STATIC_SMEM > smem_optin) return NEO_ERR_UNSUPPORTED; /* (forced wide) */

@@ -3,8 +3,11 @@
    (scalar, AVX2, AVX-512, AMX where the CPU has them) and thread count; outputs bitwise identical
    across thread counts for one path. Inputs come from a seeded xorshift: the seed is printed,
    NEO_TEST_SEED=N repeats a run. Split layers (GPU heads + host heads, every pipeline) run on the
-   header's stand-in GPU, with small stream-back chunks so that they take many. */
+   header's stand-in GPU, with small stream-back chunks so that they take many, and a small bound
+   on the OFF decodes that read their host heads in place, so that a layer's first decodes read
+   them in place and its later ones stream them back. */
 #define NEO_ATTN_STAGE_BYTES 8192u
+#define NEO_ATTN_IN_PLACE_BYTES 16384u
 /* every task the AMX tile path can take goes through it here, however few its queries (the
    library sends tasks of fewer than NEO__TILE_MIN_QUERIES to the AVX-512 kernels, tested as the
    avx512 path) */
@@ -1147,6 +1150,28 @@ static void test_split(void) {
     }
 }
 
+/* OFF decodes at head_dim 128 (f16, bf16) read their host heads in place while the heads' valid
+   cells hold at most NEO_ATTN_IN_PLACE_BYTES (16 KB here: 32 cells of one f16 head, 10 of three),
+   and stream them back past that; the same layer's decodes and prefills on both sides of the
+   bound, and a GQA group over 8, whose decodes always stream. */
+static void test_in_place(void) {
+    static const int gh[3] = {3, 1, 2}, nh[3] = {16, 32, 40};
+    for (int i = 0; i < 3; i++) {
+        tcase c;
+        char name[96];
+        neo_layer_desc d = shape(nh[i], 4, 128, 0, 96, (neo_type)(i % 2));
+        d.gpu_heads = gh[i], d.pipeline = NEO_PIPELINE_OFF;
+        snprintf(name, sizeof name, "in place: %d of 4 KV heads on the host, group %d, kv_type %d", 4 - gh[i], nh[i] / 4, i % 2);
+        if (tc_open(&c, &d, 2, name)) {
+            tc_append(&c, 1), tc_both(&c, 1);
+            tc_append(&c, 8), tc_both(&c, 3);
+            tc_append(&c, 24), tc_both(&c, 2);
+            tc_append(&c, 40), tc_both(&c, 5);
+        }
+        tc_close(&c);
+    }
+}
+
 /* The stream-back chunks are the runtime's, shared by its split layers: a layer made after a
    larger one must leave them large enough for it (both chunks; under ASan an overflow shows). */
 static void test_stage_shared(void) {
@@ -1896,6 +1921,7 @@ int main(void) {
     timed("split layers", test_split);
     timed("hybrid", test_hybrid);
     timed("shared stage chunks", test_stage_shared);
+    timed("in place", test_in_place);
     timed("non-finite", test_nonfinite);
     timed("int range", test_int_range);
 #if NEO_TEST_CUDA
