@@ -56,6 +56,7 @@ help:
 	@echo "make install          the header, neo_attn_cuda.cu and mini-chat under PREFIX ($(PREFIX)), DESTDIR"
 	@echo "make cuda-build       the CUDA programs (needs nvcc); test-cuda-ops, test-cuda, gpu-check need a GPU"
 	@echo "make bench-gpu        build/bench, the GPU benchmark"
+	@echo "make build/in-place   how fast the GPU reads a split layer's host heads in place, by block shape"
 	@echo "make clean            remove build/"
 
 # the build folders, made once (a stamp, so that a build/ made by hand gets its subfolders too)
@@ -314,7 +315,7 @@ $(B)/cuda/mini-chat: examples/mini-chat/mini_chat.c $(HDR) $(B)/neo_attn_cuda.o
 	mkdir -p $(B)/cuda
 	$(CUDA_CC) -DNEO_ATTN_CUDA=1 $< $(B)/neo_attn_cuda.o -o $@ $(CUDA_LIBS) $(LDLIBS)
 
-CUDA_PROGRAMS = $(B)/test_cuda_ops $(B)/cuda/test_ref $(B)/cuda/mini-chat $(B)/bench
+CUDA_PROGRAMS = $(B)/test_cuda_ops $(B)/cuda/test_ref $(B)/cuda/mini-chat $(B)/bench $(B)/in-place
 
 cuda-build:
 	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory $(CUDA_PROGRAMS); \
@@ -346,6 +347,12 @@ $(B)/bench: examples/bench/bench.c examples/bench/bench_util.h $(HDR) $(B)/neo_a
 	  -DNEO_BENCH_COMMIT='"$(BENCH_COMMIT)"' $< $(B)/neo_attn_cuda.o -o $@ -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDA_LIBS) $(LDLIBS)
 
 bench-gpu: $(B)/bench
+
+# how fast the attention kernel reads a split layer's host heads in place over the bus, by block
+# shape and split count (examples/bench/in_place.c; a machine with a CUDA GPU)
+$(B)/in-place: examples/bench/in_place.c examples/bench/bench_util.h $(HDR) $(B)/neo_attn_cuda.o
+	$(CC) $(CSTD) $(CWARN) -O2 -g -I. -isystem $(CUDA_HOME)/include -DNEO_ATTN_CUDA=1 \
+	  $< $(B)/neo_attn_cuda.o -o $@ -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDA_LIBS) $(LDLIBS)
 
 .PHONY: bench-gpu
 
