@@ -56,11 +56,11 @@
        NEO_ATTN_LISTEN_US        2000          how long the listener of captured ON calls spins
                                                after the last one before sleeping (CUDA GRAPHS)
        NEO_ATTN_STAGE_BYTES      16 MiB        stream-back chunk of a split layer (two are allocated)
-       NEO_ATTN_IN_PLACE_BYTES   4 MiB         an OFF decode (head_dim 128, f16 or bf16)
-                                               whose host heads' valid cells hold at most this
-                                               many bytes has the GPU read them in place over the
-                                               bus, beside its own heads, instead of copying them
-                                               (0 = always copy)
+       NEO_ATTN_IN_PLACE_BYTES   4 MiB         an OFF decode (head_dim 128, f16 or bf16, GQA
+                                               group <= 8) whose host heads' valid cells hold at
+                                               most this many bytes has the GPU read them in
+                                               place over the bus, beside its own heads, instead
+                                               of copying them (0 = always copy)
        NEO_ATTN_DECODE_HOOK(e,t,th) nothing    a profiler's probe, called by CPU decode task t on
                                                thread th: e = 0 it starts, 1 its chunk is attended,
                                                2 it has finished its head's merge (probe_cpu.c)
@@ -183,10 +183,10 @@
    layer attends in one of these ways:
      NEO_PIPELINE_OFF   stream-back: the host heads' valid cells are copied to the GPU in
                         double-buffered chunks of NEO_ATTN_STAGE_BYTES and attended there. A
-                        single decode whose host cells are few (NEO_ATTN_IN_PLACE_BYTES,
-                        head_dim 128) has the GPU read them in place over the bus instead,
-                        beside its own heads: the copies' fixed costs would outweigh their
-                        higher rate.
+                        decode whose host cells are few (NEO_ATTN_IN_PLACE_BYTES; head_dim
+                        128, f16 or bf16, a GQA group of at most 8), alone or in a batch, has
+                        the GPU read them in place over the bus instead, beside its own heads:
+                        the copies' fixed costs would outweigh their higher rate.
      NEO_PIPELINE_ON    both halves at once: the pool takes the host heads and waits for their
                         queries, which a kernel on the engine's stream writes into pinned
                         memory and flags; the GPU heads follow on that stream, then a kernel
@@ -511,7 +511,7 @@ typedef struct neo_layer_info {
     size_t       gpu_bytes, host_bytes;     /* KV cache bytes allocated on each side */
     neo_pipeline pipeline;                  /* as configured */
     long long    n_decode;                  /* decode calls so far */
-    long long    n_overlapped;              /* decode calls whose two halves ran concurrently */
+    long long    n_overlapped;              /* decode calls whose two halves ran concurrently (CPU and GPU: ON, HYBRID) */
 } neo_layer_info;
 NEO_ATTN_API neo_status neo_layer_get_info(const neo_layer *layer, neo_layer_info *info);
 
@@ -4228,24 +4228,31 @@ NEO_ATTN__PRIVATE int neo__in_place(const neo_layer *L, int n_tokens) {
            L->group <= 8 && (size_t)L->len * cell <= (size_t)NEO_ATTN_IN_PLACE_BYTES;
 }
 
+/* Queues the attend of L's host heads in place on COPY, into their rows of out (neo__in_place). */
+NEO_ATTN__PRIVATE int neo__in_place_queue(neo_layer *L, const float *q, float *out) {
+    neo__attn_args a;
+    neo__layer_args(L, &a, q, 1, out, 1);
+    neo__host_in_place(L, &a);
+    return L->rt->attn.attend(L->rt->dev_state, &a, NEO__STREAM_COPY);
+}
+
 /* OFF's short form: the device attends the host heads where they are, on COPY, beside its own
-   heads on MAIN, and MAIN then waits for them. Both read only q, ready at START, and each writes
-   its own heads' rows of out. */
+   heads on MAIN, and MAIN then waits for them, also when its own half fails (so that no later
+   work on MAIN runs before they are done with q and out). Both read only q, ready at START, and
+   each writes its own heads' rows of out. */
 NEO_ATTN__PRIVATE neo_status neo__attend_in_place(neo_layer *L, const float *q, float *out) {
     neo_runtime   *rt = L->rt;
     void          *S = rt->dev_state;
     neo__attn_args a;
-    int            s;
-    if ((s = rt->mem.record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK || (s = rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
-        return (neo_status)s;
-    neo__layer_args(L, &a, q, 1, out, 1);
-    neo__host_in_place(L, &a);
-    if ((s = rt->attn.attend(S, &a, NEO__STREAM_COPY)) != NEO_OK || (s = rt->mem.record(S, NEO__EV_HOST, NEO__STREAM_COPY)) != NEO_OK)
+    int            s, w;
+    if ((s = rt->mem.record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK || (s = rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK ||
+        (s = neo__in_place_queue(L, q, out)) != NEO_OK || (s = rt->mem.record(S, NEO__EV_HOST, NEO__STREAM_COPY)) != NEO_OK)
         return (neo_status)s;
     neo__layer_args(L, &a, q, 1, out, 1);
     a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
-    if ((s = neo__gpu_half(rt, &a)) != NEO_OK) return (neo_status)s;
-    return (neo_status)rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_HOST);
+    s = neo__gpu_half(rt, &a);
+    w = rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_HOST);
+    return (neo_status)(s != NEO_OK ? s : w);
 }
 
 /* Both halves at once, with no host call between the device and the CPU half. The pool gets
@@ -5225,16 +5232,10 @@ NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G) {
     return s;
 }
 
-/* The batch's device work: the device halves together, the OFF layers' host heads streamed back
-   through the shared chunks, and last the ON layers' host outputs pulled up. */
-NEO_ATTN__PRIVATE neo_status neo__batch_device(const neo__bgpu *G) {
+/* The batch's work on MAIN (neo__batch_device): the device halves, the stream-backs, the pulls. */
+NEO_ATTN__PRIVATE int neo__batch_device_main(const neo__bgpu *G, neo__batch *B) {
     neo_runtime *rt = G->layers[0]->rt;
-    neo__batch  *B = rt->batch;
     int          m = 0, chunk = 0, s = NEO_OK;
-    /* the OFF layers' host rows depend only on earlier work on MAIN: their copies start now */
-    if (G->n_off && ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
-                     (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK))
-        return (neo_status)s;
     for (int i = 0; i < G->n; i++) {
         neo_layer *L = G->layers[i];
         if (B->mode[i] == NEO__BATCH_SINGLE || L->gpu_heads == 0) continue;
@@ -5243,12 +5244,36 @@ NEO_ATTN__PRIVATE neo_status neo__batch_device(const neo__bgpu *G) {
         B->dev[m].v = L->v_dev;
         B->dev[m++].h1 = L->gpu_heads;
     }
-    if (m && (s = neo__batch_launch(rt, B, m)) != NEO_OK) return (neo_status)s;
+    if (m && (s = neo__batch_launch(rt, B, m)) != NEO_OK) return s;
     for (int i = 0; i < G->n && s == NEO_OK; i++)
-        if (B->mode[i] == NEO__BATCH_OFF)
+        if (B->mode[i] == NEO__BATCH_OFF && !neo__in_place(G->layers[i], 1))
             s = neo__attend_streamed(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, neo__batch_out(G->layers[i], G->out, i), &chunk);
     if (s == NEO_OK && G->n_on) s = neo__batch_pull(G);
-    return (neo_status)s;
+    return s;
+}
+
+/* The batch's device work: the host heads of the OFF layers that a single decode reads in place
+   (neo__in_place) attended so on COPY, then the work on MAIN (neo__batch_device_main), which then
+   waits for them, as a single decode does. */
+NEO_ATTN__PRIVATE neo_status neo__batch_device(const neo__bgpu *G) {
+    neo_runtime *rt = G->layers[0]->rt;
+    neo__batch  *B = rt->batch;
+    int          s = NEO_OK, in_place = 0, w;
+    /* the OFF layers' host rows depend only on earlier work on MAIN: their reads start now */
+    if (G->n_off && ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+                     (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK))
+        return (neo_status)s;
+    for (int i = 0; i < G->n && s == NEO_OK; i++)
+        if (B->mode[i] == NEO__BATCH_OFF && neo__in_place(G->layers[i], 1)) {
+            s = neo__in_place_queue(G->layers[i], neo__batch_q(G->layers[i], G->q, i), neo__batch_out(G->layers[i], G->out, i));
+            in_place = 1;
+        }
+    if (in_place && (s != NEO_OK || (s = rt->mem.record(rt->dev_state, NEO__EV_HOST, NEO__STREAM_COPY)) != NEO_OK))
+        return (neo_status)s;
+    s = neo__batch_device_main(G, B);
+    if (!in_place) return (neo_status)s;
+    w = rt->mem.wait(rt->dev_state, NEO__STREAM_MAIN, NEO__EV_HOST);
+    return (neo_status)(s != NEO_OK ? s : w);
 }
 
 /* A GPU runtime's batch. As in a single ON call, a device whose launches return at once gets all

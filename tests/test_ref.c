@@ -1150,26 +1150,65 @@ static void test_split(void) {
     }
 }
 
+/* A batch of three OFF layers at head_dim 128 on the stand-in, two of which read their host
+   heads in place (8 and 20 cells of one f16 head) and one streams them back (40 cells), equals
+   single calls bit for bit. */
+static void in_place_batch(neo_runtime *rt) {
+    enum { NB = 3, NH = 16, HD = 128 };
+    static const int lens[NB] = {8, 40, 20};
+    neo_layer *a[NB] = {0}, *b[NB] = {0};
+    float k[4 * HD], v[4 * HD], q[NB * NH * HD], oa[NB * NH * HD], ob[NB * NH * HD];
+    neo_layer_desc d = shape(NH, 4, HD, 0, 64, NEO_TYPE_F16);
+    d.gpu_heads = 3, d.pipeline = NEO_PIPELINE_OFF;
+    check_context("in place: a batch against single calls");
+    for (int i = 0; i < NB; i++) {
+        if (!CHECK_STATUS(neo_layer_create(rt, &d, &a[i]), NEO_OK) || !CHECK_STATUS(neo_layer_create(rt, &d, &b[i]), NEO_OK)) goto done;
+        for (int t = 0; t < lens[i]; t++) {
+            rng_fill(k, 4 * HD, -2.0f, 2.0f), rng_fill(v, 4 * HD, -2.0f, 2.0f);
+            CHECK_STATUS(neo_attn_append(a[i], k, v, 1), NEO_OK);
+            CHECK_STATUS(neo_attn_append(b[i], k, v, 1), NEO_OK);
+        }
+    }
+    rng_fill(q, NB * NH * HD, -2.0f, 2.0f);
+    for (int e = 0; e < NB * NH * HD; e++) oa[e] = ob[e] = u2f(0x7FC0DEADu); /* a missed write stays NaN */
+    CHECK_STATUS(neo_attn_decode_batch(a, NB, q, oa), NEO_OK);
+    for (int i = 0; i < NB; i++) CHECK_STATUS(neo_attn_decode(b[i], q + i * NH * HD, ob + i * NH * HD), NEO_OK);
+    CHECK_STATUS(neo_runtime_sync(rt), NEO_OK);
+    CHECK(memcmp(oa, ob, sizeof oa) == 0);
+    for (int e = 0; e < NB * NH * HD; e++)
+        if (!CHECK(isfinite(oa[e]))) break;
+done:
+    for (int i = 0; i < NB; i++) neo_layer_destroy(a[i]), neo_layer_destroy(b[i]);
+}
+
 /* OFF decodes at head_dim 128 (f16, bf16) read their host heads in place while the heads' valid
    cells hold at most NEO_ATTN_IN_PLACE_BYTES (16 KB here: 32 cells of one f16 head, 10 of three),
    and stream them back past that; the same layer's decodes and prefills on both sides of the
-   bound, and a GQA group over 8, whose decodes always stream. */
+   bound: every head on the host (no device half beside), sinks, ALiBi and a soft cap, AUTO
+   (whose OFF probes read in place), and a GQA group over 8, whose decodes always stream. Then a
+   batch of such layers against single calls. */
 static void test_in_place(void) {
-    static const int gh[3] = {3, 1, 2}, nh[3] = {16, 32, 40};
-    for (int i = 0; i < 3; i++) {
+    static const int gh[5] = {3, 1, 2, NEO_GPU_HEADS_NONE, 3}, nh[5] = {16, 32, 40, 16, 16};
+    for (int i = 0; i < 5; i++) {
         tcase c;
         char name[96];
+        float sinks[40];
         neo_layer_desc d = shape(nh[i], 4, 128, 0, 96, (neo_type)(i % 2));
-        d.gpu_heads = gh[i], d.pipeline = NEO_PIPELINE_OFF;
-        snprintf(name, sizeof name, "in place: %d of 4 KV heads on the host, group %d, kv_type %d", 4 - gh[i], nh[i] / 4, i % 2);
+        d.gpu_heads = gh[i], d.pipeline = i == 4 ? NEO_PIPELINE_AUTO : NEO_PIPELINE_OFF;
+        if (i == 1) set_sinks(sinks, nh[i]), d.sinks = sinks, d.max_alibi_bias = 1.0f, d.softcap = 3.0f;
+        snprintf(name, sizeof name, "in place: gpu_heads %d of 4, group %d, kv_type %d%s", gh[i], nh[i] / 4, i % 2,
+                 i == 4 ? ", AUTO" : "");
         if (tc_open(&c, &d, 2, name)) {
             tc_append(&c, 1), tc_both(&c, 1);
             tc_append(&c, 8), tc_both(&c, 3);
+            for (int r = 0; r < 7 && i == 4; r++) tc_query(&c, 0); /* AUTO's probes */
             tc_append(&c, 24), tc_both(&c, 2);
             tc_append(&c, 40), tc_both(&c, 5);
         }
         tc_close(&c);
     }
+    for (int t = 1; t <= 3; t += 2)
+        if (rts_gpu[t]) in_place_batch(rts_gpu[t]);
 }
 
 /* The stream-back chunks are the runtime's, shared by its split layers: a layer made after a
