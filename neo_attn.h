@@ -212,15 +212,16 @@
                         timing is repeated when the context doubles.
    Which is faster depends on the machine and the shape. OFF copies the host half over PCIe
    while the GPU attends its own heads, then attends it, so its cost is about the copies plus
-   that last attend (a short host half read in place costs about the read alone). ON attends
-   the host half on the CPU while the GPU attends its own, so its cost is the slower of the two
-   plus a fixed handoff a call; the CPU half runs at the host's memory read rate, or at its
-   arithmetic rate where that is lower (large GQA groups at a small head_dim). So ON wins when the host half is large and
-   the CPU reads it faster than PCIe carries it, the two are close when the host half is small
-   (the handoff weighs most), and OFF wins when the CPU half is bound by arithmetic. AUTO
-   measures this on the machine at hand; docs/BENCHMARKS.md has measured figures. HYBRID wins
-   where the host's memory serves the CPU and the copy engine together faster than either alone:
-   with the share right, its host half costs the host bytes over that joint read rate.
+   that last attend (a short host half read in place costs about the read alone). ON attends the
+   host half on the CPU while the GPU attends its own, so its cost is the slower of the two plus
+   a fixed handoff a call; the CPU half runs at the host's memory read rate, or at its
+   arithmetic rate where that is lower (large GQA groups at a small head_dim). So ON wins when
+   the host half is large and the CPU reads it faster than PCIe carries it, the two are close
+   when the host half is small (the handoff weighs most), and OFF wins when the CPU half is
+   bound by arithmetic. AUTO measures this on the machine at hand; docs/BENCHMARKS.md has
+   measured figures. HYBRID wins where the host's memory serves the CPU and the copy engine
+   together faster than either alone: with the share right, its host half costs the host bytes
+   over that joint read rate.
    neo_runtime_desc.gpu_standin = 1 runs the same orchestration on a host stand-in for the GPU
    (host memory, synchronous), which is how the split paths are tested where there is no GPU.
    Many sequences: neo_attn_append_batch and neo_attn_decode_batch take one token for each of n
@@ -5258,7 +5259,7 @@ NEO_ATTN__PRIVATE int neo__batch_device_main(const neo__bgpu *G, neo__batch *B) 
 NEO_ATTN__PRIVATE neo_status neo__batch_device(const neo__bgpu *G) {
     neo_runtime *rt = G->layers[0]->rt;
     neo__batch  *B = rt->batch;
-    int          s = NEO_OK, in_place = 0, w;
+    int          s = NEO_OK, in_place = 0, r, w;
     /* the OFF layers' host rows depend only on earlier work on MAIN: their reads start now */
     if (G->n_off && ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
                      (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK))
@@ -5268,12 +5269,12 @@ NEO_ATTN__PRIVATE neo_status neo__batch_device(const neo__bgpu *G) {
             s = neo__in_place_queue(G->layers[i], neo__batch_q(G->layers[i], G->q, i), neo__batch_out(G->layers[i], G->out, i));
             in_place = 1;
         }
-    if (in_place && (s != NEO_OK || (s = rt->mem.record(rt->dev_state, NEO__EV_HOST, NEO__STREAM_COPY)) != NEO_OK))
-        return (neo_status)s;
-    s = neo__batch_device_main(G, B);
-    if (!in_place) return (neo_status)s;
-    w = rt->mem.wait(rt->dev_state, NEO__STREAM_MAIN, NEO__EV_HOST);
-    return (neo_status)(s != NEO_OK ? s : w);
+    if (!in_place) return (neo_status)neo__batch_device_main(G, B);
+    /* MAIN joins what was queued on COPY whatever failed, as a single decode does */
+    r = rt->mem.record(rt->dev_state, NEO__EV_HOST, NEO__STREAM_COPY);
+    if (s == NEO_OK) s = r != NEO_OK ? r : neo__batch_device_main(G, B);
+    if (r == NEO_OK && (w = rt->mem.wait(rt->dev_state, NEO__STREAM_MAIN, NEO__EV_HOST)) != NEO_OK && s == NEO_OK) s = w;
+    return (neo_status)s;
 }
 
 /* A GPU runtime's batch. As in a single ON call, a device whose launches return at once gets all
