@@ -2654,8 +2654,8 @@ static void neo__mma_shape(int dc, int narrow, int *threads, size_t *smem) {
    head_dim 128, from NEO__CU_MMA_NARROW_CELLS cells a KV head, where two narrow blocks an SM keep
    every SM busy and one block's epilogue runs under the other's loads, or when K and V are host
    memory read over the bus (kv_host), which narrow blocks read faster than wide ones whatever the
-   split count (docs/BENCHMARKS.md, "Reading the host heads in place"). Head_dim 64
-   has the wide shape only (96 KB, which every sm_80+ GPU can give a block). */
+   split count (docs/BENCHMARKS.md, "Reading the host heads in place"). Head_dim 64 has the wide
+   shape only (96 KB, which every sm_80+ GPU can give a block). */
 static int neo__plan_mma_narrow(int dc, int ncells, int kv_host, size_t smem_optin) {
     int    threads;
     size_t wide;
