@@ -342,9 +342,13 @@ gpu-check:
 # examples/bench/peers.py (torch SDPA) and plot.py (docs/bench.png) run beside it there.
 BENCH_COMMIT ?= $(shell git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
 
-$(B)/bench: examples/bench/bench.c examples/bench/bench_util.h $(HDR) $(B)/neo_attn_cuda.o
+$(B)/bench: examples/bench/bench.c examples/bench/bench_util.h examples/bench/floors.h $(HDR) $(B)/neo_attn_cuda.o $(B)/floors.o
 	$(CC) $(CSTD) $(CWARN) -O3 -g -I. -isystem $(CUDA_HOME)/include -DNEO_ATTN_CUDA=1 \
-	  -DNEO_BENCH_COMMIT='"$(BENCH_COMMIT)"' $< $(B)/neo_attn_cuda.o -o $@ -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDA_LIBS) $(LDLIBS)
+	  -DNEO_BENCH_COMMIT='"$(BENCH_COMMIT)"' $< $(B)/neo_attn_cuda.o $(B)/floors.o -o $@ -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDA_LIBS) $(LDLIBS)
+
+# the floors of a decode-shaped kernel, which bench's sweep times beside the library's call
+$(B)/floors.o: examples/bench/floors.cu examples/bench/floors.h | $(B)/.dirs
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wall,-Wextra -c $< -o $@
 
 bench-gpu: $(B)/bench
 

@@ -12,8 +12,10 @@
                     sweep (never run by default) times one Llama-3-8B layer's GPU decode at 256-64k cells for
                     every tensor-core block shape and split cap, the planner overridden (its own shape
                     also from a CUDA graph, and from a graph with the splits merged through global
-                    memory), and the floors a call of that size meets (a 4-byte memset, and a copy of
-                    the layer's bytes, back to back); --sweep-ctx N sweeps that one context instead,
+                    memory), and the floors a call of that size meets (a 4-byte memset, a copy of
+                    the layer's bytes, and kernels that do only the call's dataflow, its reads and
+                    the merge of its splits, on its grid: examples/bench/floors.cu; eager and
+                    from a graph, back to back); --sweep-ctx N sweeps that one context instead,
                     --sweep-qwen the Qwen2.5-0.5B layer instead
        --threads    CPU attention threads, in the CPU runtime and in the GPU runtime's pool, and the
                     thread count of the DRAM read ceiling (default: online cores)
@@ -135,6 +137,7 @@
 #define NEO_ATTN_IMPLEMENTATION
 #include "neo_attn.h"
 #include "examples/bench/bench_util.h"
+#include "examples/bench/floors.h"
 
 #include <cuda_runtime_api.h>
 
@@ -889,7 +892,8 @@ static void run_attn(void) {
    back-to-back calls over >= 256 MiB of layers, median): what the planner leaves at each context.
    The planner's shape also from a CUDA graph (the device's time alone), and from a graph with the
    splits merged through global memory (graph-gm) where the planner would merge them in a thread
-   block cluster: what the cluster merge saves. */
+   block cluster: what the cluster merge saves. Then the floors (time_ops): what a memset, a copy
+   and the call's dataflow alone take (sweep_floors). */
 int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
 int neo__cu_test_attend_global(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
 
@@ -944,21 +948,35 @@ static double time_forced(neo_layer **L, int n, int block_shape, int max_splits,
 }
 
 /* The floors a call of that size meets on this GPU, timed as time_forced times the calls (64
-   back to back, events, median of 15): fn(i) enqueues the i-th op. */
-static double time_ops(void (*fn)(neo_layer **, int, int), neo_layer **L, int n) {
-    cudaEvent_t e0, e1;
-    double      t[15];
+   back to back, events, median of 15; eager, or the 64 replayed from a CUDA graph): fn(i)
+   enqueues the i-th op. */
+static double time_ops(void (*fn)(neo_layer **, int, int), neo_layer **L, int n, int graph) {
+    cudaEvent_t     e0, e1;
+    cudaGraphExec_t ge = NULL;
+    double          t[15];
+    if (graph) {
+        cudaGraph_t g;
+        for (int i = 0; i < 64; i++) fn(L, n, i);
+        CU(cudaStreamSynchronize(stream));
+        CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < 64; i++) fn(L, n, i);
+        CU(cudaStreamEndCapture(stream, &g));
+        CU(cudaGraphInstantiate(&ge, g, 0));
+        CU(cudaGraphDestroy(g));
+    }
     CU(cudaEventCreate(&e0));
     CU(cudaEventCreate(&e1));
     for (int r = 0; r < 15; r++) {
         CU(cudaEventRecord(e0, stream));
-        for (int i = 0; i < 64; i++) fn(L, n, r * 64 + i);
+        if (graph) CU(cudaGraphLaunch(ge, stream));
+        for (int i = 0; i < 64 && !graph; i++) fn(L, n, r * 64 + i);
         float ms;
         CU(cudaEventRecord(e1, stream));
         CU(cudaEventSynchronize(e1));
         CU(cudaEventElapsedTime(&ms, e0, e1));
         t[r] = ms * 1e3 / 64;
     }
+    if (ge) CU(cudaGraphExecDestroy(ge));
     CU(cudaEventDestroy(e0));
     CU(cudaEventDestroy(e1));
     return median(t, 15);
@@ -971,11 +989,45 @@ static void   op_copy(neo_layer **L, int n, int i) {
 }
 /* the smallest op there is: 4 bytes set */
 static void op_set(neo_layer **L, int n, int i) { CU(cudaMemsetAsync(L[i % n]->v_dev, 0, 4, stream)); }
+/* a kernel of the call's dataflow (examples/bench/floors.cu): floor_kind over the layer's bytes */
+static int  floor_kind;
+static void op_floor(neo_layer **L, int n, int i) {
+    neo_layer   *l = L[i % n];
+    const size_t hs = (size_t)l->n_ctx * (size_t)l->head_dim;
+    if (bench_floor(floor_kind, l->k_dev, l->v_dev, hs, hs, stream) != 0) CU(cudaGetLastError()), die("bench_floor", "launch refused");
+}
+/* the floors of the call's dataflow, eager and from a graph: read; read and merge through global
+   memory; in a cluster; with atomic adds */
+static void sweep_floors(const shape *SH, long ctx, neo_layer **L, int n) {
+    static const char *names[BENCH_FLOOR_KINDS] = {"read", "read + global merge", "read + cluster merge", "read + atomic adds"};
+    /* plain loads in small blocks; the same blocks holding the wide block's 192 KB; bulk copies */
+    static const char *ways[3] = {"", ", each holding 192 KB of shared memory", ", read by bulk copies into shared memory"};
+    for (int way = 0; way < 3; way++) {
+        const int S = bench_floor_setup(SH->n_kv, (int)ctx, SH->d, SH->n_head / SH->n_kv, way == 1 ? 192 * 1024 : 0, way == 2);
+        if (S < 1) {
+            printf("# floors of the dataflow%s: not for this shape or GPU\n", ways[way]);
+            continue;
+        }
+        if ((ctx + S - 1) / S * SH->d > 256 * 128) { /* read in rounds: no floor */
+            printf("# floors of the dataflow: only for splits of at most 256 cells of head_dim 128\n");
+            break;
+        }
+        printf("# floors of the dataflow (%d x %d blocks of 512 threads, programmatic launches%s), us eager / from a graph:", SH->n_kv,
+               S, ways[way]);
+        for (floor_kind = 0; floor_kind < BENCH_FLOOR_KINDS; floor_kind++) {
+            if (!bench_floor_has(floor_kind)) printf("%s %s -", floor_kind ? ";" : "", names[floor_kind]);
+            else printf("%s %s %.2f / %.2f", floor_kind ? ";" : "", names[floor_kind], time_ops(op_floor, L, n, 0), time_ops(op_floor, L, n, 1));
+            fflush(stdout);
+        }
+        printf("\n");
+    }
+    bench_floor_release();
+}
 
 static void run_sweep(void) {
     const shape *SH = opt.sweep_qwen ? &QWEN : &LLAMA;
     const long ctxs[5] = {256, 1024, 4096, 16384, 65536}; /* 256: the fixed cost alone */
-    const int  caps[12] = {0, 2, 4, 6, 8, 12, 16, 20, 24, 32, 48, 64};
+    const int  caps[14] = {0, 2, 4, 6, 8, 12, 14, 15, 16, 20, 24, 32, 48, 64};
     for (int ci = 0; ci < 5; ci++) {
         long           ctx = opt.sweep_ctx ? opt.sweep_ctx : ctxs[ci];
         double         gb = (double)kv_layer_bytes(SH, ctx);
@@ -990,13 +1042,13 @@ static void run_sweep(void) {
         printf("# sweep %s %ld: bound %.2f us (HBM copy rate); us by split cap (0 = the planner's count)\n", SH->name, ctx,
                gb / (C.hbm * 1e9) * 1e6);
         printf("# %-8s", "shape");
-        for (int k = 0; k < 12; k++) printf(" %6d", caps[k]);
+        for (int k = 0; k < 14; k++) printf(" %6d", caps[k]);
         printf("\n");
         for (int row = 0; row < 5; row++) { /* the planner's shape eager, from a graph, with the global merge; wide; narrow */
             static const char *names[5] = {"planner", "graph", "graph-gm", "wide", "narrow"};
             const int          shp = row < 3 ? -1 : row - 3, graph = row == 1 || row == 2;
             printf("# %-8s", names[row]);
-            for (int k = 0; k < 12; k++) printf(" %6.2f", time_forced(L, n, shp, caps[k], graph, row == 2));
+            for (int k = 0; k < 14; k++) printf(" %6.2f", time_forced(L, n, shp, caps[k], graph, row == 2));
             printf("\n");
             fflush(stdout);
         }
@@ -1004,7 +1056,8 @@ static void run_sweep(void) {
         sweep_k_bytes = kv_layer_bytes(SH, ctx) / 2;
         printf("# floors, back to back: a 4-byte memset %.2f us; the layer's K copied over its V (its bytes, half read and half "
                "written) %.2f us\n",
-               time_ops(op_set, L, n), time_ops(op_copy, L, n));
+               time_ops(op_set, L, n, 0), time_ops(op_copy, L, n, 0));
+        sweep_floors(SH, ctx, L, n);
         for (int i = 0; i < n; i++) neo_layer_destroy(L[i]);
         free(L);
         if (opt.sweep_ctx) break;
