@@ -4,9 +4,9 @@
    A decode attention call over a layer's device KV must read every byte, and because one KV head
    is spread over many SMs to read it at the GPU's rate, it must also combine what the SMs found:
    the softmax of a query needs every cell's score. These kernels do that dataflow and nothing
-   else, on the same grid as the library's call (n_kv heads x S splits, the cells of a split
-   contiguous), so their times are what any such kernel meets, and the library's call is held to
-   them in the same run:
+   else, on a grid of n_kv heads x S splits (the cells of a split contiguous; for a Llama-3-8B
+   layer at 4k the library's own grid, 8 x 16), so that the library's call can be set beside what
+   this much work takes with no arithmetic, in the same run:
 
      read           each block reads its split's K and V rows and folds them into one partial of
                     the query group's outputs (G x d floats); the partials are written, not combined
@@ -20,15 +20,19 @@
                     float atomics: no block waits for another, the cheapest combine there is and
                     one a deterministic library cannot use (the sum's order follows the arrivals)
 
-   Every kernel is launched as a programmatic dependent on sm_90 (as the library's are): it asks
-   for its bytes at once, lets the next launch begin, and waits for the previous grid only before
-   its first write. Their registers and shared memory are small, so the next call's blocks can
-   share an SM with this call's; with smem (bench_floor_setup) each block also holds that much
-   dynamic shared memory, unused, so that a block keeps its SM to itself until it exits, as the
-   library's wide block (192 KB of rings) does. Each thread asks for all of its bytes at once when
-   a split holds at most 256 cells of head_dim 128 (16 loads a thread); longer splits read in
-   rounds and are no floor. K, V: [n_kv][kstride elements] of f16 or bf16 (2 bytes), head h's cells at
-   h * kstride, cell c at c * d. */
+   Two readers. Plain 16-byte loads, 2 FL_UNROLL a thread a round (all of a split's bytes in one
+   round when it holds at most 256 cells of head_dim 128; longer splits read in rounds and are no
+   floor): the compiler keeps the kernels in about 30 registers, so only a few of a thread's loads
+   are in flight at a time, and a block lets the next launch begin once its reads have returned;
+   its blocks are small enough that the next call's can share the SM, or with smem
+   (bench_floor_setup) each block also holds that much dynamic shared memory, unused, so that it
+   keeps its SM to itself until it exits, as the library's wide block (192 KB of rings) does. Or
+   bulk copies of 16-cell tiles into shared memory, the library's way, all issued at once, the
+   next launch let in right after: the tiles hold the split's bytes (128 KB a block for 256 cells
+   of head_dim 128: one block an SM too). Every kernel is launched as a programmatic dependent on
+   sm_90 (as the library's are) and waits for the previous grid only before its first write.
+   K, V: [n_kv][kstride elements] of f16 or bf16 (2 bytes), head h's cells at h * kstride, cell c
+   at c * d. */
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -61,7 +65,7 @@ __device__ __forceinline__ void fl_pdl_wait() {
 
 /* The split's K and V rows read and folded into one word a thread; thread t < g * d then holds
    the partial's element t (a finite float) and a made-up (m, l) of its query. Plain: FL_UNROLL
-   16-byte loads of K and of V in flight a thread at a time. BULK (sm_90): bulk copies of 16-cell
+   16-byte loads of K and of V a thread a round. BULK (sm_90): bulk copies of 16-cell
    tiles into dynamic shared memory, all issued at once on one barrier, as the library's kernel
    reads (its rings hold the split's tiles at the contexts these floors are for). */
 template <bool BULK> __device__ __forceinline__ float fl_read(const fl_args &a, float *ml) {
@@ -216,8 +220,8 @@ int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int bulk) {
     if (bulk && fl_major < 9) return -1;
     fl_bulk = bulk;
     fl_a.ctx = ctx, fl_a.d = d, fl_a.g = g;
-    /* the library's grid for such a call: S splits a head, so that n_kv x S blocks fill the SMs
-       once, none shorter than one 16-cell tile a warp of 16 warps */
+    /* S splits a head: n_kv x S blocks at most one an SM, none shorter than 256 cells (one
+       16-cell tile a warp of 16 warps), so fewer than the SMs at short contexts */
     fl_a.S = fl_sm / n_kv > 0 ? fl_sm / n_kv : 1;
     if (fl_a.S > (ctx + 255) / 256) fl_a.S = (ctx + 255) / 256;
     fl_a.chunk = (ctx + fl_a.S - 1) / fl_a.S;
