@@ -2,7 +2,8 @@
    (rounded to kv_type) K/V: ||out - ref||_2 / ||ref||_2 < 1e-4 for every call, every CPU path
    (scalar, AVX2, AVX-512, AMX where the CPU has them) and thread count; outputs bitwise identical
    across thread counts for one path. Inputs come from a seeded xorshift: the seed is printed,
-   NEO_TEST_SEED=N repeats a run. Split layers (GPU heads + host heads, every pipeline) run on the
+   NEO_TEST_SEED=N repeats a run; NEO_TEST_ONLY="in place" (a group's name as the run prints it)
+   runs that group alone, NEO_TEST_ONLY_SPLIT=N the split and hybrid groups N times. Split layers (GPU heads + host heads, every pipeline) run on the
    header's stand-in GPU, with small stream-back chunks so that they take many, and a small bound
    on the OFF decodes that read their host heads in place, so that a layer's first decodes read
    them in place and its later ones stream them back. */
