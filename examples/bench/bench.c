@@ -909,47 +909,9 @@ static int forced_call(neo_layer *l, int block_shape, int max_splits, int global
     return s == NEO_OK ? 0 : -1;
 }
 
-/* us a call: 64 forced attends over L back to back, timed with events, median of 15; graph: the
-   64 captured once (after an eager pass that sizes the buffers) and the graph replayed, so that
-   no host launch cost is in the time */
-static double time_forced(neo_layer **L, int n, int block_shape, int max_splits, int graph, int global) {
-    cudaEvent_t     e0, e1;
-    cudaGraphExec_t ge = NULL;
-    double          t[15];
-    int             bad = 0;
-    if (graph) {
-        cudaGraph_t g;
-        for (int i = 0; i < 64 && !bad; i++) bad = forced_call(L[i % n], block_shape, max_splits, global);
-        CU(cudaStreamSynchronize(stream));
-        if (bad) return NAN;
-        CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-        for (int i = 0; i < 64 && !bad; i++) bad = forced_call(L[i % n], block_shape, max_splits, global);
-        CU(cudaStreamEndCapture(stream, &g));
-        if (!bad) CU(cudaGraphInstantiate(&ge, g, 0));
-        CU(cudaGraphDestroy(g));
-        if (bad) return NAN;
-    }
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
-    for (int r = 0; r < 15 && !bad; r++) {
-        float ms;
-        CU(cudaEventRecord(e0, stream));
-        if (graph) CU(cudaGraphLaunch(ge, stream));
-        for (int i = 0; i < 64 && !graph && !bad; i++) bad = forced_call(L[(r * 64 + i) % n], block_shape, max_splits, global);
-        CU(cudaEventRecord(e1, stream));
-        CU(cudaEventSynchronize(e1));
-        CU(cudaEventElapsedTime(&ms, e0, e1));
-        t[r] = ms * 1e3 / 64;
-    }
-    if (ge) CU(cudaGraphExecDestroy(ge));
-    CU(cudaEventDestroy(e0));
-    CU(cudaEventDestroy(e1));
-    return bad ? NAN : median(t, 15);
-}
-
-/* The floors a call of that size meets on this GPU, timed as time_forced times the calls (64
-   back to back, events, median of 15; eager, or the 64 replayed from a CUDA graph): fn(i)
-   enqueues the i-th op. */
+/* us an op: 64 back to back over L, timed with events, median of 15; graph: the 64 captured once
+   (after an eager pass that sizes the buffers) and the graph replayed, so that no host launch cost
+   is in the time. fn(L, n, i) enqueues the i-th op. */
 static double time_ops(void (*fn)(neo_layer **, int, int), neo_layer **L, int n, int graph) {
     cudaEvent_t     e0, e1;
     cudaGraphExec_t ge = NULL;
@@ -981,7 +943,21 @@ static double time_ops(void (*fn)(neo_layer **, int, int), neo_layer **L, int n,
     CU(cudaEventDestroy(e1));
     return median(t, 15);
 }
-/* the layer's K copied over its V: the call's bytes moved, half read and half written */
+
+/* us a call of forced attends (time_ops); NAN when the forced plan cannot serve the layers, whose
+   calls are then skipped */
+static int  forced_shape, forced_cap, forced_global, forced_bad;
+static void op_forced(neo_layer **L, int n, int i) {
+    if (!forced_bad) forced_bad = forced_call(L[i % n], forced_shape, forced_cap, forced_global);
+}
+static double time_forced(neo_layer **L, int n, int block_shape, int max_splits, int graph, int global) {
+    forced_shape = block_shape, forced_cap = max_splits, forced_global = global, forced_bad = 0;
+    const double t = time_ops(op_forced, L, n, graph);
+    return forced_bad ? NAN : t;
+}
+
+/* The floors a call of that size meets on this GPU, timed as the calls are (time_ops). The
+   layer's K copied over its V: the call's bytes moved, half read and half written. */
 static size_t sweep_k_bytes; /* one layer's K */
 static void   op_copy(neo_layer **L, int n, int i) {
     neo_layer *l = L[i % n];
