@@ -976,10 +976,13 @@ static void op_floor(neo_layer **L, int n, int i) {
    memory; in a cluster; with atomic adds */
 static void sweep_floors(const shape *SH, long ctx, neo_layer **L, int n) {
     static const char *names[BENCH_FLOOR_KINDS] = {"read", "read + global merge", "read + cluster merge", "read + atomic adds"};
-    /* plain loads in small blocks; the same blocks holding the wide block's 192 KB; bulk copies */
-    static const char *ways[3] = {"", ", each holding 192 KB of shared memory", ", read by bulk copies into shared memory"};
-    for (int way = 0; way < 3; way++) {
-        const int S = bench_floor_setup(SH->n_kv, (int)ctx, SH->d, SH->n_head / SH->n_kv, way == 1 ? 192 * 1024 : 0, way == 2);
+    /* plain loads in small blocks; the same blocks holding the wide block's 192 KB; bulk copies;
+       plain loads in 64 registers a thread, two blocks an SM */
+    static const char *ways[4] = {"", ", each holding 192 KB of shared memory", ", read by bulk copies into shared memory",
+                                  ", plain loads in 64 registers, two blocks an SM"};
+    static const int   readers[4] = {BENCH_FLOOR_PLAIN, BENCH_FLOOR_PLAIN, BENCH_FLOOR_BULK, BENCH_FLOOR_PLAIN64};
+    for (int way = 0; way < 4; way++) {
+        const int S = bench_floor_setup(SH->n_kv, (int)ctx, SH->d, SH->n_head / SH->n_kv, way == 1 ? 192 * 1024 : 0, readers[way]);
         if (S < 1) {
             printf("# floors of the dataflow%s: not for this shape or GPU\n", ways[way]);
             continue;

@@ -20,16 +20,18 @@
                     float atomics: no block waits for another, the cheapest combine there is and
                     one a deterministic library cannot use (the sum's order follows the arrivals)
 
-   Two readers. Plain 16-byte loads, 2 FL_UNROLL a thread a round (all of a split's bytes in one
-   round when it holds at most 256 cells of head_dim 128; longer splits read in rounds and are no
-   floor): the compiler keeps the kernels in about 30 registers, so only a few of a thread's loads
-   are in flight at a time, and a block lets the next launch begin once its reads have returned;
-   its blocks are small enough that the next call's can share the SM, or with smem
-   (bench_floor_setup) each block also holds that much dynamic shared memory, unused, so that it
-   keeps its SM to itself until it exits, as the library's wide block (192 KB of rings) does. Or
-   bulk copies of 16-cell tiles into shared memory, the library's way, all issued at once, the
-   next launch let in right after: the tiles hold the split's bytes (128 KB a block for 256 cells
-   of head_dim 128: one block an SM too). Every kernel is launched as a programmatic dependent on
+   Three readers (floors.h). Plain 16-byte loads, 2 FL_UNROLL a thread a round (all of a split's
+   bytes in one round when it holds at most 256 cells of head_dim 128; longer splits read in
+   rounds and are no floor), a block letting the next launch begin once its reads have returned:
+   BENCH_FLOOR_PLAIN leaves the registers to the compiler, which keeps the kernels in about 30, so
+   only a few of a thread's loads are in flight at a time; BENCH_FLOOR_PLAIN64 caps them at 64 a
+   thread, two blocks an SM, and the compiler keeps most of them in flight. Either's blocks are
+   small enough that the next call's can share the SM, or with smem (bench_floor_setup) each
+   block also holds that much dynamic shared memory, unused, so that it keeps its SM to itself
+   until it exits, as the library's wide block (192 KB of rings) does. BENCH_FLOOR_BULK: bulk
+   copies of 16-cell tiles into shared memory, the library's way, all issued at once, the next
+   launch let in right after: the tiles hold the split's bytes (128 KB a block for 256 cells of
+   head_dim 128: one block an SM too). Every kernel is launched as a programmatic dependent on
    sm_90 (as the library's are) and waits for the previous grid only before its first write.
    K, V: [n_kv][kstride elements] of f16 or bf16 (2 bytes), head h's cells at h * kstride, cell c
    at c * d. */
@@ -41,6 +43,9 @@
 
 #define FL_THREADS 512
 #define FL_UNROLL 8
+/* the blocks an SM a reader's kernels are compiled for: BENCH_FLOOR_PLAIN64's two cap them at 64
+   registers a thread; 0 leaves the count to the compiler */
+#define FL_MIN_BLOCKS(R) ((R) == BENCH_FLOOR_PLAIN64 ? 2 : 0)
 
 struct fl_args {
     const uint4 *k, *v;
@@ -65,15 +70,15 @@ __device__ __forceinline__ void fl_pdl_wait() {
 
 /* The split's K and V rows read and folded into one word a thread; thread t < g * d then holds
    the partial's element t (a finite float) and a made-up (m, l) of its query. Plain: FL_UNROLL
-   16-byte loads of K and of V a thread a round. BULK (sm_90): bulk copies of 16-cell
+   16-byte loads of K and of V a thread a round. BENCH_FLOOR_BULK (sm_90): bulk copies of 16-cell
    tiles into dynamic shared memory, all issued at once on one barrier, as the library's kernel
    reads (its rings hold the split's tiles at the contexts these floors are for). */
-template <bool BULK> __device__ __forceinline__ float fl_read(const fl_args &a, float *ml) {
+template <int R> __device__ __forceinline__ float fl_read(const fl_args &a, float *ml) {
     const int    h = blockIdx.x, s = blockIdx.y, c0 = s * a.chunk, c1 = min(a.ctx, c0 + a.chunk);
     const int    n = c1 > c0 ? (c1 - c0) * a.d / 8 : 0; /* uint4s of K (and of V) */
     const uint4 *k = a.k + h * a.kstride + (size_t)c0 * a.d / 8, *v = a.v + h * a.vstride + (size_t)c0 * a.d / 8;
     unsigned     x = 0;
-    if constexpr (BULK) {
+    if constexpr (R == BENCH_FLOOR_BULK) {
 #if __CUDA_ARCH__ >= 900
         extern __shared__ __align__(128) uint4 fl_smem[];
         __shared__ __align__(8) unsigned long long bar;
@@ -122,19 +127,19 @@ template <bool BULK> __device__ __forceinline__ float fl_read(const fl_args &a, 
     return (float)(x & 0xffffu) * 0x1p-16f;
 }
 
-template <bool BULK> __global__ void __launch_bounds__(FL_THREADS) fl_read_kernel(const fl_args a) {
+template <int R> __global__ void __launch_bounds__(FL_THREADS, FL_MIN_BLOCKS(R)) fl_read_kernel(const fl_args a) {
     float      ml[2];
-    const float p = fl_read<BULK>(a, ml);
+    const float p = fl_read<R>(a, ml);
     fl_pdl_wait();
     const int   t = threadIdx.x, gd = a.g * a.d;
     float      *w = a.work + ((size_t)blockIdx.x * a.S + blockIdx.y) * (gd + 2);
     if (t < gd) __stcg(w + t, p);
 }
 
-template <bool BULK> __global__ void __launch_bounds__(FL_THREADS) fl_global_kernel(const fl_args a) {
+template <int R> __global__ void __launch_bounds__(FL_THREADS, FL_MIN_BLOCKS(R)) fl_global_kernel(const fl_args a) {
     __shared__ int last;
     float          ml[2];
-    const float    p = fl_read<BULK>(a, ml);
+    const float    p = fl_read<R>(a, ml);
     fl_pdl_wait();
     const int t = threadIdx.x, gd = a.g * a.d, h = blockIdx.x, S = a.S;
     float    *w0 = a.work + (size_t)h * S * (gd + 2), *w = w0 + (size_t)blockIdx.y * (gd + 2);
@@ -162,12 +167,12 @@ template <bool BULK> __global__ void __launch_bounds__(FL_THREADS) fl_global_ker
     a.out[(size_t)h * gd + t] = acc / L;
 }
 
-template <bool BULK> __global__ void __launch_bounds__(FL_THREADS) fl_cluster_kernel(const fl_args a) {
+template <int R> __global__ void __launch_bounds__(FL_THREADS, FL_MIN_BLOCKS(R)) fl_cluster_kernel(const fl_args a) {
 #if __CUDA_ARCH__ >= 900
     namespace cg = cooperative_groups;
     __shared__ float part[FL_THREADS], sml[2];
     float            ml[2];
-    const float      p = fl_read<BULK>(a, ml);
+    const float      p = fl_read<R>(a, ml);
     const int        t = threadIdx.x, gd = a.g * a.d, S = a.S, r = blockIdx.y;
     cg::cluster_group cl = cg::this_cluster();
     part[t] = p;
@@ -191,9 +196,9 @@ template <bool BULK> __global__ void __launch_bounds__(FL_THREADS) fl_cluster_ke
 #endif
 }
 
-template <bool BULK> __global__ void __launch_bounds__(FL_THREADS) fl_atomic_kernel(const fl_args a) {
+template <int R> __global__ void __launch_bounds__(FL_THREADS, FL_MIN_BLOCKS(R)) fl_atomic_kernel(const fl_args a) {
     float       ml[2];
-    const float p = fl_read<BULK>(a, ml);
+    const float p = fl_read<R>(a, ml);
     fl_pdl_wait();
     const int t = threadIdx.x, gd = a.g * a.d;
     if (t < gd) atomicAdd(a.out + (size_t)blockIdx.x * gd + t, p * ml[1]);
@@ -203,22 +208,20 @@ static fl_args  fl_a;
 static int      fl_sm, fl_major, fl_cluster_ok;
 static unsigned fl_grid_x;
 static size_t   fl_dyn;
-static int      fl_bulk;
-static const void *const fl_fns[2][BENCH_FLOOR_KINDS] = {
-    {(const void *)fl_read_kernel<false>, (const void *)fl_global_kernel<false>, (const void *)fl_cluster_kernel<false>,
-     (const void *)fl_atomic_kernel<false>},
-    {(const void *)fl_read_kernel<true>, (const void *)fl_global_kernel<true>, (const void *)fl_cluster_kernel<true>,
-     (const void *)fl_atomic_kernel<true>}};
+static int      fl_reader;
+#define FL_FNS(R) {(const void *)fl_read_kernel<R>, (const void *)fl_global_kernel<R>, (const void *)fl_cluster_kernel<R>, (const void *)fl_atomic_kernel<R>}
+static const void *const fl_fns[BENCH_FLOOR_READERS][BENCH_FLOOR_KINDS] = {FL_FNS(BENCH_FLOOR_PLAIN), FL_FNS(BENCH_FLOOR_BULK),
+                                                                           FL_FNS(BENCH_FLOOR_PLAIN64)};
 
-int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int bulk) {
+int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader) {
     int dev;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&fl_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&fl_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
         return -1;
     if (g * d > FL_THREADS || d % 8) return -1;
     bench_floor_release();
-    if (bulk && fl_major < 9) return -1;
-    fl_bulk = bulk;
+    if (reader < 0 || reader >= BENCH_FLOOR_READERS || (reader == BENCH_FLOOR_BULK && fl_major < 9)) return -1;
+    fl_reader = reader;
     fl_a.ctx = ctx, fl_a.d = d, fl_a.g = g;
     /* S splits a head: n_kv x S blocks at most one an SM, none shorter than 256 cells (one
        16-cell tile a warp of 16 warps), so fewer than the SMs at short contexts */
@@ -226,14 +229,14 @@ int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int bulk) {
     if (fl_a.S > (ctx + 255) / 256) fl_a.S = (ctx + 255) / 256;
     fl_a.chunk = (ctx + fl_a.S - 1) / fl_a.S;
     /* the bulk reader's tiles; else unused, only holding the SM as the library's rings do */
-    fl_dyn = bulk ? (size_t)fl_a.chunk * d * 2 * 2 : smem;
+    fl_dyn = reader == BENCH_FLOOR_BULK ? (size_t)fl_a.chunk * d * 2 * 2 : smem;
     if (fl_dyn < smem) fl_dyn = smem;
     for (int k = 0; k < BENCH_FLOOR_KINDS; k++)
-        if (cudaFuncSetAttribute(fl_fns[bulk][k], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fl_dyn) != cudaSuccess) return -1;
+        if (cudaFuncSetAttribute(fl_fns[reader][k], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fl_dyn) != cudaSuccess) return -1;
     fl_grid_x = (unsigned)n_kv;
     fl_cluster_ok = fl_major >= 9 && fl_a.S >= 2 && fl_a.S <= 16;
     if (fl_cluster_ok && fl_a.S > 8 &&
-        cudaFuncSetAttribute(fl_fns[bulk][BENCH_FLOOR_CLUSTER], cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+        cudaFuncSetAttribute(fl_fns[reader][BENCH_FLOOR_CLUSTER], cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
         fl_cluster_ok = 0, cudaGetLastError();
     if (cudaMalloc(&fl_a.work, (size_t)n_kv * fl_a.S * (g * d + 2) * sizeof(float)) != cudaSuccess ||
         cudaMalloc(&fl_a.cnt, (size_t)n_kv * sizeof(unsigned)) != cudaSuccess ||
@@ -266,5 +269,5 @@ int bench_floor(int kind, const void *k, const void *v, size_t kstride, size_t v
     cfg.gridDim = dim3(fl_grid_x, (unsigned)a.S), cfg.blockDim = dim3(FL_THREADS), cfg.dynamicSmemBytes = fl_dyn, cfg.stream = s;
     cfg.attrs = at, cfg.numAttrs = na;
     void *args[1] = {&a};
-    return cudaLaunchKernelExC(&cfg, fl_fns[fl_bulk][kind], args) == cudaSuccess ? 0 : -1;
+    return cudaLaunchKernelExC(&cfg, fl_fns[fl_reader][kind], args) == cudaSuccess ? 0 : -1;
 }

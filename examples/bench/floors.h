@@ -1,7 +1,7 @@
 /* floors.h - the floors of a decode-shaped kernel (examples/bench/floors.cu), for bench's sweep.
    bench_floor_setup sizes the grid for one layer shape (KV heads, cells, head_dim, query group;
-   smem: dynamic shared memory each block holds at least; bulk: read by bulk copies into shared
-   memory, sm_90) and returns its splits a head, or -1; bench_floor enqueues one call of a kind on stream s over a
+   smem: dynamic shared memory each block holds at least; reader: how the blocks read, below)
+   and returns its splits a head, or -1; bench_floor enqueues one call of a kind on stream s over a
    layer's device K and V ([n_kv][kstride] and [n_kv][vstride] elements of 2 bytes), 0 or -1. */
 #ifndef BENCH_FLOORS_H
 #define BENCH_FLOORS_H
@@ -11,7 +11,10 @@
 extern "C" {
 #endif
 enum { BENCH_FLOOR_READ, BENCH_FLOOR_GLOBAL, BENCH_FLOOR_CLUSTER, BENCH_FLOOR_ATOMIC, BENCH_FLOOR_KINDS };
-int  bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int bulk);
+/* readers: plain loads (the compiler's choice of registers), bulk copies into shared memory
+   (sm_90), plain loads in at most 64 registers a thread, two blocks an SM */
+enum { BENCH_FLOOR_PLAIN, BENCH_FLOOR_BULK, BENCH_FLOOR_PLAIN64, BENCH_FLOOR_READERS };
+int  bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader);
 void bench_floor_release(void);
 int  bench_floor_has(int kind); /* the cluster kind needs sm_90 and 2-16 splits */
 int  bench_floor(int kind, const void *k, const void *v, size_t kstride, size_t vstride, cudaStream_t s);
