@@ -973,7 +973,7 @@ __global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
    and one block's epilogue runs under the other's loads; for head_dim 256, 2 warps with 3-deep
    rings in 96 KB, the shape for GPUs whose blocks cannot have 192 KB. Deeper rings for head_dim
    64 only put more bytes in flight than the memory system absorbs. The planner picks the shape
-   (neo__plan_mma_narrow); docs/BENCHMARKS_GPU.md has the measurements behind these numbers. */
+   (neo__plan_mma_narrow); docs/BENCHMARKS.md has the measurements behind these numbers. */
 #define NEO__CU_MMA_NS64 2          /* ring depth of each warp, head_dim 64 */
 #define NEO__CU_MMA_NS128 2         /* head_dim 128 */
 #define NEO__CU_MMA_MIN_TILES 1     /* 16-cell tiles a warp at least, per split */

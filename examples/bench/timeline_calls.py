@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""timeline_calls.py - where back-to-back decode calls spend their time, block by block, on the GPU
+(not part of the library).
+
+The tensor-core kernel of neo_attn_cuda.cu is copied with time stamps added: each block's thread 0
+reads %globaltimer (ns, one clock for the whole GPU) when the block starts, when its wait for the
+kernel ahead of it returns, when q is in registers, when warp 0's first tile has landed, when
+every warp is done with its tiles, when the warps' combine (and its arrival count) is done, and
+when the block ends (after the merge in the block that merges), with clock64 for the same block
+(the SM's cycles, so the report gives the SM clock too). bench.c is copied too, so that its sweep
+(`--sections sweep`) writes the stamps of the last blocks of each shape row at the planner's
+split count to a file per row. Neither the library nor build/bench changes: the copies live in
+build/timeline.
+
+    make build/floors.o CUDA_ARCHS=90            (the floors kernels the bench links)
+    python3 examples/bench/timeline_calls.py build [--arch 90]
+    TIMELINE_DIR=dir build/timeline/bench --sections sweep --sweep-ctx 4096
+    python3 examples/bench/timeline_calls.py report dir
+
+The report groups the blocks into calls (a call's blocks all start before the next call's: each
+block lets the next kernel launch only after it has started), and times every stamp from the
+end of the call before (its last block's end): how long after it the wait returns, q arrives,
+the tiles are done, the combine and the merge. The stamps add an atomic and a few stores a
+block; compare the row's time with the plain bench's. The text changes are made against the
+source as it is; if the kernel has moved on, `build` says which anchor it did not find."""
+import glob
+import os
+import statistics
+import struct
+import subprocess
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+OUTD = os.path.join(ROOT, "build", "timeline")
+CAP = 32768  # records kept (a ring: the last CAP blocks)
+WORDS = 10  # u64 a record
+
+STAMPS = r'''
+#define NEO_TL_CAP 32768
+__device__ unsigned long long neo__tl_buf[NEO_TL_CAP][10];
+__device__ unsigned neo__tl_ctr;
+__device__ __forceinline__ unsigned long long neo__gt() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+extern "C" void neo__tl_reset(void) {
+    unsigned z = 0;
+    cudaMemcpyToSymbol(neo__tl_ctr, &z, 4);
+}
+extern "C" unsigned neo__tl_get(unsigned long long *dst) {
+    unsigned n = 0;
+    cudaDeviceSynchronize();
+    cudaMemcpyFromSymbol(&n, neo__tl_ctr, 4);
+    cudaMemcpyFromSymbol(dst, neo__tl_buf, sizeof neo__tl_buf);
+    return n;
+}
+'''
+
+# (anchor, replacement) pairs for neo_attn_cuda.cu; the stamps that read a value (q, l) test it so
+# that the stamp waits for it
+KERNEL_EDITS = [
+    ("template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinline__ void neo__mma_run(",
+     STAMPS + "template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinline__ void neo__mma_run("),
+    ("""    const K k(p, unit, split, neo__smem, sh);
+    k.start();
+    uint32_t       qf[K::QP][K::KS][2];
+    const auto     q = k.lane_queries(k.q_frags(qf));""",
+     """    unsigned long long tg[7] = {0, 0, 0, 0, 0, 0, 0}, c0 = 0, cl = 0;
+    if (threadIdx.x == 0) tg[0] = neo__gt(), c0 = clock64();
+    const K k(p, unit, split, neo__smem, sh);
+    k.start();
+    if (threadIdx.x == 0) tg[1] = neo__gt();
+    uint32_t       qf[K::QP][K::KS][2];
+    const auto     q = k.lane_queries(k.q_frags(qf));
+    if (threadIdx.x == 0 && q.sce[0] != 1.2345f) tg[2] = neo__gt(), cl = clock64();"""),
+    ("""        k.wait(j, stage);
+        k.scores(ks, qf, sp);""",
+     """        k.wait(j, stage);
+        if (threadIdx.x == 0 && j == 0) tg[3] = neo__gt();
+        k.scores(ks, qf, sp);"""),
+    ("""    __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
+    if constexpr (!K::EARLY) neo__pdl_trigger(); /* the next kernel waits for this grid's completion before touching memory */
+    if (k.combine(acc, m, l)) {
+        if (k.clustered()) k.merge_cluster();
+        else k.merge();
+    }
+}""",
+     """    __syncthreads(); /* every warp is done with its ring: they become the epilogue's buffers */
+    if (threadIdx.x == 0 && l[0] != 1.2345f) tg[4] = neo__gt(), cl = clock64() - cl;
+    if constexpr (!K::EARLY) neo__pdl_trigger(); /* the next kernel waits for this grid's completion before touching memory */
+    const bool last = k.combine(acc, m, l);
+    if (threadIdx.x == 0) tg[5] = neo__gt();
+    if (last) {
+        if (k.clustered()) k.merge_cluster();
+        else k.merge();
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        tg[6] = neo__gt();
+        const unsigned long long ct = clock64() - c0;
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        unsigned long long *r = neo__tl_buf[atomicAdd(&neo__tl_ctr, 1u) % NEO_TL_CAP];
+        r[0] = tg[0];
+        for (int i = 1; i < 7; i++) r[i] = tg[i] ? tg[i] - tg[0] : 0ull;
+        r[7] = (unsigned long long)unit | ((unsigned long long)split << 16) | ((unsigned long long)last << 31) |
+               ((unsigned long long)smid << 32) | ((unsigned long long)BPS << 48);
+        r[8] = cl;
+        r[9] = ct;
+    }
+}"""),
+]
+
+BENCH_EDITS = [
+    ("""static double time_forced(neo_layer **L, int n, int block_shape, int max_splits, int graph, int global) {
+    forced_shape = block_shape, forced_cap = max_splits, forced_global = global, forced_bad = 0;
+    const double t = time_ops(op_forced, L, n, graph);""",
+     """void     neo__tl_reset(void);
+unsigned neo__tl_get(unsigned long long *dst);
+static double time_forced(neo_layer **L, int n, int block_shape, int max_splits, int graph, int global) {
+    static int                tl_seq;
+    static unsigned long long tl_buf[32768][10];
+    forced_shape = block_shape, forced_cap = max_splits, forced_global = global, forced_bad = 0;
+    neo__tl_reset();
+    const double t = time_ops(op_forced, L, n, graph);
+    if (max_splits == 0 && !global && getenv("TIMELINE_DIR")) {
+        unsigned nrec = neo__tl_get(&tl_buf[0][0]);
+        char     fn[512];
+        snprintf(fn, sizeof fn, "%s/tl_%d_%d_%d.bin", getenv("TIMELINE_DIR"), tl_seq++, block_shape, graph);
+        FILE *f = fopen(fn, "wb");
+        if (f) fwrite(&nrec, 4, 1, f), fwrite(tl_buf, sizeof tl_buf, 1, f), fclose(f);
+    }"""),
+]
+
+
+def edit(src, edits, name):
+    for old, new in edits:
+        if src.count(old) != 1:
+            sys.exit("timeline: %s has changed: this anchor is not there once:\n%s" % (name, old.splitlines()[0]))
+        src = src.replace(old, new)
+    return src
+
+
+def build(arch):
+    os.makedirs(OUTD, exist_ok=True)
+    cu = edit(open(os.path.join(ROOT, "neo_attn_cuda.cu")).read(), KERNEL_EDITS, "neo_attn_cuda.cu")
+    bc = edit(open(os.path.join(ROOT, "examples", "bench", "bench.c")).read(), BENCH_EDITS, "examples/bench/bench.c")
+    open(os.path.join(OUTD, "neo_attn_cuda.cu"), "w").write(cu)
+    open(os.path.join(OUTD, "bench.c"), "w").write(bc)
+    floors = os.path.join(ROOT, "build", "floors.o")
+    if not os.path.exists(floors):
+        sys.exit("timeline: build/floors.o is missing: make build/floors.o CUDA_ARCHS=%s" % arch)
+    cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    run = lambda cmd: subprocess.run(cmd, check=True)
+    run(["nvcc", "-O3", "--threads", "0", "-gencode", "arch=compute_%s,code=sm_%s" % (arch, arch), "-I" + ROOT, "-c",
+         os.path.join(OUTD, "neo_attn_cuda.cu"), "-o", os.path.join(OUTD, "neo_attn_cuda.o")])
+    run(["cc", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O3", "-g", "-I" + os.path.join(ROOT, "examples", "bench"), "-I" + ROOT,
+         "-isystem", cuda + "/include", "-DNEO_ATTN_CUDA=1", '-DNEO_BENCH_COMMIT="timeline"', os.path.join(OUTD, "bench.c"),
+         os.path.join(OUTD, "neo_attn_cuda.o"), floors, "-o", os.path.join(OUTD, "bench"), "-Wl,-rpath," + cuda + "/lib64",
+         "-L" + cuda + "/lib64", "-lcudart", "-lstdc++", "-lm", "-lpthread"])
+    print("timeline: built %s" % os.path.join(OUTD, "bench"))
+
+
+def q(v, f):  # a quantile of sorted v
+    return v[min(len(v) - 1, int(f * len(v)))]
+
+
+def report_file(fn):
+    b = open(fn, "rb").read()
+    n = struct.unpack_from("<I", b, 0)[0]
+    recs = [struct.unpack_from("<%dQ" % WORDS, b, 4 + i * 8 * WORDS) for i in range(min(n, CAP))]
+    if not recs:
+        return
+    per = len({r[7] & 0x7fffffff for r in recs})  # (unit, split) pairs: a call's blocks
+    recs.sort(key=lambda r: r[0])
+    calls = [recs[i * per:(i + 1) * per] for i in range(len(recs) // per)][1:-1]  # the ring's ends may be partial
+    end = [max(r[0] + r[6] for r in c) for c in calls]
+    period = sorted(end[i + 1] - end[i] for i in range(len(end) - 1))
+    stamps = {"start": 0, "wait returned": 1, "q in registers": 2, "first tile landed": 3, "tiles done": 4, "combine done": 5,
+              "block end": 6}
+    since = {k: [] for k in list(stamps) + ["merge end"]}
+    for i in range(1, len(calls)):
+        for r in calls[i]:
+            for k, j in stamps.items():
+                if j == 0 or r[j]:
+                    since[k].append(r[0] + (r[j] if j else 0) - end[i - 1])
+            if (r[7] >> 31) & 1:
+                since["merge end"].append(r[0] + r[6] - end[i - 1])
+    clock = [r[9] / r[6] for r in recs if r[6] > 0]  # cycles / ns
+    loop_cycles = sorted(r[8] for r in recs)
+    sms = {(r[7] >> 32) & 0xffff for r in calls[len(calls) // 2]}
+    print("%s: %d blocks a call (tensor-core shape BPS %d), %d calls, %d SMs a call" % (os.path.basename(fn), per, (recs[0][7] >> 48) & 0xff,
+                                                                                  len(calls), len(sms)))
+    print("  a call: %.2f us from one call's end to the next's (median; p10 %.2f, p90 %.2f); SM clock %.2f GHz; "
+          "q to tiles done %.0f cycles (median)" % (statistics.median(period) / 1e3, q(period, 0.1) / 1e3, q(period, 0.9) / 1e3,
+                                                    statistics.median(clock), statistics.median(loop_cycles)))
+    print("  us after the previous call's end, median [p10, p90] over its blocks:")
+    for k, v in since.items():
+        if v:
+            v.sort()
+            print("    %-18s %7.2f [%7.2f, %7.2f]" % (k, statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3))
+
+
+def main():
+    if len(sys.argv) >= 2 and sys.argv[1] == "build":
+        arch = sys.argv[sys.argv.index("--arch") + 1] if "--arch" in sys.argv else "90"
+        build(arch)
+    elif len(sys.argv) == 3 and sys.argv[1] == "report":
+        for fn in sorted(glob.glob(os.path.join(sys.argv[2], "tl_*.bin"))):
+            report_file(fn)
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
