@@ -18,7 +18,8 @@ build/timeline.
     python3 examples/bench/timeline_calls.py report dir
 
 The report groups the blocks into calls (a call's blocks all start before the next call's: each
-block lets the next kernel launch only after it has started), and times every stamp from the
+block lets the next kernel launch only after it has started; in start order, a block whose
+(KV head, query tile, split) was already seen begins the next call), and times every stamp from the
 end of the call before (its last block's end): how long after it the wait returns, q arrives,
 the tiles are done, the combine and the merge. The stamps add an atomic and a few stores a
 block; compare the row's time with the plain bench's. The text changes are made against the
@@ -174,7 +175,17 @@ def report_file(fn):
         return
     per = len({r[7] & 0x7fffffff for r in recs})  # (unit, split) pairs: a call's blocks
     recs.sort(key=lambda r: r[0])
-    calls = [recs[i * per:(i + 1) * per] for i in range(len(recs) // per)][1:-1]  # the ring's ends may be partial
+    groups, seen = [[]], set()  # in entry order a call's blocks come together; a repeated (unit, split) starts the next call
+    for r in recs:
+        if (r[7] & 0x7fffffff) in seen:
+            groups.append([])
+            seen = set()
+        seen.add(r[7] & 0x7fffffff)
+        groups[-1].append(r)
+    calls = [c for c in groups[1:-1] if len(c) == per]  # the ring's oldest call may be partial
+    if len(calls) < 3:
+        print("%s: too few whole calls" % os.path.basename(fn))
+        return
     end = [max(r[0] + r[6] for r in c) for c in calls]
     period = sorted(end[i + 1] - end[i] for i in range(len(end) - 1))
     stamps = {"start": 0, "wait returned": 1, "q in registers": 2, "first tile landed": 3, "tiles done": 4, "combine done": 5,
@@ -200,6 +211,14 @@ def report_file(fn):
         if v:
             v.sort()
             print("    %-18s %7.2f [%7.2f, %7.2f]" % (k, statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3))
+    # each block's own steps: wait -> q, q -> tiles done, tiles done -> combine done, combine done -> end (the merge)
+    steps = {"q read": (1, 2), "tiles": (2, 4), "combine": (4, 5), "merge (merging blocks)": (5, 6)}
+    parts = []
+    for k, (a, b) in steps.items():
+        v = sorted(r[b] - r[a] for c in calls for r in c if r[b] and (b != 6 or (r[7] >> 31) & 1))
+        if v:
+            parts.append("%s %.2f [%.2f, %.2f]" % (k, statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3))
+    print("  us within a block, median [p10, p90]: " + ", ".join(parts))
 
 
 def main():
