@@ -4,8 +4,8 @@
 #
 # Profiles one launch of neo__attn_mma from `build/bench --sections sweep --sweep-ctx CTX` (the
 # planner's plan; by default the 301st such launch, well into the sweep's first row) with the warp
-# state, scheduler, occupancy and source-counter sections, and prints the warps' stall reasons and
-# the instructions that stall most. The profiled launch runs alone (ncu serializes it), so its
+# state, scheduler, occupancy and source-counter sections, prints the warps' stall reasons, and
+# writes every SASS instruction's counters (stalls included) to a CSV. The profiled launch runs alone (ncu serializes it), so its
 # stalls are those of one call, not of calls back to back. ncu leaves the clocks alone
 # (--clock-control none) and ends the bench once the launch is profiled.
 #
