@@ -986,7 +986,8 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 #define NEO__MAX_CHUNK 1024
 #define NEO__MIN_TASKS 64 /* decode tasks (heads x chunks) to aim for: enough for 16+ threads */
 #define NEO__MAX_CHUNKS 256
-#define NEO__PREFETCH 4096 /* bytes the SIMD kernels ask ahead of each K row they read */
+#define NEO__PREFETCH 4096    /* bytes the SIMD kernels ask ahead of each K row they read */
+#define NEO__PREFETCH_L2 6144 /* and, where that goes to L1, ahead of each K and V row into L2 */
 #ifndef NEO__PREFETCH_L2_BELOW
 #define NEO__PREFETCH_L2_BELOW 49152 /* cores whose L1 data cache is smaller take those prefetches into L2 */
 #endif
@@ -1661,8 +1662,11 @@ NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v,
    overflow a 32 KB L1 and push out K rows before the scores read them, so on cores whose L1 is
    under NEO__PREFETCH_L2_BELOW the lines go to L2 (pf 2), from where the loads and L1's own
    prefetcher take them in time; a 48 KB L1 holds them all, and there they go to L1 (pf 1)
-   (docs/BENCHMARKS.md, "CPU decode attention"). Prefetches never fault, so running past the
-   cache's end is harmless. */
+   (docs/BENCHMARKS.md, "CPU decode attention"). Where they go to L1, the same K and V lines
+   NEO__PREFETCH_L2 bytes further on are asked into L2 as well: an L1 prefetch holds one of the
+   core's few L1 fill buffers until its line arrives, and one that finds its line in L2 frees it
+   soon, so the L2 requests keep more of the core's misses in flight while it computes. Prefetches
+   never fault, so running past the cache's end is harmless. */
 static inline __attribute__((always_inline)) void neo__prefetch_lines(const char *p, size_t bytes, int pf) {
     if (pf == 2)
         for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
@@ -1671,6 +1675,16 @@ static inline __attribute__((always_inline)) void neo__prefetch_lines(const char
 }
 static inline __attribute__((always_inline)) void neo__prefetch_row(const char *row, size_t bytes, int pf) {
     neo__prefetch_lines(row + NEO__PREFETCH, bytes, pf);
+}
+/* The read-ahead of the SIMD scores kernels for cells whose K rows (kbytes from k) they read now
+   and whose V rows (vbytes from v) p . v reads next. */
+static inline __attribute__((always_inline)) void neo__prefetch_cells(const char *k, size_t kbytes, const char *v, size_t vbytes, int pf) {
+    neo__prefetch_row(k, kbytes, pf);
+    neo__prefetch_lines(v, vbytes, pf);
+    if (pf == 1) {
+        neo__prefetch_lines(k + NEO__PREFETCH_L2, kbytes, 2);
+        neo__prefetch_lines(v + NEO__PREFETCH_L2, vbytes, 2);
+    }
 }
 
 /* --- AVX2 + FMA + F16C: 8 lanes; the d % 8 tail columns go through the scalar helpers --- */
@@ -1783,16 +1797,14 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx
     for (; b + CB <= nk; b += CB) {
         const char *kr = (const char *)k + (size_t)b * d * es;
         if (pf) {
-            neo__prefetch_row(kr, (size_t)CB * d * es, pf);
-            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es, pf);
+            neo__prefetch_cells(kr, (size_t)CB * d * es, (const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es, pf);
         }
         neo__scores_cells_avx2(s + b, q, kr, t, NQT, CB, d, dm);
     }
     for (; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
         if (pf) {
-            neo__prefetch_row(kr, (size_t)d * es, pf);
-            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es, pf);
+            neo__prefetch_cells(kr, (size_t)d * es, (const char *)v + (size_t)b * dv * es, (size_t)dv * es, pf);
         }
         neo__scores_cells_avx2(s + b, q, kr, t, NQT, 1, d, dm);
     }
@@ -2015,8 +2027,7 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
         const char *k0 = (const char *)k + (size_t)b * d * es;
         __m512      a[4][8];
         if (pf) {
-            neo__prefetch_row(k0, (size_t)CB * d * es, pf);
-            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es, pf);
+            neo__prefetch_cells(k0, (size_t)CB * d * es, (const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es, pf);
         }
 NEO__UNROLL(4)
         for (int c = 0; c < CB; c++)
@@ -2064,8 +2075,7 @@ NEO__UNROLL(4)
         const char *kr = (const char *)k + (size_t)b * d * es;
         __m512      a[8];
         if (pf) {
-            neo__prefetch_row(kr, (size_t)d * es, pf);
-            neo__prefetch_lines((const char *)v + (size_t)b * dv * es, (size_t)dv * es, pf);
+            neo__prefetch_cells(kr, (size_t)d * es, (const char *)v + (size_t)b * dv * es, (size_t)dv * es, pf);
         }
 NEO__UNROLL(8)
         for (int i = 0; i < NQT; i++) a[i] = z;
@@ -2109,12 +2119,15 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_avx512
     else if (t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, d, dv, pf);
     else neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F32, nq, nk, d, dv, pf);
 }
-/* head_dim 64 also as a constant: a dot product is then four 16-lane chunks, and the loop over
-   them, with a pointer a query row, cost about as much as its FMAs; unrolled, a tile's q rows are
-   offsets of one pointer. The operations and their order are the same, so are the scores' bits. */
+/* head_dim 64, and 128 in the 16-bit types, also as constants: a dot product is then four or
+   eight 16-lane chunks, and the loop over them, with a pointer a query row, cost a fair part of
+   its FMAs; unrolled, a tile's q rows are offsets of one pointer. The operations and their order
+   are the same, so are the scores' bits. */
 NEO__AVX512 NEO_ATTN__PRIVATE void neo__scores_avx512(float *s, const float *q, const void *k, const void *v, neo_type t, int nq,
                                                       int nk, int d, int dv, int pf) {
     if (d == 64) neo__scores_avx512_types(s, q, k, v, t, nq, nk, 64, dv, pf);
+    else if (d == 128 && t == NEO_TYPE_F16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_F16, nq, nk, 128, dv, pf);
+    else if (d == 128 && t == NEO_TYPE_BF16) neo__scores_avx512_t(s, q, k, v, NEO_TYPE_BF16, nq, nk, 128, dv, pf);
     else neo__scores_avx512_types(s, q, k, v, t, nq, nk, d, dv, pf);
 }
 NEO__AVX512 static inline __m512 neo__exp16(__m512 x) {
@@ -2174,10 +2187,29 @@ NEO__AVX512 NEO_ATTN__PRIVATE int neo__softmax_avx512(float *s, int nq, float *m
    pass, 5 to 8 take 2 (32 columns), so that a GQA group of up to 8 is one tile and each V
    element is widened once (tiles of 4 + 3 widened it twice): NQT x CV accumulators, CV V vectors
    and NQT broadcast weights stay within the 32 registers. Each output sums its rows in order,
-   whatever the tile. */
+   whatever the tile. The rows of one pass, into a[NQT][CV]; the column masks m are constants in
+   every full pass, so that the V loads fold into their widening (a masked load is an instruction
+   of its own). */
+NEO__AVX512 static inline __attribute__((always_inline)) void neo__pv_rows_avx512(__m512 (*a)[4], const float *p, const char *v,
+                                                                                    neo_type t, int NQT, int CV, int nk, int dv,
+                                                                                    int j, const __mmask16 *m) {
+    size_t es = neo__type_size(t);
+    for (int b = 0; b < nk; b++) {
+        const char *vr = v + (size_t)b * dv * es;
+        __m512      vv[4], pp[8];
+NEO__UNROLL(4)
+        for (int c = 0; c < CV; c++) vv[c] = neo__ld16(vr, (size_t)j + 16 * c, m[c], t);
+NEO__UNROLL(8)
+        for (int i = 0; i < NQT; i++) pp[i] = _mm512_set1_ps(p[i * NEO__BLOCK + b]);
+NEO__UNROLL(8)
+        for (int i = 0; i < NQT; i++)
+NEO__UNROLL(4)
+            for (int c = 0; c < CV; c++) a[i][c] = _mm512_fmadd_ps(pp[i], vv[c], a[i][c]);
+    }
+}
 NEO__AVX512 static inline __attribute__((always_inline)) void neo__pv_tile_avx512(float *o, const float *p, const void *v, neo_type t,
                                                                                     int NQT, int CV, int nk, int dv) {
-    size_t es = neo__type_size(t);
+    static const __mmask16 full[4] = {0xffff, 0xffff, 0xffff, 0xffff};
     for (int j = 0; j < dv; j += 16 * CV) {
         __mmask16 m[4];
         __m512    a[8][4];
@@ -2187,19 +2219,8 @@ NEO__UNROLL(4)
 NEO__UNROLL(8)
             for (int i = 0; i < NQT; i++) a[i][c] = _mm512_maskz_loadu_ps(m[c], o + (size_t)i * dv + j + 16 * c);
         }
-        for (int b = 0; b < nk; b++) {
-            const char *vr = (const char *)v + (size_t)b * dv * es;
-            __m512      vv[4];
-NEO__UNROLL(4)
-            for (int c = 0; c < CV; c++) vv[c] = neo__ld16(vr, (size_t)j + 16 * c, m[c], t);
-            __m512 pp[8];
-NEO__UNROLL(8)
-            for (int i = 0; i < NQT; i++) pp[i] = _mm512_set1_ps(p[i * NEO__BLOCK + b]);
-NEO__UNROLL(8)
-            for (int i = 0; i < NQT; i++)
-NEO__UNROLL(4)
-                for (int c = 0; c < CV; c++) a[i][c] = _mm512_fmadd_ps(pp[i], vv[c], a[i][c]);
-        }
+        if (j + 16 * CV <= dv) neo__pv_rows_avx512(a, p, (const char *)v, t, NQT, CV, nk, dv, j, full);
+        else neo__pv_rows_avx512(a, p, (const char *)v, t, NQT, CV, nk, dv, j, m);
 NEO__UNROLL(4)
         for (int c = 0; c < CV; c++)
 NEO__UNROLL(8)
