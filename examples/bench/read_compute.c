@@ -22,12 +22,17 @@
 
    Read-ahead schemes (a task asks for its first 4 KB of K rows at once, then each tile for its
    cells' K rows some bytes ahead and for their V rows, which the block's second pass reads):
-   the library's (4 KB ahead, into L1 on cores with a 48 KB L1, else L2: NEO__PREFETCH,
-   NEO__PREFETCH_L2_BELOW), none (the hardware prefetchers alone), 8 KB into L1, 16 KB into L2.
+   the library's (neo__prefetch_cells: 4 KB ahead, into L1 on cores with a 48 KB L1, else L2,
+   and where into L1, the K and V lines NEO__PREFETCH_L2 bytes ahead into L2 as well), none (the
+   hardware prefetchers alone), 8 KB into L1, 16 KB into L2. A last row runs the library's own
+   kernels (scores, softmax, p . v, with its read-ahead) on the same tasks: the whole of their
+   work, where the loop does a part.
 
        make build/read-compute && build/read-compute [--shape Q,KV,D] [--threads N] [--rounds R]
        defaults: 32,8,128 (Llama-3-8B's layer), online cores, 5 rounds; the best of each rate's
-       rounds, and each round reads every rate once, so they sample the same minutes.
+       rounds, and each round reads every rate once, so they sample the same minutes; for each
+       scheme also the median over the rounds of its rate against the read rate and against the
+       library's read-ahead in the same round, steadier on a machine whose speed drifts.
 
    x86-64 with AVX-512; head_dim 64 or 128; a group (Q / KV) of 1 to 8. */
 #define NEO_ATTN_IMPLEMENTATION
@@ -35,7 +40,7 @@
 #include "examples/bench/bench_util.h"
 
 #define RC_CELLS 256 /* a task */
-#define RC_SCHEMES 4
+#define RC_SCHEMES 5 /* the last: the library's own kernels */
 
 typedef struct rc_job {
     const uint16_t *k, *v; /* [tasks][RC_CELLS][d] f16 each */
@@ -46,10 +51,10 @@ typedef struct rc_job {
 
 /* the bytes ahead of a tile's K rows its read-ahead asks for, and the hint; dist < 0: none */
 static void rc_scheme(int scheme, int *dist, int *hint) {
-    static const int dists[RC_SCHEMES] = {NEO__PREFETCH, -1, 8192, 16384};
+    static const int dists[RC_SCHEMES] = {NEO__PREFETCH, -1, 8192, 16384, NEO__PREFETCH};
     const long       l1 = neo__l1d_bytes();
     *dist = dists[scheme];
-    *hint = scheme == 0 ? (l1 > 0 && l1 < NEO__PREFETCH_L2_BELOW ? 2 : 1) : scheme == 3 ? 2 : 1;
+    *hint = scheme == 0 || scheme == 4 ? (l1 > 0 && l1 < NEO__PREFETCH_L2_BELOW ? 2 : 1) : scheme == 3 ? 2 : 1;
 }
 
 /* One pass over a 64-cell block's K (kpass) or V rows, CB cells x NQ queries a tile over D f16
@@ -57,11 +62,11 @@ static void rc_scheme(int scheme, int *dist, int *hint) {
    FMAs, every widened chunk NQ. K tiles end in a tree of adds (a part of what the scores' lane
    sums do), V tiles accumulate over the block as p . v's do, and their sum joins sum once. The
    K pass also asks for its tiles' K rows dist bytes ahead and for their V rows, as the scores
-   kernels do. */
+   kernels do (lib: as neo__prefetch_cells asks). */
 /* clang-format off */
 static inline __attribute__((always_inline, target("avx512f,f16c"))) __m512 rc_pass(const uint16_t *r, const uint16_t *vb,
                                                                                     const float *q, __m512 sum, int NQ, int CB,
-                                                                                    int D, int kpass, int dist, int hint) {
+                                                                                    int D, int kpass, int dist, int hint, int lib) {
     __m512 a[4][8], t[32];
     for (int b = 0; b < NEO__BLOCK; b += CB) {
         if (kpass || b == 0)
@@ -70,7 +75,8 @@ NEO__UNROLL(4)
 NEO__UNROLL(8)
                 for (int i = 0; i < NQ; i++) a[c][i] = _mm512_setzero_ps();
         const uint16_t *rb = r + (size_t)b * D;
-        if (kpass && dist >= 0) {
+        if (kpass && lib) neo__prefetch_cells((const char *)rb, (size_t)CB * D * 2, (const char *)(vb + (size_t)b * D), (size_t)CB * D * 2, hint);
+        else if (kpass && dist >= 0) {
             neo__prefetch_lines((const char *)rb + dist, (size_t)CB * D * 2, hint);
             neo__prefetch_lines((const char *)(vb + (size_t)b * D), (size_t)CB * D * 2, hint);
         }
@@ -106,21 +112,21 @@ NEO__UNROLL(16)
 
 /* one task: each 64-cell block's K rows, then its V rows */
 static inline __attribute__((always_inline, target("avx512f,f16c"))) double
-rc_task_t(const uint16_t *k, const uint16_t *v, const float *q, int NQ, int D, int dist, int hint) {
+rc_task_t(const uint16_t *k, const uint16_t *v, const float *q, int NQ, int D, int dist, int hint, int lib) {
     const int CB = NQ <= 4 ? 4 : 2;
     __m512    sum = _mm512_setzero_ps();
     if (dist >= 0) /* a task's first K rows at once, as a decode task asks for them (neo__prefetch_first) */
         for (size_t o = 0; o < NEO__PREFETCH; o += 64)
             __builtin_prefetch((const char *)k + o, 0, 3);
     for (int b0 = 0; b0 < RC_CELLS; b0 += NEO__BLOCK) {
-        sum = rc_pass(k + (size_t)b0 * D, v + (size_t)b0 * D, q, sum, NQ, CB, D, 1, dist, hint);
-        sum = rc_pass(v + (size_t)b0 * D, v + (size_t)b0 * D, q, sum, NQ, CB, D, 0, dist, hint);
+        sum = rc_pass(k + (size_t)b0 * D, v + (size_t)b0 * D, q, sum, NQ, CB, D, 1, dist, hint, lib);
+        sum = rc_pass(v + (size_t)b0 * D, v + (size_t)b0 * D, q, sum, NQ, CB, D, 0, dist, hint, lib);
     }
     return _mm512_reduce_add_ps(sum);
 }
-#define RC_G(NQ) (d == 64 ? rc_task_t(k, v, q, NQ, 64, dist, hint) : rc_task_t(k, v, q, NQ, d, dist, hint))
+#define RC_G(NQ) (d == 64 ? rc_task_t(k, v, q, NQ, 64, dist, hint, lib) : rc_task_t(k, v, q, NQ, d, dist, hint, lib))
 static __attribute__((target("avx512f,f16c"))) double rc_task(const uint16_t *k, const uint16_t *v, const float *q, int g,
-                                                              int d, int dist, int hint) {
+                                                              int d, int dist, int hint, int lib) {
     /* clang-format off */
     switch (g) { /* the group as a constant, so that the tiles' loops unroll */
     case 1: return RC_G(1);
@@ -133,6 +139,23 @@ static __attribute__((target("avx512f,f16c"))) double rc_task(const uint16_t *k,
     default: return RC_G(8);
     }
     /* clang-format on */
+}
+
+/* one task through the library's kernels, block by block as a decode task runs them (neo__attend's
+   path for full blocks of finite scores) */
+static NEO__AVX512 double rc_lib_task(const uint16_t *k, const uint16_t *v, const float *q, int g, int d, int pf) {
+    float s[8 * NEO__BLOCK], acc[8 * 128] = {0}, m[8], l[8];
+    for (int i = 0; i < g; i++)
+        m[i] = -INFINITY, l[i] = 0.0f;
+    for (size_t o = 0; o < NEO__PREFETCH; o += 64) /* neo__prefetch_first */
+        __builtin_prefetch((const char *)k + o, 0, 3);
+    for (int b0 = 0; b0 < RC_CELLS; b0 += NEO__BLOCK) {
+        const char *kb = (const char *)(k + (size_t)b0 * d), *vb = (const char *)(v + (size_t)b0 * d);
+        neo__scores_avx512(s, q, kb, vb, NEO_TYPE_F16, g, NEO__BLOCK, d, d, pf);
+        neo__softmax_avx512(s, g, m, l, acc, d);
+        neo__pv_avx512(acc, s, vb, NEO_TYPE_F16, g, NEO__BLOCK, d);
+    }
+    return acc[0] + l[0];
 }
 
 static pthread_barrier_t rc_bar;
@@ -153,7 +176,9 @@ static void *rc_worker(void *p) {
         const size_t task_elems = (size_t)RC_CELLS * j->d;
         while ((t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->tasks) {
             const size_t u = j->hot ? (size_t)id : t; /* hot: this thread's own task, again */
-            j->sink[id] += rc_task(j->k + u * task_elems, j->v + u * task_elems, q, j->g, j->d, dist, hint);
+            const uint16_t *tk = j->k + u * task_elems, *tv = j->v + u * task_elems;
+            j->sink[id] += j->scheme == RC_SCHEMES - 1 ? rc_lib_task(tk, tv, q, j->g, j->d, hint)
+                                                       : rc_task(tk, tv, q, j->g, j->d, dist, hint, j->scheme == 0);
         }
         pthread_barrier_wait(&rc_bar);
     }
@@ -237,13 +262,16 @@ int main(int argc, char **argv) {
         model, threads, nq, nkv, d, g, llc >> 20, (2 * tasks * task_bytes) >> 20, rounds);
     const double       R = best(rd, rounds);
     static const char *names[RC_SCHEMES] = {"both, the library's read-ahead", "both, no read-ahead", "both, 8 KB ahead into L1",
-                                            "both, 16 KB ahead into L2"};
+                                            "both, 16 KB ahead into L2", "the library's kernels"};
     printf("%-34s %8.1f GB/s\n", "read", R);
     printf("%-34s %8.1f GB/s  %.2f of read\n", "compute (in L2)", best(comp, rounds), best(comp, rounds) / R);
     for (int s = 0; s < RC_SCHEMES; s++) {
         const double b = best(both[s], rounds);
-        printf("%-34s %8.1f GB/s  %.2f of read%s\n", names[s], b, b / R,
-               s == 0 ? (hint == 1 ? " (into L1)" : " (into L2)") : "");
+        double       of_read[100], of_lib[100];
+        for (int r = 0; r < rounds; r++)
+            of_read[r] = both[s][r] / rd[r], of_lib[r] = both[s][r] / both[0][r];
+        printf("%-34s %8.1f GB/s  %.2f of read%-11s  median %.3f of read, %.3f of the first row\n", names[s], b, b / R,
+               s == 0 ? (hint == 1 ? " (into L1)" : " (into L2)") : "", median(of_read, rounds), median(of_lib, rounds));
     }
     for (int t = 0; t < threads; t++)
         bench_sink += (uint64_t)(job.sink[t] + hot.sink[t]);
