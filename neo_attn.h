@@ -1665,8 +1665,9 @@ NEO_ATTN__PRIVATE void neo__pv_scalar(float *acc, const float *p, const void *v,
    (docs/BENCHMARKS.md, "CPU decode attention"). Where they go to L1, the same K and V lines
    NEO__PREFETCH_L2 bytes further on are asked into L2 as well: an L1 prefetch holds one of the
    core's few L1 fill buffers until its line arrives, and one that finds its line in L2 frees it
-   soon, so the L2 requests keep more of the core's misses in flight while it computes. Prefetches
-   never fault, so running past the cache's end is harmless. */
+   soon, so the L2 requests let a core that computes as it reads keep more misses in flight (the
+   measured gain: docs/BENCHMARKS.md, "The read-ahead into L2 beside the one into L1").
+   Prefetches never fault, so running past the cache's end is harmless. */
 static inline __attribute__((always_inline)) void neo__prefetch_lines(const char *p, size_t bytes, int pf) {
     if (pf == 2)
         for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
@@ -1796,16 +1797,12 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx
     int    dm = d & ~7, b = 0;
     for (; b + CB <= nk; b += CB) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        if (pf) {
-            neo__prefetch_cells(kr, (size_t)CB * d * es, (const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es, pf);
-        }
+        if (pf) neo__prefetch_cells(kr, (size_t)CB * d * es, (const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es, pf);
         neo__scores_cells_avx2(s + b, q, kr, t, NQT, CB, d, dm);
     }
     for (; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
-        if (pf) {
-            neo__prefetch_cells(kr, (size_t)d * es, (const char *)v + (size_t)b * dv * es, (size_t)dv * es, pf);
-        }
+        if (pf) neo__prefetch_cells(kr, (size_t)d * es, (const char *)v + (size_t)b * dv * es, (size_t)dv * es, pf);
         neo__scores_cells_avx2(s + b, q, kr, t, NQT, 1, d, dm);
     }
 }
@@ -2026,9 +2023,7 @@ NEO__AVX512 static inline __attribute__((always_inline)) void neo__scores_tile_a
     for (int b = 0; b < bg; b += CB) {
         const char *k0 = (const char *)k + (size_t)b * d * es;
         __m512      a[4][8];
-        if (pf) {
-            neo__prefetch_cells(k0, (size_t)CB * d * es, (const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es, pf);
-        }
+        if (pf) neo__prefetch_cells(k0, (size_t)CB * d * es, (const char *)v + (size_t)b * dv * es, (size_t)CB * dv * es, pf);
 NEO__UNROLL(4)
         for (int c = 0; c < CB; c++)
 NEO__UNROLL(8)
@@ -2074,9 +2069,7 @@ NEO__UNROLL(4)
     for (int b = bg; b < nk; b++) {
         const char *kr = (const char *)k + (size_t)b * d * es;
         __m512      a[8];
-        if (pf) {
-            neo__prefetch_cells(kr, (size_t)d * es, (const char *)v + (size_t)b * dv * es, (size_t)dv * es, pf);
-        }
+        if (pf) neo__prefetch_cells(kr, (size_t)d * es, (const char *)v + (size_t)b * dv * es, (size_t)dv * es, pf);
 NEO__UNROLL(8)
         for (int i = 0; i < NQT; i++) a[i] = z;
         for (int j = 0; j < d; j += 16) {

@@ -22,7 +22,7 @@
 
    Read-ahead schemes (a task asks for its first 4 KB of K rows at once, then each tile for its
    cells' K rows some bytes ahead and for their V rows, which the block's second pass reads):
-   the library's (neo__prefetch_cells: 4 KB ahead, into L1 on cores with a 48 KB L1, else L2,
+   the library's (neo__prefetch_cells: 4 KB ahead, into L1 on cores with an L1 of 48 KB or more, else L2,
    and where into L1, the K and V lines NEO__PREFETCH_L2 bytes ahead into L2 as well), none (the
    hardware prefetchers alone), 8 KB into L1, 16 KB into L2. A last row runs the library's own
    kernels (scores, softmax, p . v, with its read-ahead) on the same tasks: the whole of their
@@ -55,6 +55,12 @@ static void rc_scheme(int scheme, int *dist, int *hint) {
     const long       l1 = neo__l1d_bytes();
     *dist = dists[scheme];
     *hint = scheme == 0 || scheme == 4 ? (l1 > 0 && l1 < NEO__PREFETCH_L2_BELOW ? 2 : 1) : scheme == 3 ? 2 : 1;
+}
+
+/* a task's first K rows at once, as a decode task asks for them (neo__prefetch_first) */
+static inline void rc_prefetch_first(const uint16_t *k) {
+    for (size_t o = 0; o < NEO__PREFETCH; o += 64)
+        __builtin_prefetch((const char *)k + o, 0, 3);
 }
 
 /* One pass over a 64-cell block's K (kpass) or V rows, CB cells x NQ queries a tile over D f16
@@ -115,9 +121,7 @@ static inline __attribute__((always_inline, target("avx512f,f16c"))) double
 rc_task_t(const uint16_t *k, const uint16_t *v, const float *q, int NQ, int D, int dist, int hint, int lib) {
     const int CB = NQ <= 4 ? 4 : 2;
     __m512    sum = _mm512_setzero_ps();
-    if (dist >= 0) /* a task's first K rows at once, as a decode task asks for them (neo__prefetch_first) */
-        for (size_t o = 0; o < NEO__PREFETCH; o += 64)
-            __builtin_prefetch((const char *)k + o, 0, 3);
+    if (dist >= 0) rc_prefetch_first(k);
     for (int b0 = 0; b0 < RC_CELLS; b0 += NEO__BLOCK) {
         sum = rc_pass(k + (size_t)b0 * D, v + (size_t)b0 * D, q, sum, NQ, CB, D, 1, dist, hint, lib);
         sum = rc_pass(v + (size_t)b0 * D, v + (size_t)b0 * D, q, sum, NQ, CB, D, 0, dist, hint, lib);
@@ -147,8 +151,7 @@ static NEO__AVX512 double rc_lib_task(const uint16_t *k, const uint16_t *v, cons
     float s[8 * NEO__BLOCK], acc[8 * 128] = {0}, m[8], l[8];
     for (int i = 0; i < g; i++)
         m[i] = -INFINITY, l[i] = 0.0f;
-    for (size_t o = 0; o < NEO__PREFETCH; o += 64) /* neo__prefetch_first */
-        __builtin_prefetch((const char *)k + o, 0, 3);
+    rc_prefetch_first(k);
     for (int b0 = 0; b0 < RC_CELLS; b0 += NEO__BLOCK) {
         const char *kb = (const char *)(k + (size_t)b0 * d), *vb = (const char *)(v + (size_t)b0 * d);
         neo__scores_avx512(s, q, kb, vb, NEO_TYPE_F16, g, NEO__BLOCK, d, d, pf);
