@@ -130,9 +130,11 @@
    share the cells the layer holds then, so a replay gives the bits of an eager attend with that
    split count. A captured hybrid decode's device part (neo__attn_args.cut_share) also starts at the
    hybrid's cut of that length, computed in the kernel as the host's listener computes it, so that
-   the two sides meet at the same cell. Each attention kernel is compiled twice, with and without
-   (template parameter LEN), so that an eager attend runs exactly the code it ran before lengths
-   moved to the device. A batch of attends with len (a captured neo_attn_decode_batch) is one
+   the two sides meet at the same cell. On sm_90 the tensor-core kernel with len is a programmatic
+   dependent like the eager one: it requests its first tiles from an early read of the length
+   and checks them against the real one after its wait (neo__attn_live). Each attention kernel
+   is compiled twice, with and without (template parameter LEN), so that an eager attend runs
+   exactly the code it ran before lengths moved to the device. A batch of attends with len (a captured neo_attn_decode_batch) is one
    launch of neo__attn_mma_batch<LEN> per storage type and head_dim: each entry's split count is
    fixed by its bound, its chunk follows the length it reads, and the launch's table lives in
    device memory of its own, written outside the capture and kept until release (neo__cu_bt_keep),
@@ -329,6 +331,7 @@ struct neo__cu_attn {
     const int   *len;
     float        cut_share; /* with len, or 0: start at the hybrid's cut of the length (neo__cu_cut) */
     int          gran;    /* a split's chunk is a multiple of this (the kernel's tile) */
+    int          hint;    /* with len: added to the length's early read (neo__attn_live); 0 but in tests */
     int          cl;      /* the tensor-core kernel, S > 1: a query tile's S blocks are one thread block
                              cluster and merge through distributed shared memory (work, cnt unused) */
 };
@@ -348,23 +351,35 @@ __device__ __forceinline__ int neo__cu_cut(int len, float share) {
    whole tiles; a split past them (every split when the cut is at L) is empty
    and leaves (m, l, acc) = (-inf, 0, 0), which every merge weighs 0, so the result equals an
    eager attend of [c0, L) with the same split count bit for bit. *len is written by the kernel
-   before this one on the stream (the append), so an attend with len is never launched as a
-   programmatic dependent (neo__cu_launch_mma): it starts once that kernel has completed, and
-   neo__pdl_wait returns at once. (Launched as one, waiting before it reads *len, it measured no
-   faster: its blocks can request nothing before the wait.) Every attention kernel is compiled
-   twice, LEN = p.len != NULL,
-   so that the eager kernels keep their registers, hence their occupancy, split counts and bits. */
+   before this one on the stream (the append), so what a kernel attends must come from a read
+   after neo__pdl_wait. The tensor-core kernel on sm_90 is launched as a programmatic dependent
+   all the same: before the wait it places its split from an early, unordered read of *len (the
+   old length or the new one, or anything: every value is clamped as below) and requests the
+   tiles that would hold only cells before that placement's pos0, which no kernel still running
+   writes; after the wait it reads *len again and keeps those tiles only if the placement has the
+   same first cell and each of them lies before the real pos0 and inside the split, else it lets
+   them land and requests them again (neo__mma::settle). The CUDA-core kernels read *len first
+   and are launched plainly. Every attention kernel is compiled twice, LEN = p.len != NULL, so
+   that the eager kernels keep their registers, hence their occupancy, split counts and bits. */
 struct neo__cu_live {
     int c0, c1, pos0, chunk;
 };
+/* the attend as it runs when the layer holds L cells (L < 0 read as 0) */
+__device__ __forceinline__ neo__cu_live neo__attn_live_at(const neo__cu_attn &p, int L) {
+    L = max(L, 0);
+    const int c0 = p.cut_share > 0.0f ? max(p.c0, neo__cu_cut(L, p.cut_share)) : p.c0;
+    const int c1 = min(p.c1, L), n = c1 - c0;
+    return {c0, c1, L - p.n_tokens, n > 0 ? ((n + p.S - 1) / p.S + p.gran - 1) / p.gran * p.gran : p.gran};
+}
 template <bool LEN> __device__ __forceinline__ neo__cu_live neo__attn_live(const neo__cu_attn &p) {
-    if constexpr (!LEN) {
-        return {p.c0, p.c1, p.pos0, p.chunk};
-    } else {
-        const int L = max(*p.len, 0), c0 = p.cut_share > 0.0f ? max(p.c0, neo__cu_cut(L, p.cut_share)) : p.c0;
-        const int c1 = min(p.c1, L), n = c1 - c0;
-        return {c0, c1, L - p.n_tokens, n > 0 ? ((n + p.S - 1) / p.S + p.gran - 1) / p.gran * p.gran : p.gran};
-    }
+    if constexpr (!LEN) return {p.c0, p.c1, p.pos0, p.chunk};
+    else return neo__attn_live_at(p, *p.len);
+}
+/* *p with no ordering (ld.relaxed): an early read while another grid may be writing it */
+__device__ __forceinline__ int neo__ld_hint(const int *p) {
+    int v;
+    asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
 }
 
 /* A batch launch: many attends of one shape in one grid (neo__cu_attend_batch). Entry e's
@@ -1122,6 +1137,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
     uint4              *smem; /* the rings, then the epilogue's buffers */
     SH                 &sh;
     int tid, warp, lane, g, c, unit, split, S, gh, r0, nqb, minpos, cb0, cb1, nw;
+    int early, drained; /* SPEC: the stages filled before the wait; the first drained ones are one phase on */
     uint4       *ring;
     unsigned     ring_s;
     const uint4 *kg, *vg;
@@ -1131,16 +1147,41 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         unit = unit_, split = split_, S = p.S;
         const int kvh = unit / p.QT, qt = unit % p.QT;
         gh = p.h0 + kvh, r0 = qt * NEO__MMA_NQ, nqb = min(NEO__MMA_NQ, p.nq - r0);
-        const neo__cu_live lv = neo__attn_live<LEN>(p);
+        ring = smem + warp * NS * 2 * TCH;
+        ring_s = (unsigned)__cvta_generic_to_shared(ring);
+        early = drained = 0;
+        if constexpr (SPEC) place(neo__attn_live_at(p, neo__ld_hint(p.len) + p.hint)); /* settled after the wait */
+        else place(neo__attn_live<LEN>(p));
+    }
+
+    /* the block's cells, this warp's tile count and the split's K and V rows, for an attend as lv */
+    __device__ __forceinline__ void place(const neo__cu_live &lv) {
         const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
         minpos = lv.pos0 + r0 / p.G;                       /* and those after its first query's for some */
         cb0 = lv.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
         const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
         nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
-        ring = smem + warp * NS * 2 * TCH;
-        ring_s = (unsigned)__cvta_generic_to_shared(ring);
         kg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.k) + (size_t)(gh - p.kv_h0) * p.kstride + (size_t)(cb0 - p.cell_base) * D);
         vg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.v) + (size_t)(gh - p.kv_h0) * p.vstride + (size_t)(cb0 - p.cell_base) * D);
+    }
+
+    /* An attend with len that starts before the wait (sm_90, launched as a programmatic dependent)
+       is placed from an early read of *len, and settled from the real one after the wait: the
+       tiles requested before it are kept when the placement starts at the same cell and the last
+       of them (they are the warp's first) is whole and before pos0, else they land and are
+       requested again, their stages one phase on (drained). */
+    static constexpr bool SPEC = LEN && TMA;
+    __device__ __forceinline__ void settle(int len) {
+        const int c = cb0;
+        place(neo__attn_live_at(p, len));
+        if (early > 0 && (cb0 != c || cb0 + (warp + (early - 1) * W) * 16 + 16 > min(cb1, pos0()))) {
+            for (int s = 0; s < early; s++) wait(s, s);
+            __syncwarp(); /* every lane is past the barriers before the stages are rewritten */
+            drained = early;
+            early = 0;
+        }
+        for (int s = early; s < NS; s++)
+            if (s < nw) load(s, s);
     }
 
     /* the position of token 0: with LEN from minpos, so that the live value takes no register */
@@ -1200,13 +1241,14 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        itself (a programmatic dependent), wrote them in earlier steps, and each step starts with
        a copy (the token's embedding), which waits for all earlier work. So the first tiles below
        pos0 are requested at once, overlapping the previous kernel's tail, and the rest after the
-       wait. (An attend with len
-       reads pos0 from *len before the wait: it is launched plainly, see neo__attn_live.) Head_dim 128 and 256
+       wait. (An attend with len is placed from an early read of its length here, and its first
+       tiles are whole ones below that placement's pos0; settle checks them after the wait.)
+       Head_dim 128 and 256
        let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
        one of this grid's leaves it and request their first tiles while this grid's last blocks
        finish; head_dim 64, whose blocks are shorter, triggers after its main loop. */
     static constexpr bool EARLY = D != 64;
-    __device__ __forceinline__ void start() const {
+    __device__ __forceinline__ void start() {
         if constexpr (TMA) {
             /* The barriers are written by the generic proxy (init) and completed by the async one
                (the bulk copies' complete_tx): the proxy fence orders the two, as the release of
@@ -1224,16 +1266,18 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         int pre = 0;
         for (; pre < NS && pre < nw; pre++) {
             const int t0 = cb0 + (warp + pre * W) * 16;
-            if (min(t0 + 16, cb1) > pos0()) break;
+            if (min(t0 + 16, cb1) > pos0() || (SPEC && t0 + 16 > cb1)) break;
             load(pre, pre);
             if constexpr (!TMA) neo__cp_async_commit();
         }
         if constexpr (EARLY) neo__pdl_trigger();
         neo__pdl_wait();
-        for (int s = pre; s < NS; s++) {
-            if (s < nw) load(s, s);
-            if constexpr (!TMA) neo__cp_async_commit();
-        }
+        if constexpr (SPEC) early = pre; /* settle requests the rest */
+        else
+            for (int s = pre; s < NS; s++) {
+                if (s < nw) load(s, s);
+                if constexpr (!TMA) neo__cp_async_commit();
+            }
     }
 
     /* q as the B fragments of Q^T, query g of lane (g, c), split into QP 16-bit parts after a
@@ -1299,7 +1343,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
     /* until the warp's tile j has landed in its stage */
     __device__ __forceinline__ void wait(int j, int stage) const {
         if constexpr (TMA) {
-            const unsigned b = bar(stage), par = (unsigned)((j / NS) & 1);
+            const unsigned b = bar(stage), par = (unsigned)((j / NS + (SPEC && stage < drained)) & 1);
             unsigned       done = 0;
             while (!done)
                 asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
@@ -1674,10 +1718,14 @@ template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinlin
     typedef neo__mma<T, D, BPS, LEN, CL> K;
     extern __shared__ uint4 neo__smem[];
     __shared__ __align__(8) typename K::SH sh;
-    const K k(p, unit, split, neo__smem, sh);
+    K k(p, unit, split, neo__smem, sh);
     k.start();
+    int len = 0;
+    if constexpr (K::SPEC) len = *p.len; /* requested beside q, used after it */
     uint32_t       qf[K::QP][K::KS][2];
-    const auto     q = k.lane_queries(k.q_frags(qf));
+    const float    qdown = k.q_frags(qf);
+    if constexpr (K::SPEC) k.settle(len);
+    const auto     q = k.lane_queries(qdown);
     float          m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[K::KS][4];
 #pragma unroll
     for (int t = 0; t < K::KS; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
@@ -2203,6 +2251,7 @@ typedef struct neo__cuda {
        (cudaOccupancyMaxActiveClusters; the kernel without len, the one that clusters); 0 = not asked, -1 = none */
     int          occ_cl[2][3][2][NEO__CU_MAX_CLUSTER + 1];
     unsigned long long n_cl;             /* its launches as clusters so far (neo__cu_test_clusters) */
+    int          hint;                   /* neo__cu_attn.hint of attends with len (neo__cu_test_hint) */
     int          occ_mv[4][2];           /* the matvec kernel [epilogue][norm] */
     unsigned    *cnt[NEO__CU_STREAMS];   /* its arrival counters, zero between launches; one set per stream */
     size_t       cnt_n[NEO__CU_STREAMS];
@@ -2883,7 +2932,7 @@ static void neo__cu_attn_params(neo__cu_attn *p, const neo__attn_args *a, int G,
    through distributed shared memory (neo__mma::merge_cluster) instead of through global memory
    (partials written, an arrival counted, the last block reading them back: serial steps that a
    short call pays whatever its size). Only on sm_90 (st->pdl), for S up to NEO__CU_MAX_CLUSTER,
-   never for an attend with len (cache NULL: its kernel is launched plainly), and when every
+   never for an attend with len (its kernel is built without the cluster merge), and when every
    unit's cluster can run at once: a cluster waits for S SMs of one GPC to be free together, and
    a second wave of clusters would cost more than the merge saves. cache[S] is the kernel's count
    of clusters of S blocks that fit the GPU, asked once. */
@@ -2927,10 +2976,9 @@ static int neo__cu_launch_mma(neo__cuda *st, int stream, cudaStream_t s, const v
         p->cnt = st->cnt[stream];
         if (p->len) st->kept[stream] |= 3;
     }
+    if (p->len) p->hint = st->hint;
     void      *args[] = {p};
     const dim3 grid((unsigned)units, (unsigned)pl->S), block((unsigned)pl->threads);
-    /* with len, plainly: the kernel reads *len (written by the append before it) before its wait */
-    if (p->len) return cudaLaunchKernel(fn, grid, block, args, pl->smem, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
     if ((rc = neo__cu_launch_cl(st, fn, grid, block, pl->smem, s, args, p->cl ? (int)pl->S : 0)) == NEO_OK && p->cl) st->n_cl++;
     return rc;
 }
@@ -3153,6 +3201,7 @@ static void neo__cu_batch_fill(neo__cuda *st, const neo__attn_batch *b, const ne
         const neo__cu_plan pl = neo__cu_entry_plan(&g->pl, a, c, &nq, &c1, &units);
         neo__cu_attn_params(&P[j], a, a->n_head / a->n_head_kv, nq, c1, &pl);
         P[j].cnt = st->cnt[stream] + cnt;
+        if (P[j].len) P[j].hint = st->hint;
         if (pl.S > 1) {
             P[j].work = st->work[stream] + work;
             P[j].work_ml = P[j].work + (size_t)(units * pl.S) * NEO__MMA_NQ * (size_t)a->head_dim;
@@ -3266,9 +3315,7 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
     const neo__cu_batch t = {(const neo__cu_attn *)dev, (const int *)(dev + tab), g.m};
     void               *args[] = {(void *)&t};
     const dim3          grid((unsigned)g.blocks), block((unsigned)g.pl.threads);
-    /* with len, plainly: each block reads its entry's length (written by the appends before it) before any wait */
-    rc = len ? (cudaLaunchKernel(fn, grid, block, args, g.pl.smem, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE)
-             : neo__cu_launch(st, fn, grid, block, g.pl.smem, s, args);
+    rc = neo__cu_launch(st, fn, grid, block, g.pl.smem, s, args); /* with len too: each block reads its length after its wait */
     return rc != NEO_OK ? rc : neo__cu_launched();
 }
 
@@ -3352,6 +3399,13 @@ extern "C" int neo__cu_test_attend_global(void *state, const neo__attn_args *a, 
     const neo__cu_force f = {kernel, shape, max_splits, 0, 1};
     if (!state) return NEO_ERR_INVALID_ARG;
     return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
+}
+/* Moves the early read of the length of every later attend with len by `offset` cells (tests:
+   that tiles requested for a wrong placement are requested again, with the same bits). */
+extern "C" int neo__cu_test_hint(void *state, int offset) {
+    if (!state) return NEO_ERR_INVALID_ARG;
+    ((neo__cuda *)state)->hint = offset;
+    return NEO_OK;
 }
 /* how many attends so far merged their splits in a cluster (tests: that the cluster merge ran) */
 extern "C" unsigned long long neo__cu_test_clusters(void *state) { return state ? ((const neo__cuda *)state)->n_cl : 0; }

@@ -113,6 +113,7 @@ int neo__cu_test_image(int device, int *ptx_version, int *binary_version);
 int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
 int neo__cu_test_attend_global(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
 unsigned long long neo__cu_test_clusters(void *state);
+int neo__cu_test_hint(void *state, int offset);
 int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits, int waves);
 
 /* the plan every attention case runs with (see main: each case runs under every plan) */
@@ -1667,6 +1668,19 @@ static double g_eager(gstate *g, int *ok, int *bits, int *skip) {
         s |= OPS.stream_sync(g->st, NEO__STREAM_MAIN);
         const double e1 = g_err(g, c->L0);
         memcpy(o1, g->out, (size_t)c->T * c->n_head * c->dv * 4);
+        /* the length read early as another (none, shorter, the next chunk's, past the bound, the
+           previous step's): the tiles it placed are requested again where they do not fit, and
+           the bits stay */
+        const int hints[5] = {-(1 << 30), -c->L0 / 2, 16 * 16 + 1, c->n_ctx, -c->T};
+        for (int h = 0; h < 5; h++) {
+            up(g->dout, g->pois, (size_t)c->T * c->n_head * c->dv * 4);
+            s |= neo__cu_test_hint(g->st, hints[h]) | neo__cu_test_attend(g->st, &al, NEO__STREAM_MAIN, c->kernel, c->shape, ms[i]);
+            s |= neo__cu_test_hint(g->st, 0) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
+            down(g->out, g->dout, (size_t)c->T * c->n_head * c->dv * 4);
+            const int hs = !memcmp(o1, g->out, (size_t)c->T * c->n_head * c->dv * 4);
+            *bits &= hs;
+            CHECK(hs, "graph %s: max_splits %d: the length read early as %+d cells off changed the bits", c->name, ms[i], hints[h]);
+        }
         up(g->dout, g->pois, (size_t)c->T * c->n_head * c->dv * 4);
         s |= neo__cu_test_attend(g->st, &ae, NEO__STREAM_MAIN, c->kernel, c->shape, ms[i]) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
         const double e2 = g_err(g, c->L0);
