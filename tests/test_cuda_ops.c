@@ -1865,7 +1865,8 @@ static void test_graph_len(const gcase *c) {
    once: the graph holds one kernel a group. Then replayed at lengths set on the device before
    each replay (1, the whole cache and lengths between), fresh queries, outputs poisoned: every
    entry against float64 at its length, and bit for bit the same batch run eagerly at those
-   lengths (the same plan: the splits fixed at the caches' sizes). */
+   lengths (the same plan: the splits fixed at the caches' sizes), also with the lengths read
+   early (before the kernel's wait, sm_90) moved. */
 static void test_batch_graph(void) {
     enum { N = 5, R = 4 };
     static const gcase cs[N] = {
@@ -1919,6 +1920,19 @@ static void test_batch_graph(void) {
         for (int i = 0; i < N && s == NEO_OK; i++) {
             down(g[i].out, g[i].dout, (size_t)cs[i].n_head * cs[i].dv * 4);
             same &= !memcmp(got[i], g[i].out, (size_t)cs[i].n_head * cs[i].dv * 4);
+        }
+        /* the lengths read early as others (0, 257 cells on, past every bound): the same bits */
+        const int hints[3] = {-(1 << 30), 257, 1 << 20};
+        for (int h = 0; h < 3 && s == NEO_OK; h++) {
+            for (int i = 0; i < N; i++) up(g[i].dout, g[i].pois, (size_t)cs[i].n_head * cs[i].dv * 4);
+            s |= neo__cu_test_hint(g[0].st, hints[h]) | neo__cu_test_attend_batch(g[0].st, &b, NEO__STREAM_MAIN, -1, 0, 0);
+            s |= neo__cu_test_hint(g[0].st, 0) | OPS.stream_sync(g[0].st, NEO__STREAM_MAIN);
+            for (int i = 0; i < N && s == NEO_OK; i++) {
+                down(g[i].out, g[i].dout, (size_t)cs[i].n_head * cs[i].dv * 4);
+                const int hs = !memcmp(got[i], g[i].out, (size_t)cs[i].n_head * cs[i].dv * 4);
+                same &= hs;
+                CHECK(hs, "batch graph: replay %d entry %d: the lengths read early %+d cells off changed the bits", r, i, hints[h]);
+            }
         }
     }
     const int ok = s == NEO_OK && nk == 2 && same && worst < ATT_TOL;
