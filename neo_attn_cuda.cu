@@ -134,11 +134,12 @@
    dependent like the eager one: it requests its first tiles from an early read of the length
    and checks them against the real one after its wait (neo__attn_live). Each attention kernel
    is compiled twice, with and without (template parameter LEN), so that an eager attend runs
-   exactly the code it ran before lengths moved to the device. A batch of attends with len (a captured neo_attn_decode_batch) is one
-   launch of neo__attn_mma_batch<LEN> per storage type and head_dim: each entry's split count is
-   fixed by its bound, its chunk follows the length it reads, and the launch's table lives in
-   device memory of its own, written outside the capture and kept until release (neo__cu_bt_keep),
-   since the graph reads it at every replay. A batch of appends (neo_attn_append_batch) is one
+   exactly the code it ran before lengths moved to the device. A batch of attends with len (a
+   captured neo_attn_decode_batch) is one launch of neo__attn_mma_batch<LEN> per storage type and
+   head_dim, started the same way: each entry's split count is fixed by its bound, its chunk
+   follows the length it reads, and the launch's table lives in device memory of its own, written
+   outside the capture and kept until release (neo__cu_bt_keep), since the graph reads it at every
+   replay. A batch of appends (neo_attn_append_batch) is one
    launch of neo__append_batch_kernel with its table kept the same way; each entry counts its
    own blocks in its own len[2].
 
@@ -358,7 +359,7 @@ __device__ __forceinline__ int neo__cu_cut(int len, float share) {
    tiles that would hold only cells before that placement's pos0, which no kernel still running
    writes; after the wait it reads *len again and keeps those tiles only if the placement has the
    same first cell and each of them lies before the real pos0 and inside the split, else it lets
-   them land and requests them again (neo__mma::settle). The CUDA-core kernels read *len first
+   them land and requests the real placement's tiles in their stages (neo__mma::settle). The CUDA-core kernels read *len first
    and are launched plainly. Every attention kernel is compiled twice, LEN = p.len != NULL, so
    that the eager kernels keep their registers, hence their occupancy, split counts and bits. */
 struct neo__cu_live {
@@ -1168,8 +1169,8 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
     /* An attend with len that starts before the wait (sm_90, launched as a programmatic dependent)
        is placed from an early read of *len, and settled from the real one after the wait: the
        tiles requested before it are kept when the placement starts at the same cell and the last
-       of them (they are the warp's first) is whole and before pos0, else they land and are
-       requested again, their stages one phase on (drained). */
+       of them (they are the warp's first) is whole and before pos0, else they land and the real
+       placement's tiles are requested in their stages, one barrier phase on (drained). */
     static constexpr bool SPEC = LEN && TMA;
     __device__ __forceinline__ void settle(int len) {
         const int c = cb0;
