@@ -13,6 +13,15 @@
                    heads)
        tail        the call's return after the last task ended
        max/thread  the most tasks one thread ran in the call
+       slowest     the longest task's attention (start to chunk attended)
+       end         when the last task's attention ended, after the call began
+
+   Each call is followed by a read of another layer's host bytes through the same pool, in as
+   many chunks as the call had tasks (each head's cells cut evenly, one task a chunk), with the
+   kernels' read-ahead and no arithmetic: K rows and then V rows, 64 cells at a time, the lines
+   summed as integers. Its line gives call, first, last, task (a chunk read) and slowest the same
+   way: the pool's wake-up and the reading of this much memory at once, with nothing else, which
+   the call does too.
 
    The calls rotate over --layers copies of the layer (1 = hot; by default enough copies to hold
    twice the last-level cache, at least 2 and at most 4096, so that every call reads memory) and
@@ -28,6 +37,7 @@
 #define MAX_TASKS 4096
 static double t_start[MAX_TASKS], t_attended[MAX_TASKS], t_merged[MAX_TASKS];
 static int    t_thread[MAX_TASKS];
+static double r_start[MAX_TASKS], r_end[MAX_TASKS]; /* the read-only pass's tasks */
 static double probe_now_us(void) { return now_s() * 1e6; }
 /* each task writes only its own slots; the caller reads them after the call has returned */
 static void probe_hook(int event, int task, int thread) {
@@ -40,6 +50,39 @@ static void probe_hook(int event, int task, int thread) {
 #define NEO_ATTN_DECODE_HOOK(event, task, thread) probe_hook(event, task, thread)
 #define NEO_ATTN_IMPLEMENTATION
 #include "neo_attn.h"
+
+/* the read-only pass: task t reads chunk t % n_chunks of KV head t / n_chunks, K then V */
+typedef struct read_job {
+    const neo_layer *L;
+    int              n_chunks, cells; /* chunks a head, cells a chunk */
+    uint64_t         sums[MAX_TASKS];
+} read_job;
+static void read_task(void *arg, int task, int thread) {
+    read_job        *J = (read_job *)arg;
+    const neo_layer *L = J->L;
+    const size_t     kr = (size_t)L->head_dim * 2, vr = (size_t)L->head_dim_v * 2; /* f16 row bytes */
+    const int        h = task / J->n_chunks, c0 = task % J->n_chunks * J->cells;
+    const int        c1 = c0 + J->cells < L->len ? c0 + J->cells : L->len;
+    const char      *k = (const char *)L->k_host + ((size_t)h * L->n_ctx) * kr, *v = (const char *)L->v_host + ((size_t)h * L->n_ctx) * vr;
+    const int        pf = L->rt->kern.pf;
+    uint64_t         s0 = 0, s1 = 0;
+    (void)thread;
+    r_start[task] = probe_now_us();
+    for (int b = c0; b < c1; b += 64) {
+        const int e = b + 64 < c1 ? b + 64 : c1;
+        for (int c = b; c < e; c++) {
+            const uint64_t *x = (const uint64_t *)(const void *)(k + (size_t)c * kr);
+            if (pf) neo__prefetch_cells(k + (size_t)c * kr, kr, v + (size_t)c * vr, vr, pf);
+            for (size_t i = 0; i < kr / 8; i += 2) s0 += x[i], s1 += x[i + 1];
+        }
+        for (int c = b; c < e; c++) {
+            const uint64_t *x = (const uint64_t *)(const void *)(v + (size_t)c * vr);
+            for (size_t i = 0; i < vr / 8; i += 2) s0 += x[i], s1 += x[i + 1];
+        }
+    }
+    J->sums[task] = s0 + s1;
+    r_end[task] = probe_now_us();
+}
 
 static void check(neo_status s, const char *what) {
     if (s != NEO_OK) fprintf(stderr, "probe-cpu: %s failed: %s\n", what, neo_status_string(s)), exit(1);
@@ -108,16 +151,19 @@ int main(int argc, char **argv) {
     const int    fill = 1024;
     const size_t nkvf = (size_t)fill * nkv * hd, nq = (size_t)nh * hd;
     float       *buf = (float *)malloc(sizeof(float) * (2 * nkvf + 2 * nq));
-    double      *st = (double *)malloc(sizeof(double) * 7 * (size_t)calls);
+    enum { N_STATS = 14 };
+    double      *st = (double *)malloc(sizeof(double) * N_STATS * (size_t)calls);
+    read_job    *rj = (read_job *)calloc(1, sizeof *rj);
     neo_layer  **L = (neo_layer **)calloc((size_t)n_layers, sizeof *L);
     int         *per = (int *)malloc(sizeof(int) * (size_t)ri.n_threads);
-    if (!buf || !st || !L || !per) {
+    if (!buf || !st || !L || !per || !rj) {
         fprintf(stderr, "probe-cpu: out of memory\n");
         return 1;
     }
     float  *k = buf, *v = k + nkvf, *q = v + nkvf, *out = q + nq;
     double *call = st, *first = call + calls, *last = first + calls, *task = last + calls, *merge = task + calls;
-    double *tail = merge + calls, *most = tail + calls;
+    double *tail = merge + calls, *most = tail + calls, *slow = most + calls, *end_at = slow + calls;
+    double *rcall = end_at + calls, *rfirst = rcall + calls, *rlast = rfirst + calls, *rtask = rlast + calls, *rslow = rtask + calls;
     uint64_t r = 0x9E3779B97F4A7C15ull; /* xorshift64* */
     for (size_t i = 0; i < nkvf; i++) {
         r ^= r >> 12, r ^= r << 25, r ^= r >> 27;
@@ -140,7 +186,7 @@ int main(int argc, char **argv) {
         check(neo_attn_decode(L[(c + WARM) % n_layers], q, out), "neo_attn_decode");
         double t1 = probe_now_us();
         if (c < 0) continue;
-        double lo = 1e300, hi = 0.0, end = 0.0, tsum = 0.0, msum = 0.0;
+        double lo = 1e300, hi = 0.0, end = 0.0, tsum = 0.0, msum = 0.0, tmax = 0.0, aend = 0.0;
         int    n = 0, mx = 0;
         memset(per, 0, sizeof(int) * (size_t)ri.n_threads);
         for (int i = 0; i < MAX_TASKS && t_start[i] > 0.0; i++, n++) {
@@ -149,6 +195,8 @@ int main(int argc, char **argv) {
             hi = t_start[i] > hi ? t_start[i] : hi;
             end = e > end ? e : end;
             tsum += t_attended[i] - t_start[i];
+            tmax = t_attended[i] - t_start[i] > tmax ? t_attended[i] - t_start[i] : tmax;
+            aend = t_attended[i] > aend ? t_attended[i] : aend;
             if (t_merged[i] > 0.0) msum += t_merged[i] - t_attended[i];
             if (t_thread[i] >= 0 && t_thread[i] < ri.n_threads && ++per[t_thread[i]] > mx) mx = per[t_thread[i]];
         }
@@ -158,15 +206,36 @@ int main(int argc, char **argv) {
         }
         n_tasks = n;
         call[c] = t1 - t0, first[c] = lo - t0, last[c] = hi - t0, task[c] = tsum / n, merge[c] = msum, tail[c] = t1 - end, most[c] = mx;
+        slow[c] = tmax, end_at[c] = aend - t0;
+
+        /* the same chunks of a layer half the rotation away, read only */
+        rj->L = L[(c + WARM + n_layers / 2) % n_layers];
+        rj->n_chunks = n / nkv, rj->cells = (ctx + rj->n_chunks - 1) / rj->n_chunks;
+        for (double g0 = probe_now_us(); probe_now_us() - g0 < gap_us;) {
+        }
+        t0 = probe_now_us();
+        neo__pool_run(&rt->pool, n, read_task, rj);
+        t1 = probe_now_us();
+        lo = 1e300, hi = 0.0, tsum = 0.0, tmax = 0.0;
+        for (int i = 0; i < n; i++) {
+            lo = r_start[i] < lo ? r_start[i] : lo;
+            hi = r_start[i] > hi ? r_start[i] : hi;
+            tsum += r_end[i] - r_start[i];
+            tmax = r_end[i] - r_start[i] > tmax ? r_end[i] - r_start[i] : tmax;
+        }
+        rcall[c] = t1 - t0, rfirst[c] = lo - t0, rlast[c] = hi - t0, rtask[c] = tsum / n, rslow[c] = tmax;
     }
     printf("%d/%d/%d ctx %d, %d thread(s) (%s, read-ahead into L%d: L1d %ld KB), %d layers, %d tasks, %d calls %d us apart (medians, us):\n",
            nh, nkv, hd, ctx, ri.n_threads, neo_cpu_isa_name(ri.cpu_isa), rt->kern.pf, neo__l1d_bytes() >> 10, n_layers, n_tasks, calls,
            gap_us);
-    printf("  call %.1f  first %.1f  last %.1f  task %.1f  merge %.1f  tail %.1f  max/thread %.0f\n", median(call, calls),
-           median(first, calls), median(last, calls), median(task, calls), median(merge, calls), median(tail, calls),
-           median(most, calls));
+    printf("  call %.1f  first %.1f  last %.1f  task %.1f  slowest %.1f  end %.1f  merge %.1f  tail %.1f  max/thread %.0f\n",
+           median(call, calls), median(first, calls), median(last, calls), median(task, calls), median(slow, calls),
+           median(end_at, calls), median(merge, calls), median(tail, calls), median(most, calls));
+    printf("  read only (%.0f MB a call, the same chunks and pool, no arithmetic): call %.1f  first %.1f  last %.1f  task %.1f  slowest %.1f\n",
+           (double)ctx * nkv * hd * 4 / 1e6, median(rcall, calls), median(rfirst, calls), median(rlast, calls), median(rtask, calls),
+           median(rslow, calls));
     for (int l = 0; l < n_layers; l++) neo_layer_destroy(L[l]);
     neo_runtime_destroy(rt);
-    free(L), free(buf), free(st), free(per);
+    free(L), free(buf), free(st), free(per), free(rj);
     return 0;
 }
