@@ -58,7 +58,7 @@
            off-F      split, fraction F of the KV heads on the host, pipeline OFF (stream-back)
            on-F       split, pipeline ON (both halves at once)
            hybrid-F   split, pipeline HYBRID at the CPU share of the joint ceiling
-           auto-F     split, pipeline AUTO (the note says which it chose after its probes)
+           auto-F     split, pipeline AUTO (the note says how many layers chose each mode after their probes)
          Split and CPU rows: back-to-back calls, wall clock with a final stream sync. Calls rotate
          over enough layers that the GPU side holds >= 256 MiB and the host side >= 2x the LLC
          (at most 512 layers), so neither the 60 MB L2 nor the CPU's LLC holds the KV. Each row:
@@ -820,12 +820,17 @@ static void attn_row(const shape *s, long ctx, const mode *m) {
         k += snprintf(nt + k, cap - (size_t)k, "; host bytes at %.1f GB/s over the call", hb / (r.us * 1e-6) * 1e-9);
     } else if (split && m->pipe == NEO_PIPELINE_HYBRID) {
         k += snprintf(nt + k, cap - (size_t)k, "; CPU share %.2f; overlapped %lld/%d", (double)C.share, ov, calls);
-    } else if (split) { /* AUTO: layer 0's choice (library internals) */
-        const neo_layer *l0 = L[0];
-        k += snprintf(nt + k, cap - (size_t)k, "; chose %s", l0->auto_choice == NEO_PIPELINE_HYBRID ? "HYBRID"
-                      : l0->auto_choice == NEO_PIPELINE_ON ? "ON" : "OFF");
-        if (l0->auto_choice == NEO_PIPELINE_HYBRID)
-            k += snprintf(nt + k, cap - (size_t)k, " at a CPU share of %.2f", (double)l0->auto_share);
+    } else if (split) { /* AUTO: each layer decides on its own probes (library internals) */
+        int    nc[4] = {0, 0, 0, 0}; /* OFF, ON, HYBRID, still probing */
+        double lo = 1.0, hi = 0.0;
+        for (int i = 0; i < n; i++) {
+            const int c = !L[i]->auto_decided ? 3 : L[i]->auto_choice == NEO_PIPELINE_HYBRID ? 2 : L[i]->auto_choice == NEO_PIPELINE_ON ? 1 : 0;
+            nc[c]++;
+            if (c == 2) lo = fmin(lo, L[i]->auto_share), hi = fmax(hi, L[i]->auto_share);
+        }
+        k += snprintf(nt + k, cap - (size_t)k, "; chose OFF / ON / HYBRID in %d / %d / %d of %d layers", nc[0], nc[1], nc[2], n);
+        if (nc[2]) k += snprintf(nt + k, cap - (size_t)k, " (HYBRID at CPU shares %.2f-%.2f)", lo, hi);
+        if (nc[3]) k += snprintf(nt + k, cap - (size_t)k, ", %d still probing", nc[3]);
         k += snprintf(nt + k, cap - (size_t)k, "; overlapped %lld/%d", ov, calls);
     }
     emit(&r);
