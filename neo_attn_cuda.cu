@@ -1243,12 +1243,16 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        a copy (the token's embedding), which waits for all earlier work. So the first tiles below
        pos0 are requested at once, overlapping the previous kernel's tail, and the rest after the
        wait. (An attend with len is placed from an early read of its length here, and its first
-       tiles are whole ones below that placement's pos0; settle checks them after the wait.)
-       Head_dim 128 and 256
+       tiles are whole ones below that placement's pos0; settle checks them after the wait. It
+       asks for one stage of each warp before the wait, PRE, not every stage: such attends are
+       the ones a CUDA graph replays back to back, and there fewer early tiles give shorter calls
+       while eager calls gain nothing from fewer; docs/BENCHMARKS.md, "One ring stage before the
+       wait for decodes replayed from a graph".) Head_dim 128 and 256
        let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
        one of this grid's leaves it and request their first tiles while this grid's last blocks
        finish; head_dim 64, whose blocks are shorter, triggers after its main loop. */
     static constexpr bool EARLY = D != 64;
+    static constexpr int  PRE = SPEC ? 1 : NS; /* ring stages a warp fills before the wait, at most */
     __device__ __forceinline__ void start() {
         if constexpr (TMA) {
             /* The barriers are written by the generic proxy (init) and completed by the async one
@@ -1265,7 +1269,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
             __syncwarp();
         }
         int pre = 0;
-        for (; pre < NS && pre < nw; pre++) {
+        for (; pre < PRE && pre < nw; pre++) {
             const int t0 = cb0 + (warp + pre * W) * 16;
             if (min(t0 + 16, cb1) > pos0() || (SPEC && t0 + 16 > cb1)) break;
             load(pre, pre);
