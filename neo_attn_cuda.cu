@@ -355,9 +355,9 @@ __device__ __forceinline__ int neo__cu_cut(int len, float share) {
    before this one on the stream (the append), so what a kernel attends must come from a read
    after neo__pdl_wait. The tensor-core kernel on sm_90 is launched as a programmatic dependent
    all the same: before the wait it places its split from an early, unordered read of *len (the
-   old length or the new one, or anything: every value is clamped as below) and requests the
-   tiles that would hold only cells before that placement's pos0, which no kernel still running
-   writes; after the wait it reads *len again and keeps those tiles only if the placement has the
+   old length or the new one, or anything: every value is clamped as below) and requests each
+   warp's first tile if it would hold only cells before that placement's pos0, which no kernel
+   still running writes (neo__mma::PRE); after the wait it reads *len again and keeps those tiles only if the placement has the
    same first cell and each of them lies before the real pos0 and inside the split, else it lets
    them land and requests the real placement's tiles in their stages (neo__mma::settle). The CUDA-core kernels read *len first
    and are launched plainly. Every attention kernel is compiled twice, LEN = p.len != NULL, so
@@ -1232,10 +1232,11 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         }
     }
 
-    /* Every stage is filled at once, and refilled as soon as the warp is done with it. Under
-       programmatic dependent launch this block may start while the previous kernel on the stream
-       still runs; its writes (q, this stream's work buffer and counters, cells appended just
-       before) are visible only after neo__pdl_wait. Cells before pos0 are not among them:
+    /* Every stage is filled at once (with len: the first before the wait, the others after it,
+       PRE), and refilled as soon as the warp is done with it. Under programmatic dependent launch
+       this block may start while the previous kernel on the stream still runs; its writes (q,
+       this stream's work buffer and counters, cells appended just before) are visible only after
+       neo__pdl_wait. Cells before pos0 are not among them:
        neo_attn_append wrote them before the append kernel of pos0, which is launched without the
        programmatic attribute and so starts only after all earlier work is complete, and no kernel
        after it starts before it completes; the decode loop, whose projection appends the token
@@ -1244,10 +1245,10 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        pos0 are requested at once, overlapping the previous kernel's tail, and the rest after the
        wait. (An attend with len is placed from an early read of its length here, and its first
        tiles are whole ones below that placement's pos0; settle checks them after the wait. It
-       asks for one stage of each warp before the wait, PRE, not every stage: such attends are
-       the ones a CUDA graph replays back to back, and there fewer early tiles give shorter calls
-       while eager calls gain nothing from fewer; docs/BENCHMARKS.md, "One ring stage before the
-       wait for decodes replayed from a graph".) Head_dim 128 and 256
+       asks for one stage of each warp before the wait, PRE, not every stage: attends with len
+       are what CUDA graphs replay, and replayed back to back such calls were shorter or level
+       with fewer early tiles, where eager calls gained nothing from fewer; docs/BENCHMARKS.md,
+       "One ring stage before the wait for decodes replayed from a graph".) Head_dim 128 and 256
        let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
        one of this grid's leaves it and request their first tiles while this grid's last blocks
        finish; head_dim 64, whose blocks are shorter, triggers after its main loop. */
