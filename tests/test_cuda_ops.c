@@ -1998,6 +1998,9 @@ static const gcase gcases_full[] = {
 };
 static const gcase gcases_quick[] = {
     {"f16 d128 wide", F16, 32, 8, 128, 128, 1, 1024, 500, 12, 0, 0, 0, 0, 0},
+    /* the narrow block and head_dim 256's three-stage rings with a device-side length */
+    {"f16 d128 narrow sinks", F16, 32, 8, 128, 128, 1, 1024, 500, 12, 0, 1, 0, 0, 1},
+    {"f16 d256 t3", F16, 16, 4, 256, 256, 3, 512, 200, 12, -1, -1, 0, 4.0f, 0},
     {"bf16 d64 g7 all", BF16, 14, 2, 64, 64, 1, 256, 1, 12, -1, -1, 3.0f, 4.0f, 1},
     {"f32 d128 fast", F32, 8, 2, 128, 128, 1, 512, 200, 12, 1, -1, 0, 0, 1},
     {"f16 d96 generic", F16, 8, 2, 96, 96, 1, 256, 1, 12, -1, -1, 0, 0, 0},
