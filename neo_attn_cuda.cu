@@ -357,11 +357,12 @@ __device__ __forceinline__ int neo__cu_cut(int len, float share) {
    all the same: before the wait it places its split from an early, unordered read of *len (the
    old length or the new one, or anything: every value is clamped as below) and requests each
    warp's first tile if it would hold only cells before that placement's pos0, which no kernel
-   still running writes (neo__mma::PRE); after the wait it reads *len again and keeps those tiles only if the placement has the
-   same first cell and each of them lies before the real pos0 and inside the split, else it lets
-   them land and requests the real placement's tiles in their stages (neo__mma::settle). The CUDA-core kernels read *len first
-   and are launched plainly. Every attention kernel is compiled twice, LEN = p.len != NULL, so
-   that the eager kernels keep their registers, hence their occupancy, split counts and bits. */
+   still running writes (neo__mma::PRE); after the wait it reads *len again and keeps those
+   tiles only if the placement has the same first cell and each of them lies before the real
+   pos0 and inside the split, else it lets them land and requests the real placement's tiles in
+   their stages (neo__mma::settle). The CUDA-core kernels read *len first and are launched
+   plainly. Every attention kernel is compiled twice, LEN = p.len != NULL, so that the eager
+   kernels keep their registers, hence their occupancy, split counts and bits. */
 struct neo__cu_live {
     int c0, c1, pos0, chunk;
 };
