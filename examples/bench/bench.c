@@ -14,8 +14,9 @@
                     also from a CUDA graph, and from a graph with the splits merged through global
                     memory), and the floors a call of that size meets (a 4-byte memset, a copy of
                     the layer's bytes, and kernels that do only the call's dataflow, its reads and
-                    the merge of its splits, on its grid: examples/bench/floors.cu; eager and
-                    from a graph, back to back); --sweep-ctx N sweeps that one context instead,
+                    the merge of its splits, on its grid, and one with the arithmetic too, checked
+                    against float64: examples/bench/floors.cu; eager and from a graph, back to
+                    back); --sweep-ctx N sweeps that one context instead,
                     --sweep-qwen the Qwen2.5-0.5B layer instead
        --threads    CPU attention threads, in the CPU runtime and in the GPU runtime's pool, and the
                     thread count of the DRAM read ceiling (default: online cores)
@@ -982,12 +983,15 @@ static void op_floor(neo_layer **L, int n, int i) {
 static void sweep_floors(const shape *SH, long ctx, neo_layer **L, int n) {
     static const char *names[BENCH_FLOOR_KINDS] = {"read", "read + global merge", "read + cluster merge", "read + atomic adds"};
     /* plain loads in small blocks; the same blocks holding the wide block's 192 KB; bulk copies;
-       plain loads in 64 registers a thread, two blocks an SM */
-    static const char *ways[4] = {"", ", each holding 192 KB of shared memory", ", read by bulk copies into shared memory",
-                                  ", plain loads in 64 registers, two blocks an SM"};
-    static const int   readers[4] = {BENCH_FLOOR_PLAIN, BENCH_FLOOR_PLAIN, BENCH_FLOOR_BULK, BENCH_FLOOR_PLAIN64};
-    for (int way = 0; way < 4; way++) {
-        const int S = bench_floor_setup(SH->n_kv, (int)ctx, SH->d, SH->n_head / SH->n_kv, way == 1 ? 192 * 1024 : 0, readers[way]);
+       plain loads in 64 registers a thread, two blocks an SM; the call's arithmetic on such blocks */
+    static const char *ways[6] = {"", ", each holding 192 KB of shared memory", ", read by bulk copies into shared memory",
+                                  ", plain loads in 64 registers, two blocks an SM",
+                                  ", with the arithmetic (read: no merge): K in 64 registers, V by bulk copies, two blocks an SM",
+                                  ", with the arithmetic (read: no merge): the same blocks each holding 120 KB, one an SM"};
+    static const int   readers[6] = {BENCH_FLOOR_PLAIN, BENCH_FLOOR_PLAIN, BENCH_FLOOR_BULK, BENCH_FLOOR_PLAIN64, BENCH_FLOOR_MMA, BENCH_FLOOR_MMA};
+    static const int   held[6] = {0, 192, 0, 0, 0, 120}; /* KB of shared memory each block holds at least */
+    for (int way = 0; way < 6; way++) {
+        const int S = bench_floor_setup(SH->n_kv, (int)ctx, SH->d, SH->n_head / SH->n_kv, (size_t)held[way] * 1024, readers[way]);
         if (S < 1) {
             printf("# floors of the dataflow%s: not for this shape or GPU\n", ways[way]);
             continue;
@@ -1002,6 +1006,14 @@ static void sweep_floors(const shape *SH, long ctx, neo_layer **L, int n) {
             if (!bench_floor_has(floor_kind)) printf("%s %s -", floor_kind ? ";" : "", names[floor_kind]);
             else printf("%s %s %.2f / %.2f", floor_kind ? ";" : "", names[floor_kind], time_ops(op_floor, L, n, 0), time_ops(op_floor, L, n, 1));
             fflush(stdout);
+        }
+        if (readers[way] == BENCH_FLOOR_MMA) { /* one more call, on L[0], against float64 */
+            const size_t hs = (size_t)L[0]->n_ctx * (size_t)L[0]->head_dim;
+            floor_kind = BENCH_FLOOR_GLOBAL;
+            op_floor(L, n, 0);
+            const double e = bench_floor_check(L[0]->k_dev, L[0]->v_dev, hs, hs);
+            if (e < 0.0) die("bench_floor_check", "failed");
+            printf("; outputs against float64: max relative L2 error %.2e; %d blocks an SM", e, bench_floor_blocks(BENCH_FLOOR_GLOBAL));
         }
         printf("\n");
     }

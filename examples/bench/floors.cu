@@ -20,7 +20,7 @@
                     float atomics: no block waits for another, the cheapest combine there is and
                     one a deterministic library cannot use (the sum's order follows the arrivals)
 
-   Three readers (floors.h). Plain 16-byte loads, 2 FL_UNROLL a thread a round (all of a split's
+   Three readers of the bytes alone (floors.h). Plain 16-byte loads, 2 FL_UNROLL a thread a round (all of a split's
    bytes in one round when it holds at most 256 cells of head_dim 128; longer splits read in
    rounds and are no floor), a block letting the next launch begin once its reads have returned:
    BENCH_FLOOR_PLAIN leaves the registers to the compiler, which keeps the kernels in about 30, so
@@ -33,11 +33,18 @@
    launch let in right after: the tiles hold the split's bytes (128 KB a block for 256 cells of
    head_dim 128: one block an SM too). Every kernel is launched as a programmatic dependent on
    sm_90 (as the library's are) and waits for the previous grid only before its first write.
+   BENCH_FLOOR_MMA does the call's arithmetic too (its comment, below): its global kind is a
+   whole decode (checked against float64 by bench_floor_check), its read kind the same without
+   the merge of the splits (each block's partial written, not combined).
    K, V: [n_kv][kstride elements] of f16 or bf16 (2 bytes), head h's cells at h * kstride, cell c
    at c * d. */
 #include <cooperative_groups.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include "floors.h"
 
@@ -51,9 +58,11 @@ struct fl_args {
     const uint4 *k, *v;
     size_t       kstride, vstride; /* uint4s between heads */
     int          ctx, d, g, S, chunk; /* cells, head_dim, query group, splits, cells a split */
-    float       *work;                /* [n_kv][S][g * d + 2] the partials and their (m, l) */
+    float       *work;                /* [n_kv][S][g * d + 16] the partials and their (m, l), up to 8 queries */
     unsigned    *cnt;                 /* [n_kv] arrivals, reset by the last block */
     float       *out;                 /* [n_kv][g * d] */
+    const float *q;                   /* [n_kv][g][d] BENCH_FLOOR_MMA's queries */
+    float        scale;               /* and their score scale, 1 / sqrt(d) */
 };
 
 /* programmatic dependent launch: sm_90 (older GPUs launch plainly, each grid after the last) */
@@ -204,14 +213,238 @@ template <int R> __global__ void __launch_bounds__(FL_THREADS, FL_MIN_BLOCKS(R))
     if (t < gd) atomicAdd(a.out + (size_t)blockIdx.x * gd + t, p * ml[1]);
 }
 
+/* BENCH_FLOOR_MMA: the call's arithmetic too, on the dataflow of the plain 64-register reader
+   (f16 K and V, head_dim 128, query group <= 8, splits of whole 16-cell tiles, every cell
+   visible: a decode at the layer's last position, no mask, no sinks). 16 warps of one 16-cell
+   tile each; a lane's share of its tile's K rows (rows g and g + 8, chunks 4P + c: the A
+   fragments of S^T = K . Q^T, the library's bulk-path order) goes straight into registers, and
+   the tile's V rows come by one bulk copy into the warp's 4 KB of shared memory, both before the
+   wait, so that a block of 64 registers a thread and 64 KB leaves room for the next call's block
+   on its SM (with smem, bench_floor_setup, it holds that much instead: one block an SM). After
+   the wait: q staged in shared memory, split into two f16 parts after a scaling
+   by a power of two (as the library carries it), the scores (tensor cores, f32 sums), the
+   softmax, O^T += V^T . P^T with the weights in two f16 parts, the warps' combine through shared
+   memory, and the global merge of the splits as BENCH_FLOOR_GLOBAL's, with real weights. Its
+   outputs are checked against float64 (bench_floor_check). */
+#define FL_W (FL_THREADS / 32)
+__device__ __forceinline__ uint32_t fl_pack(float x, float y) {
+    __half2 h = __floats2half2_rn(x, y);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+__device__ __forceinline__ float2 fl_unpack(uint32_t u) { return __half22float2(*reinterpret_cast<__half2 *>(&u)); }
+__device__ __forceinline__ void fl_mma16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t fl_movt(uint32_t x) {
+    uint32_t y;
+    asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+
+template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_kernel(const fl_args a) {
+#if __CUDA_ARCH__ >= 900
+    constexpr int D = 128, CPR = D / 8, RS = D + 1;
+    extern __shared__ __align__(128) uint4 fl_smem[]; /* [FL_W][16 * CPR] V tiles, then [FL_W][G][RS] the warps' acc */
+    __shared__ float qsm[8 * D], wm[FL_W][8], wl[FL_W][8], ww[FL_W][8], bm[8], bl[8];
+    __shared__ __align__(8) unsigned long long bar[FL_W];
+    __shared__ int last;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3, h = blockIdx.x, S = a.S, G = a.g;
+    const int tile0 = blockIdx.y * a.chunk + 16 * warp, live = tile0 < min(a.ctx, (blockIdx.y + 1) * a.chunk);
+    const uint4 *kt = a.k + h * a.kstride + (size_t)tile0 * CPR, *vt = a.v + h * a.vstride + (size_t)tile0 * CPR;
+    uint4        x0[4], x1[4]; /* K rows g and g + 8, chunks 4P + c */
+    const unsigned b = (unsigned)__cvta_generic_to_shared(&bar[warp]), vs = (unsigned)__cvta_generic_to_shared(fl_smem + warp * 16 * CPR);
+    if (live) {
+        if (lane == 0) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b));
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(16 * CPR * 16) : "memory");
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(vs), "l"(vt),
+                         "r"(16 * CPR * 16), "r"(b)
+                         : "memory");
+        }
+        __syncwarp();
+#pragma unroll
+        for (int P = 0; P < 4; P++) x0[P] = __ldcs(kt + g * CPR + 4 * P + c), x1[P] = __ldcs(kt + (g + 8) * CPR + 4 * P + c);
+    }
+    fl_pdl_trigger();
+    fl_pdl_wait();
+    for (int t = tid; t < G * D; t += FL_THREADS) qsm[t] = a.q[(size_t)h * G * D + t];
+    __syncthreads();
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[8][4];
+#pragma unroll
+    for (int t = 0; t < 8; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+    if (live) {
+        /* q of query g as the B fragments, k-step s = 2P + t: dims 8 (4P + c) + 4t + {0, 1}, + {2, 3} */
+        const float *qr = qsm + (g < G ? g : 0) * D;
+        float        mx = 0.0f;
+#pragma unroll
+        for (int s = 0; s < 8; s++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const float2 v = *reinterpret_cast<const float2 *>(qr + 8 * (4 * (s >> 1) + c) + 4 * (s & 1) + 2 * hh);
+                mx = fmaxf(mx, fmaxf(fabsf(v.x), fabsf(v.y)));
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const int   sh = max(-126, min(126, 9 - (((__float_as_int(mx) >> 23) & 0xff) - 126)));
+        const float up = __int_as_float((127 + sh) << 23), down = __int_as_float((127 - sh) << 23);
+        float       sp[2][4] = {};
+#pragma unroll
+        for (int P = 0; P < 4; P++) {
+            const uint32_t k0[4] = {x0[P].x, x1[P].x, x0[P].y, x1[P].y}, k1[4] = {x0[P].z, x1[P].z, x0[P].w, x1[P].w};
+            uint32_t       qf[2][2][2]; /* part, k-step 2P + t, half */
+#pragma unroll
+            for (int t = 0; t < 2; t++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    const float2 v = g < G ? *reinterpret_cast<const float2 *>(qr + 8 * (4 * P + c) + 4 * t + 2 * hh) : make_float2(0.0f, 0.0f);
+                    const float  x = v.x * up, y = v.y * up;
+                    qf[0][t][hh] = fl_pack(x, y);
+                    const float2 hi = fl_unpack(qf[0][t][hh]);
+                    qf[1][t][hh] = fl_pack(x - hi.x, y - hi.y);
+                }
+#pragma unroll
+            for (int u = 0; u < 2; u++) fl_mma16(sp[u], k0, qf[u][0][0], qf[u][0][1]), fl_mma16(sp[u], k1, qf[u][1][0], qf[u][1][1]);
+        }
+        /* element x: cell g + 8 (x >> 1), query 2c + (x & 1) */
+        float sv[4], pw[4];
+#pragma unroll
+        for (int x = 0; x < 4; x++) { /* the shuffle by every lane: it is warp-wide */
+            const int   qi = 2 * c + (x & 1);
+            const float sc = a.scale * __shfl_sync(0xffffffffu, down, 4 * qi);
+            sv[x] = qi < G ? (sp[1][x] + sp[0][x]) * sc : -INFINITY;
+        }
+        float t0 = fmaxf(sv[0], sv[2]), t1 = fmaxf(sv[1], sv[3]);
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) t0 = fmaxf(t0, __shfl_xor_sync(0xffffffffu, t0, o)), t1 = fmaxf(t1, __shfl_xor_sync(0xffffffffu, t1, o));
+        m[0] = t0, m[1] = t1;
+#pragma unroll
+        for (int x = 0; x < 4; x++) pw[x] = sv[x] == -INFINITY ? 0.0f : expf(sv[x] - ((x & 1) ? t1 : t0));
+        l[0] = pw[0] + pw[2], l[1] = pw[1] + pw[3];
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) l[0] += __shfl_xor_sync(0xffffffffu, l[0], o), l[1] += __shfl_xor_sync(0xffffffffu, l[1], o);
+        uint32_t bh[2], bw[2];
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const uint32_t hi = fl_pack(pw[2 * hh], pw[2 * hh + 1]);
+            const float2   hv = fl_unpack(hi);
+            bh[hh] = fl_movt(hi), bw[hh] = fl_movt(fl_pack(pw[2 * hh] - hv.x, pw[2 * hh + 1] - hv.y));
+        }
+        unsigned done = 0;
+        while (!done)
+            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                         : "=r"(done)
+                         : "r"(b)
+                         : "memory");
+        __syncwarp(); /* movmatrix and mma below are warp-wide */
+#pragma unroll
+        for (int P = 0; P < 4; P++) {
+            uint32_t va[2][4];
+            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(va[0][0]), "=r"(va[0][1]), "=r"(va[1][0]), "=r"(va[1][1])
+                         : "r"(vs + (unsigned)((g * CPR + 4 * P + c) * 16)));
+            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(va[0][2]), "=r"(va[0][3]), "=r"(va[1][2]), "=r"(va[1][3])
+                         : "r"(vs + (unsigned)(((g + 8) * CPR + 4 * P + c) * 16)));
+#pragma unroll
+            for (int t = 0; t < 2; t++) {
+                uint32_t av[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) av[u] = fl_movt(va[t][u]);
+                fl_mma16(acc[2 * P + t], av, bh[0], bh[1]);
+                fl_mma16(acc[2 * P + t], av, bw[0], bw[1]);
+            }
+        }
+    }
+    /* the warps combined in a fixed order: acc[t] holds dims (t, g, 0 / 1) x queries 2c, 2c + 1 */
+    __syncthreads(); /* every warp is done with its V: the tiles become the combine's buffer */
+    float *red = reinterpret_cast<float *>(fl_smem);
+#pragma unroll
+    for (int t = 0; t < 8; t++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            if (2 * c + e < G) {
+                const int d0 = 8 * (4 * (t >> 1) + (g >> 1)) + 4 * (t & 1) + (g & 1);
+                float    *r = red + (warp * G + 2 * c + e) * RS;
+                r[d0] = acc[t][e], r[d0 + 2] = acc[t][2 + e];
+            }
+    if (g == 0)
+#pragma unroll
+        for (int e = 0; e < 2; e++) wm[warp][2 * c + e] = m[e], wl[warp][2 * c + e] = l[e];
+    __syncthreads();
+    if (tid < FL_W * 8) {
+        const int w = tid / 8, i = tid % 8;
+        float     M = -INFINITY;
+#pragma unroll
+        for (int u = 0; u < FL_W; u++) M = fmaxf(M, wm[u][i]);
+        ww[w][i] = wm[w][i] == -INFINITY ? 0.0f : expf(wm[w][i] - M);
+        if (w == 0) bm[i] = M;
+    }
+    __syncthreads();
+    if (tid < 8) {
+        float L = 0.0f;
+#pragma unroll
+        for (int w = 0; w < FL_W; w++) L = fmaf(ww[w][tid], wl[w][tid], L);
+        bl[tid] = L;
+    }
+    const int gd = G * D;
+    float    *w0 = a.work + (size_t)h * S * (gd + 2 * 8), *wp = w0 + (size_t)blockIdx.y * (gd + 2 * 8);
+    for (int f = tid; f < gd; f += FL_THREADS) {
+        const int i = f / D, col = f % D;
+        float     s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < FL_W; w++) s = fmaf(ww[w][i], red[(w * G + i) * RS + col], s);
+        __stcg(wp + f, s);
+    }
+    __syncthreads();
+    if (tid < G) __stcg(reinterpret_cast<float2 *>(wp + gd) + tid, make_float2(bm[tid], bl[tid]));
+    if (!MERGE) return;
+    __syncthreads();
+    if (tid == 0) {
+        unsigned prev;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(a.cnt + h) : "memory");
+        last = prev == (unsigned)(S - 1);
+        if (last) a.cnt[h] = 0u;
+    }
+    __syncthreads();
+    if (!last) return;
+    for (int f = tid; f < gd; f += FL_THREADS) {
+        const int i = f / D;
+        float     M = -INFINITY, L = 0.0f, s = 0.0f;
+#pragma unroll 16
+        for (int u = 0; u < S; u++) M = fmaxf(M, __ldcg(w0 + (size_t)u * (gd + 16) + gd + 2 * i));
+#pragma unroll 16
+        for (int u = 0; u < S; u++) {
+            const float *wu = w0 + (size_t)u * (gd + 16);
+            const float  mu = __ldcg(wu + gd + 2 * i), e = mu == -INFINITY ? 0.0f : expf(mu - M);
+            L = fmaf(e, __ldcg(wu + gd + 2 * i + 1), L);
+            s = fmaf(e, __ldcg(wu + f), s);
+        }
+        a.out[(size_t)h * gd + f] = s / L;
+    }
+#else
+    (void)a;
+#endif
+}
+
 static fl_args  fl_a;
 static int      fl_sm, fl_major, fl_cluster_ok;
 static unsigned fl_grid_x;
 static size_t   fl_dyn;
 static int      fl_reader;
 #define FL_FNS(R) {(const void *)fl_read_kernel<R>, (const void *)fl_global_kernel<R>, (const void *)fl_cluster_kernel<R>, (const void *)fl_atomic_kernel<R>}
-static const void *const fl_fns[BENCH_FLOOR_READERS][BENCH_FLOOR_KINDS] = {FL_FNS(BENCH_FLOOR_PLAIN), FL_FNS(BENCH_FLOOR_BULK),
-                                                                           FL_FNS(BENCH_FLOOR_PLAIN64)};
+static const void *const fl_fns[BENCH_FLOOR_READERS][BENCH_FLOOR_KINDS] = {
+    FL_FNS(BENCH_FLOOR_PLAIN), FL_FNS(BENCH_FLOOR_BULK), FL_FNS(BENCH_FLOOR_PLAIN64), {(const void *)fl_mma_kernel<false>, (const void *)fl_mma_kernel<true>, NULL, NULL}};
+static float *fl_hq; /* BENCH_FLOOR_MMA's queries on the host, for bench_floor_check */
+
+int bench_floor_blocks(int kind) {
+    int n = 0;
+    if (!bench_floor_has(kind) ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fl_fns[fl_reader][kind], FL_THREADS, fl_dyn) != cudaSuccess)
+        return -1;
+    return n;
+}
 
 int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader) {
     int dev;
@@ -220,7 +453,8 @@ int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader) 
         return -1;
     if (g * d > FL_THREADS || d % 8) return -1;
     bench_floor_release();
-    if (reader < 0 || reader >= BENCH_FLOOR_READERS || (reader == BENCH_FLOOR_BULK && fl_major < 9)) return -1;
+    if (reader < 0 || reader >= BENCH_FLOOR_READERS || ((reader == BENCH_FLOOR_BULK || reader == BENCH_FLOOR_MMA) && fl_major < 9)) return -1;
+    if (reader == BENCH_FLOOR_MMA && (d != 128 || g > 8 || ctx % 16)) return -1;
     fl_reader = reader;
     fl_a.ctx = ctx, fl_a.d = d, fl_a.g = g;
     /* S splits a head: n_kv x S blocks at most one an SM, none shorter than 256 cells (one
@@ -228,33 +462,94 @@ int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader) 
     fl_a.S = fl_sm / n_kv > 0 ? fl_sm / n_kv : 1;
     if (fl_a.S > (ctx + 255) / 256) fl_a.S = (ctx + 255) / 256;
     fl_a.chunk = (ctx + fl_a.S - 1) / fl_a.S;
-    /* the bulk reader's tiles; else unused, only holding the SM as the library's rings do */
+    if (reader == BENCH_FLOOR_MMA) { /* whole tiles, one a warp */
+        fl_a.chunk = (fl_a.chunk + 15) / 16 * 16;
+        if (fl_a.chunk > 16 * FL_W) return -1;
+    }
+    /* the bulk reader's tiles; the arithmetic's V tiles, then its warps' combine; else unused,
+       only holding the SM as the library's rings do */
     fl_dyn = reader == BENCH_FLOOR_BULK ? (size_t)fl_a.chunk * d * 2 * 2 : smem;
+    if (reader == BENCH_FLOOR_MMA) fl_dyn = (size_t)FL_W * (16 * d * 2 > g * (d + 1) * 4 ? 16 * d * 2 : g * (d + 1) * 4);
     if (fl_dyn < smem) fl_dyn = smem;
     for (int k = 0; k < BENCH_FLOOR_KINDS; k++)
-        if (cudaFuncSetAttribute(fl_fns[reader][k], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fl_dyn) != cudaSuccess) return -1;
+        if (fl_fns[reader][k] &&
+            cudaFuncSetAttribute(fl_fns[reader][k], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fl_dyn) != cudaSuccess)
+            return -1;
     fl_grid_x = (unsigned)n_kv;
-    fl_cluster_ok = fl_major >= 9 && fl_a.S >= 2 && fl_a.S <= 16;
+    fl_cluster_ok = fl_major >= 9 && fl_a.S >= 2 && fl_a.S <= 16 && fl_fns[reader][BENCH_FLOOR_CLUSTER];
     if (fl_cluster_ok && fl_a.S > 8 &&
         cudaFuncSetAttribute(fl_fns[reader][BENCH_FLOOR_CLUSTER], cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
         fl_cluster_ok = 0, cudaGetLastError();
-    if (cudaMalloc(&fl_a.work, (size_t)n_kv * fl_a.S * (g * d + 2) * sizeof(float)) != cudaSuccess ||
-        cudaMalloc(&fl_a.cnt, (size_t)n_kv * sizeof(unsigned)) != cudaSuccess ||
-        cudaMalloc(&fl_a.out, (size_t)n_kv * g * d * sizeof(float)) != cudaSuccess ||
+    const size_t nq = (size_t)n_kv * g * d;
+    if (cudaMalloc(&fl_a.work, (size_t)n_kv * fl_a.S * (g * d + 16) * sizeof(float)) != cudaSuccess ||
+        cudaMalloc(&fl_a.cnt, (size_t)n_kv * sizeof(unsigned)) != cudaSuccess || cudaMalloc(&fl_a.out, nq * sizeof(float)) != cudaSuccess ||
+        cudaMalloc((void **)&fl_a.q, nq * sizeof(float)) != cudaSuccess || !(fl_hq = (float *)malloc(nq * sizeof(float))) ||
         cudaMemset(fl_a.cnt, 0, (size_t)n_kv * sizeof(unsigned)) != cudaSuccess)
         return -1;
+    /* queries drawn fresh each run, uniform in [-2, 2) */
+    unsigned long long x = (unsigned long long)time(NULL) * 0x9e3779b97f4a7c15ull | 1u;
+    for (size_t i = 0; i < nq; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        fl_hq[i] = (float)((double)(x >> 11) * 0x1p-53 * 4.0 - 2.0);
+    }
+    fl_a.scale = 1.0f / sqrtf((float)d);
+    if (cudaMemcpy((void *)fl_a.q, fl_hq, nq * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) return -1;
     return fl_a.S;
 }
 
 void bench_floor_release(void) {
-    cudaFree(fl_a.work), cudaFree(fl_a.cnt), cudaFree(fl_a.out);
-    fl_a.work = NULL, fl_a.cnt = NULL, fl_a.out = NULL;
+    cudaFree(fl_a.work), cudaFree(fl_a.cnt), cudaFree(fl_a.out), cudaFree((void *)fl_a.q), free(fl_hq);
+    fl_a.work = NULL, fl_a.cnt = NULL, fl_a.out = NULL, fl_a.q = NULL, fl_hq = NULL;
 }
 
-int bench_floor_has(int kind) { return kind != BENCH_FLOOR_CLUSTER || fl_cluster_ok; }
+int bench_floor_has(int kind) {
+    return kind >= 0 && kind < BENCH_FLOOR_KINDS && fl_fns[fl_reader][kind] && (kind != BENCH_FLOOR_CLUSTER || fl_cluster_ok);
+}
+
+/* BENCH_FLOOR_MMA's outputs of the last call (over K and V as bench_floor took them, f16) against
+   float64 on the host: the largest relative L2 error of a query's output row, or -1 */
+double bench_floor_check(const void *k, const void *v, size_t kstride, size_t vstride) {
+    const int    n_kv = (int)fl_grid_x, g = fl_a.g, d = fl_a.d, ctx = fl_a.ctx;
+    const size_t nq = (size_t)n_kv * g * d;
+    __half      *hk = (__half *)malloc((size_t)ctx * d * sizeof(__half)), *hv = (__half *)malloc((size_t)ctx * d * sizeof(__half));
+    float       *out = (float *)malloc(nq * sizeof(float));
+    double      *sc = (double *)malloc((size_t)ctx * sizeof(double)), worst = -1.0;
+    if (hk && hv && out && sc && cudaDeviceSynchronize() == cudaSuccess &&
+        cudaMemcpy(out, fl_a.out, nq * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess) {
+        worst = 0.0;
+        for (int h = 0; h < n_kv && worst >= 0.0; h++) {
+            if (cudaMemcpy(hk, (const __half *)k + h * kstride, (size_t)ctx * d * 2, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                cudaMemcpy(hv, (const __half *)v + h * vstride, (size_t)ctx * d * 2, cudaMemcpyDeviceToHost) != cudaSuccess) {
+                worst = -1.0;
+                break;
+            }
+            for (int i = 0; i < g; i++) {
+                const float *q = fl_hq + ((size_t)h * g + i) * d;
+                double       mx = -INFINITY, l = 0.0, e2 = 0.0, r2 = 0.0;
+                for (int c = 0; c < ctx; c++) {
+                    double s = 0.0;
+                    for (int j = 0; j < d; j++) s += (double)q[j] * (double)__half2float(hk[(size_t)c * d + j]);
+                    sc[c] = s / sqrt((double)d);
+                    mx = fmax(mx, sc[c]);
+                }
+                for (int c = 0; c < ctx; c++) l += (sc[c] = exp(sc[c] - mx));
+                for (int j = 0; j < d; j++) {
+                    double o = 0.0;
+                    for (int c = 0; c < ctx; c++) o += sc[c] * (double)__half2float(hv[(size_t)c * d + j]);
+                    o /= l;
+                    const double e = (double)out[((size_t)h * g + i) * d + j] - o;
+                    e2 += e * e, r2 += o * o;
+                }
+                worst = fmax(worst, sqrt(e2 / r2));
+            }
+        }
+    }
+    free(hk), free(hv), free(out), free(sc);
+    return worst;
+}
 
 int bench_floor(int kind, const void *k, const void *v, size_t kstride, size_t vstride, cudaStream_t s) {
-    if (kind < 0 || kind >= BENCH_FLOOR_KINDS || !bench_floor_has(kind)) return -1;
+    if (!bench_floor_has(kind)) return -1;
     fl_args a = fl_a;
     a.k = static_cast<const uint4 *>(k), a.v = static_cast<const uint4 *>(v);
     a.kstride = kstride * 2 / 16, a.vstride = vstride * 2 / 16;
