@@ -1048,12 +1048,13 @@ static void run_sweep(void) {
             printf("\n");
             fflush(stdout);
         }
-        /* last: the copies overwrite V */
+        /* the floors of the dataflow first: the arithmetic's kernel is checked against the layer's
+           own V, which the copies below overwrite */
+        sweep_floors(SH, ctx, L, n);
         sweep_k_bytes = kv_layer_bytes(SH, ctx) / 2;
         printf("# floors, back to back: a 4-byte memset %.2f us; the layer's K copied over its V (its bytes, half read and half "
                "written) %.2f us\n",
                time_ops(op_set, L, n, 0), time_ops(op_copy, L, n, 0));
-        sweep_floors(SH, ctx, L, n);
         for (int i = 0; i < n; i++) neo_layer_destroy(L[i]);
         free(L);
         if (opt.sweep_ctx) break;
