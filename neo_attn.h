@@ -554,7 +554,8 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    each; while the stream is being captured, see CUDA GRAPHS). Split layers under OFF stream their
    host heads back through the runtime's shared double-buffered chunks; ON layers' host outputs come
    up in one copy. A split AUTO layer that is still measuring, and a split HYBRID layer (or AUTO
-   layer that chose it), runs as its own single call. */
+   layer that chose it), runs as its own single call. A call that fails counts no decode
+   (neo_layer_info) and leaves out undefined. */
 NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v);
 NEO_ATTN_API neo_status neo_attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out);
 
@@ -3747,6 +3748,7 @@ struct neo_layer {
     int          graphed;      /* 1 once an append was captured: in the runtime's graphed list */
     struct neo_layer *gnext, *gprev;
     long long    n_decode, n_overlapped;
+    long long    n_decode_was, n_overlapped_was; /* the counters before a batch decode or a session step: a failed one puts them back */
     unsigned long long batch_mark; /* the last batch call that listed this layer (neo_runtime.batch_mark) */
 };
 
@@ -5116,17 +5118,33 @@ NEO_ATTN__PRIVATE float *neo__batch_out(const neo_layer *L, float *out, int i) {
     return out + (size_t)i * (size_t)L->n_head * (size_t)L->head_dim_v;
 }
 
+/* A failed neo_attn_decode_batch: the log says why. */
+NEO_ATTN__PRIVATE neo_status neo__batch_failed(neo_runtime *rt, neo_status s) {
+    neo__log(rt, NEO_LOG_ERROR, "neo_attn_decode_batch: %s%s", neo_status_string(s),
+             s == NEO_ERR_UNSUPPORTED ? " (the stream is being captured into a CUDA graph)" : "");
+    return s;
+}
+
+/* A layer's decode counters kept before a call that decodes it (neo__counts_keep), and put back
+   when the call fails (neo__counts_back): a failed call counts no decode. */
+NEO_ATTN__PRIVATE void neo__counts_keep(neo_layer *const *layers, int n) {
+    for (int i = 0; i < n; i++) layers[i]->n_decode_was = layers[i]->n_decode, layers[i]->n_overlapped_was = layers[i]->n_overlapped;
+}
+NEO_ATTN__PRIVATE void neo__counts_back(neo_layer *const *layers, int n) {
+    for (int i = 0; i < n; i++) layers[i]->n_decode = layers[i]->n_decode_was, layers[i]->n_overlapped = layers[i]->n_overlapped_was;
+}
+
 /* A CPU runtime's batch: every head of every layer in one job. */
 NEO_ATTN__PRIVATE neo_status neo__batch_cpu(neo_layer *const *layers, int n, const float *q, float *out) {
     neo_runtime *rt = layers[0]->rt;
     neo__job     j;
     neo_status   s;
     neo__pool_wait(&rt->pool); /* a detached CPU half may still use the partials */
-    if ((s = neo__batch_reserve(rt, n)) != NEO_OK) return s;
+    if ((s = neo__batch_reserve(rt, n)) != NEO_OK) return neo__batch_failed(rt, s);
     for (int i = 0; i < n; i++)
         neo__batch_host_args(layers[i], &rt->batch->args[i], neo__batch_q(layers[i], q, i), neo__batch_out(layers[i], out, i));
     rt->batch->n = n;
-    if ((s = neo__batch_job(rt, rt->batch, &j)) != NEO_OK) return s;
+    if ((s = neo__batch_job(rt, rt->batch, &j)) != NEO_OK) return neo__batch_failed(rt, s);
     neo__pool_launch(&rt->pool, &j);
     neo__pool_help(&rt->pool);
     for (int i = 0; i < n; i++) layers[i]->n_decode++;
@@ -5140,7 +5158,7 @@ NEO_ATTN__PRIVATE int neo__batch_mode(const neo_layer *L) {
     neo_pipeline p = L->pipeline;
     if (!neo__is_split(L)) return NEO__BATCH_DEV;
     if (p == NEO_PIPELINE_AUTO) {
-        if (!L->auto_decided || L->len >= 2 * L->auto_len) return NEO__BATCH_SINGLE;
+        if (!L->auto_decided || L->len / 2 >= L->auto_len) return NEO__BATCH_SINGLE; /* len >= 2 auto_len, without overflow */
         p = (neo_pipeline)L->auto_choice;
     }
     if (p == NEO_PIPELINE_HYBRID) return NEO__BATCH_SINGLE;
@@ -5300,7 +5318,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_gpu(neo_layer *const *layers, int n, con
     neo_status   s = NEO_OK;
     int          early = rt->attn.launch_async(rt->dev_state);
     neo__pool_wait(&rt->pool); /* the last ON batch's CPU half reads the batch arrays */
-    if ((s = neo__batch_reserve(rt, n)) != NEO_OK) return s;
+    if ((s = neo__batch_reserve(rt, n)) != NEO_OK) return neo__batch_failed(rt, s);
     memset(&G, 0, sizeof G);
     G.layers = layers, G.n = n, G.q = q, G.out = out;
     G.hand.L = layers[0];
@@ -5312,18 +5330,22 @@ NEO_ATTN__PRIVATE neo_status neo__batch_gpu(neo_layer *const *layers, int n, con
         G.n_on += rt->batch->mode[i] == NEO__BATCH_ON;
         G.n_off += rt->batch->mode[i] == NEO__BATCH_OFF;
     }
+    /* the ON layers' host buffers before any layer runs, so that running out of memory there
+       leaves every layer as it was (the single calls' own buffers are theirs to grow) */
+    if (G.n_on && (s = neo__both_reserve(rt, &G.hand)) != NEO_OK) return neo__batch_failed(rt, s);
+    neo__counts_keep(layers, n);
     for (int i = 0; i < n && s == NEO_OK; i++)
         if (rt->batch->mode[i] == NEO__BATCH_SINGLE) s = neo__attn_decode(layers[i], neo__batch_q(layers[i], q, i), neo__batch_out(layers[i], out, i));
-    if (s != NEO_OK) return s;
-    neo__pool_wait(&rt->pool); /* a single call's CPU half may still be on the workers */
-    if (G.n_on) s = neo__batch_on(&G);
-    if (s == NEO_OK && early) s = neo__batch_device(&G);
-    neo__pool_help(&rt->pool);
-    if (s == NEO_OK && !early) s = neo__batch_device(&G);
+    if (s == NEO_OK) {
+        neo__pool_wait(&rt->pool); /* a single call's CPU half may still be on the workers */
+        if (G.n_on) s = neo__batch_on(&G);
+        if (s == NEO_OK && early) s = neo__batch_device(&G);
+        neo__pool_help(&rt->pool);
+        if (s == NEO_OK && !early) s = neo__batch_device(&G);
+    }
     if (s != NEO_OK) {
-        neo__log(rt, NEO_LOG_ERROR, "neo_attn_decode_batch: %s%s", neo_status_string(s),
-                 s == NEO_ERR_UNSUPPORTED ? " (the stream is being captured into a CUDA graph)" : "");
-        return s;
+        neo__counts_back(layers, n);
+        return neo__batch_failed(rt, s);
     }
     for (int i = 0; i < n; i++) {
         layers[i]->n_decode += rt->batch->mode[i] != NEO__BATCH_SINGLE;
@@ -5521,7 +5543,8 @@ NEO_ATTN__PUBLIC neo_status neo_layer_set_gpu_heads(neo_layer *L, int gpu_heads)
 NEO_ATTN__PUBLIC neo_status neo_runtime_sync(neo_runtime *rt) {
     neo_status s;
     if (!rt || !neo__enter(rt, "neo_runtime_sync")) return NEO_ERR_INVALID_ARG;
-    if ((s = neo__no_capture(rt, "neo_runtime_sync")) == NEO_OK) s = neo__runtime_sync(rt);
+    if ((s = neo__no_capture(rt, "neo_runtime_sync")) == NEO_OK && (s = neo__runtime_sync(rt)) != NEO_OK && s != NEO_ERR_FULL)
+        neo__log(rt, NEO_LOG_ERROR, "neo_runtime_sync: %s", neo_status_string(s)); /* FULL: logged per layer */
     neo__leave(rt);
     return s;
 }
@@ -6156,6 +6179,7 @@ NEO_ATTN__PRIVATE neo_status neo__session_step(neo_session *s, int token, float 
         return NEO_ERR_FULL;
     }
     rt = s->rt;
+    neo__counts_keep(s->layers, s->m->info.n_layers);
     if ((st = neo__session_forward(s, token, pos)) == NEO_OK) {
         if (logits) st = neo__dev_copy(rt, logits, s->logits, sizeof(float) * (size_t)V);
         else if ((st = (neo_status)(rt->model.argmax ? rt->model.argmax(rt->dev_state, s->next, s->logits, V, NEO__STREAM_MAIN)
@@ -6163,10 +6187,11 @@ NEO_ATTN__PRIVATE neo_status neo__session_step(neo_session *s, int token, float 
             st = neo__dev_copy(rt, next, s->next, sizeof(int));
         if (st == NEO_OK) st = neo__dev_sync(rt);
     }
-    if (st != NEO_OK) { /* leave no layer a token ahead of the others */
+    if (st != NEO_OK) { /* leave no layer a token ahead of the others, nor a decode counted */
         neo__log(s->rt, NEO_LOG_ERROR, "neo_session_step: %s", neo_status_string(st));
         for (int l = 0; l < s->m->info.n_layers; l++)
             if (neo_layer_length(s->layers[l]) > pos) neo__layer_truncate(s->layers[l], pos, "neo_session_step");
+        neo__counts_back(s->layers, s->m->info.n_layers);
     }
     return st;
 }

@@ -1135,7 +1135,15 @@ static void test_cpu_out_of_memory(void) {
         if (st == NEO_OK) st = neo_attn_append(l, kv, kv, 4);
         if (st == NEO_OK) st = neo_attn_decode(l, q, o);
         if (st == NEO_OK) st = neo_session_create(rt, m, NULL, &s);
-        for (i = 0; i < 3 && st == NEO_OK; i++) st = neo_session_step(s, i + 1, logits[f >= 0]);
+        for (i = 0; i < 3 && st == NEO_OK; i++) {
+            neo_layer_info before, after;
+            memset(&before, 0, sizeof before), memset(&after, 0, sizeof after);
+            CHECK_STATUS(neo_session_get_info(s, &before), NEO_OK);
+            st = neo_session_step(s, i + 1, logits[f >= 0]);
+            CHECK_STATUS(neo_session_get_info(s, &after), NEO_OK);
+            /* a failed step counts no decode (and leaves the length) */
+            if (st != NEO_OK) CHECK(after.n_decode == before.n_decode && neo_session_length(s) == i);
+        }
         if (st == NEO_OK) {
             done = f >= 0;
             CHECK(f < 0 || same_bits(logits[0], logits[1], 32)); /* a retry that gets its memory gives the same bits */
@@ -1152,6 +1160,102 @@ static void test_cpu_out_of_memory(void) {
 out:
     neo_model_destroy(m);
     free(buf);
+}
+
+/* --- a failed batch decode counts nothing: running out of memory at any allocation of a
+   neo_attn_decode_batch gives the status with a log line and leaves every layer's decode
+   counters as they were (on a CPU runtime; on the stand-in with a HYBRID layer, which runs as a
+   single call first, and two ON layers, which share the batch's handoff); and a neo_runtime_sync
+   that fails says why --- */
+
+static void decode_counts(neo_layer *const *L, int n, long long *dec, long long *ovl) {
+    *dec = *ovl = 0;
+    for (int i = 0; i < n; i++) {
+        neo_layer_info li;
+        memset(&li, 0, sizeof li);
+        CHECK_STATUS(neo_layer_get_info(L[i], &li), NEO_OK);
+        *dec += li.n_decode, *ovl += li.n_overlapped;
+    }
+}
+
+static void test_failed_batch_counts_nothing(void) {
+    static float kv[4 * 2 * 16], q[3][8 * 16], o[3][8 * 16];
+    static const neo_pipeline pipes[3] = {NEO_PIPELINE_HYBRID, NEO_PIPELINE_ON, NEO_PIPELINE_ON};
+    fill(kv, sizeof kv / sizeof *kv, 0.5f), fill(&q[0][0], sizeof q / sizeof q[0][0], 0.25f);
+    for (int standin = 0; standin < 2; standin++) {
+        int done = 0;
+        for (long f = 0; f < 80 && !done; f++) {
+            count_alloc      c = {0, 0, -1};
+            neo_runtime_desc rd = {0};
+            neo_runtime     *rt = NULL;
+            neo_layer       *L[3] = {NULL, NULL, NULL};
+            neo_layer_desc   d = base_desc();
+            neo_status       st = NEO_OK;
+            long long        dec0, ovl0, dec1, ovl1;
+            const int        n = standin ? 3 : 2;
+            check_context("neo_attn_decode_batch out of memory at allocation %ld (%s)", f, standin ? "the stand-in" : "a CPU runtime");
+            rd.n_threads = 2, rd.log = test_log, rd.gpu = standin, rd.gpu_standin = standin;
+            rd.allocator.alloc = count_alloc_fn, rd.allocator.free = count_free_fn, rd.allocator.user = &c;
+            d.gpu_heads = standin ? 1 : 0;
+            if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return;
+            for (int i = 0; i < n && st == NEO_OK; i++) {
+                d.pipeline = standin ? pipes[i] : NEO_PIPELINE_AUTO;
+                if ((st = neo_layer_create(rt, &d, &L[i])) == NEO_OK) st = neo_attn_append(L[i], kv, kv, 4);
+            }
+            if (CHECK_STATUS(st, NEO_OK)) {
+                decode_counts(L, n, &dec0, &ovl0);
+                c.fail_at = c.allocs + f;
+                log_lines = 0;
+                st = neo_attn_decode_batch(L, n, &q[0][0], &o[0][0]);
+                c.fail_at = -1;
+                decode_counts(L, n, &dec1, &ovl1);
+                if (st == NEO_OK) done = 1, CHECK(dec1 == dec0 + n);
+                else {
+                    CHECK(st == NEO_ERR_NO_MEMORY || st == NEO_ERR_DEVICE_MEMORY);
+                    CHECK(log_lines >= 1 && log_level == NEO_LOG_ERROR);
+                    CHECK(dec1 == dec0 && ovl1 == ovl0);
+                }
+            }
+            for (int i = 0; i < n; i++) neo_layer_destroy(L[i]);
+            neo_runtime_destroy(rt);
+            CHECK(c.allocs == c.frees);
+        }
+        CHECK(done);
+    }
+}
+
+static void test_failed_sync_logs(void) {
+    synth_cfg        sc = {16, 24, 2, 4, 2, 32, 16};
+    size_t           size = 0;
+    unsigned char   *buf = synth_build(&sc, 3, &size);
+    neo_model       *m = NULL;
+    neo_runtime     *rt = NULL;
+    neo_session     *s = NULL;
+    neo_runtime_desc rd = {0};
+    neo_session_desc sd = {0};
+    count_alloc      c = {0, 0, -1};
+    float            logits[32];
+    check_context("neo_runtime_sync out of memory");
+    rd.n_threads = 1, rd.log = test_log, rd.gpu = 1, rd.gpu_standin = 1;
+    rd.allocator.alloc = count_alloc_fn, rd.allocator.free = count_free_fn, rd.allocator.user = &c;
+    sd.graphs = 1;
+    if (CHECK(buf != NULL) && CHECK_STATUS(neo_model_load_memory(buf, size, &m), NEO_OK) &&
+        CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK) && CHECK_STATUS(neo_session_create(rt, m, &sd, &s), NEO_OK) &&
+        CHECK_STATUS(neo_session_step(s, 1, logits), NEO_OK) && CHECK_STATUS(neo_session_step(s, 2, logits), NEO_OK)) {
+        /* the steps were captured and replayed: sync reads the lengths back through a buffer it grows now */
+        c.fail_at = c.allocs;
+        log_lines = 0;
+        CHECK_STATUS(neo_runtime_sync(rt), NEO_ERR_NO_MEMORY);
+        CHECK(log_lines == 1 && log_level == NEO_LOG_ERROR && strstr(log_last, "neo_runtime_sync") != NULL);
+        c.fail_at = -1;
+        CHECK_STATUS(neo_runtime_sync(rt), NEO_OK);
+        CHECK(neo_session_length(s) == 2);
+    }
+    neo_session_destroy(s);
+    neo_runtime_destroy(rt);
+    neo_model_destroy(m);
+    free(buf);
+    CHECK(c.allocs == c.frees);
 }
 
 /* --- one call at a time per runtime: a call that overlaps another one on the same runtime (or
@@ -1728,6 +1832,8 @@ int main(void) {
     test_capture_refusals();
     test_captured_hybrid();
     test_cpu_out_of_memory();
+    test_failed_batch_counts_nothing();
+    test_failed_sync_logs();
     test_one_call_at_a_time();
     test_prefill_slices();
     check_context("%s", "");
