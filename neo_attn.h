@@ -5228,6 +5228,34 @@ NEO_ATTN__PRIVATE size_t neo__batch_off(const neo_layer *L) {
     return (size_t)L->gpu_heads * L->group * L->head_dim_v * sizeof(float);
 }
 
+/* The batch's runs of neighbouring ON layers with the same device heads: how many, the first ON
+   layer, and the least device heads' offset in a row of out (neo__batch_pull). */
+NEO_ATTN__PRIVATE int neo__batch_runs(const neo__bgpu *G, int *first, size_t *off) {
+    const neo__batch *B = G->layers[0]->rt->batch;
+    int               runs = 0;
+    *first = -1, *off = G->hand.orow;
+    for (int i = 0; i < G->n; i++) {
+        if (B->mode[i] != NEO__BATCH_ON) continue;
+        runs += *first < 0 || B->mode[i - 1] != NEO__BATCH_ON || G->layers[i - 1]->gpu_heads != G->layers[i]->gpu_heads;
+        if (*first < 0) *first = i;
+        if (neo__batch_off(G->layers[i]) < *off) *off = neo__batch_off(G->layers[i]);
+    }
+    return runs;
+}
+
+/* The ON layers' host buffers, grown before any layer of the batch runs: the handoff's, and
+   d_pull when their outputs come up in more than one run. */
+NEO_ATTN__PRIVATE neo_status neo__batch_on_reserve(neo__bgpu *G) {
+    neo_runtime *rt = G->layers[0]->rt;
+    neo__split  *S = rt->split;
+    int          first;
+    size_t       off;
+    neo_status   s = neo__both_reserve(rt, &G->hand);
+    if (s == NEO_OK && neo__batch_runs(G, &first, &off) > 1)
+        s = neo__rt_buffer(rt, &S->d_pull, &S->d_pull_bytes, G->hand.orow * (size_t)G->n_on, 0);
+    return s;
+}
+
 /* The ON layers' host half outputs (rows 0.. of h_out, in layer order) onto their rows of out,
    once the pool has flagged them. Runs of neighbouring ON layers with the same device heads: one
    run is pulled straight into out; several are pulled up at once into d_pull (from the least
@@ -5238,19 +5266,13 @@ NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G) {
     neo__split       *S = rt->split;
     const neo__batch *B = rt->batch;
     const size_t      orow = G->hand.orow;
-    size_t            off = orow;
-    int               runs = 0, first = -1, k = 0, s = NEO_OK;
-    for (int i = 0; i < G->n; i++) {
-        if (B->mode[i] != NEO__BATCH_ON) continue;
-        runs += first < 0 || B->mode[i - 1] != NEO__BATCH_ON || G->layers[i - 1]->gpu_heads != G->layers[i]->gpu_heads;
-        if (first < 0) first = i;
-        if (neo__batch_off(G->layers[i]) < off) off = neo__batch_off(G->layers[i]);
-    }
-    if (runs == 1)
+    size_t            off;
+    int               first, k = 0, s = NEO_OK;
+    if (neo__batch_runs(G, &first, &off) == 1)
         return rt->attn.await_copy(rt->dev_state, (char *)G->out + first * orow + off, orow, (const char *)S->h_out + off, orow,
                                    orow - off, (size_t)G->n_on, S->hand + NEO__FLAG_OUT, G->hand.seq, NEO__STREAM_MAIN);
-    if ((s = neo__rt_buffer(rt, &S->d_pull, &S->d_pull_bytes, orow * (size_t)G->n_on, 0)) != NEO_OK ||
-        (s = rt->attn.await_copy(rt->dev_state, (char *)S->d_pull + off, orow, (const char *)S->h_out + off, orow, orow - off,
+    /* d_pull was grown for this batch (neo__batch_on_reserve) */
+    if ((s = rt->attn.await_copy(rt->dev_state, (char *)S->d_pull + off, orow, (const char *)S->h_out + off, orow, orow - off,
                                  (size_t)G->n_on, S->hand + NEO__FLAG_OUT, G->hand.seq, NEO__STREAM_MAIN)) != NEO_OK)
         return s;
     for (int i = 0, j; i < G->n && s == NEO_OK; i = j) {
@@ -5330,9 +5352,9 @@ NEO_ATTN__PRIVATE neo_status neo__batch_gpu(neo_layer *const *layers, int n, con
         G.n_on += rt->batch->mode[i] == NEO__BATCH_ON;
         G.n_off += rt->batch->mode[i] == NEO__BATCH_OFF;
     }
-    /* the ON layers' host buffers before any layer runs, so that running out of memory there
-       leaves every layer as it was (the single calls' own buffers are theirs to grow) */
-    if (G.n_on && (s = neo__both_reserve(rt, &G.hand)) != NEO_OK) return neo__batch_failed(rt, s);
+    /* the ON layers' buffers before any layer runs, so that running out of memory there leaves
+       every layer as it was (the single calls' own buffers are theirs to grow) */
+    if (G.n_on && (s = neo__batch_on_reserve(&G)) != NEO_OK) return neo__batch_failed(rt, s);
     neo__counts_keep(layers, n);
     for (int i = 0; i < n && s == NEO_OK; i++)
         if (rt->batch->mode[i] == NEO__BATCH_SINGLE) s = neo__attn_decode(layers[i], neo__batch_q(layers[i], q, i), neo__batch_out(layers[i], out, i));

@@ -1165,8 +1165,8 @@ out:
 /* --- a failed batch decode counts nothing: running out of memory at any allocation of a
    neo_attn_decode_batch gives the status with a log line and leaves every layer's decode
    counters as they were (on a CPU runtime; on the stand-in with a HYBRID layer, which runs as a
-   single call first, and two ON layers, which share the batch's handoff); and a neo_runtime_sync
-   that fails says why --- */
+   single call first, and two ON layers of different device heads, which share the batch's
+   handoff and come up in two runs); and a neo_runtime_sync that fails says why --- */
 
 static void decode_counts(neo_layer *const *L, int n, long long *dec, long long *ovl) {
     *dec = *ovl = 0;
@@ -1179,8 +1179,9 @@ static void decode_counts(neo_layer *const *L, int n, long long *dec, long long 
 }
 
 static void test_failed_batch_counts_nothing(void) {
-    static float kv[4 * 2 * 16], q[3][8 * 16], o[3][8 * 16];
+    static float kv[4 * 4 * 16], q[3][8 * 16], o[3][8 * 16];
     static const neo_pipeline pipes[3] = {NEO_PIPELINE_HYBRID, NEO_PIPELINE_ON, NEO_PIPELINE_ON};
+    static const int          dev[3] = {1, 1, 2}; /* of 4 KV heads on the stand-in */
     fill(kv, sizeof kv / sizeof *kv, 0.5f), fill(&q[0][0], sizeof q / sizeof q[0][0], 0.25f);
     for (int standin = 0; standin < 2; standin++) {
         int done = 0;
@@ -1196,10 +1197,11 @@ static void test_failed_batch_counts_nothing(void) {
             check_context("neo_attn_decode_batch out of memory at allocation %ld (%s)", f, standin ? "the stand-in" : "a CPU runtime");
             rd.n_threads = 2, rd.log = test_log, rd.gpu = standin, rd.gpu_standin = standin;
             rd.allocator.alloc = count_alloc_fn, rd.allocator.free = count_free_fn, rd.allocator.user = &c;
-            d.gpu_heads = standin ? 1 : 0;
+            d.n_head_kv = standin ? 4 : 2;
             if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return;
             for (int i = 0; i < n && st == NEO_OK; i++) {
                 d.pipeline = standin ? pipes[i] : NEO_PIPELINE_AUTO;
+                d.gpu_heads = standin ? dev[i] : 0;
                 if ((st = neo_layer_create(rt, &d, &L[i])) == NEO_OK) st = neo_attn_append(L[i], kv, kv, 4);
             }
             if (CHECK_STATUS(st, NEO_OK)) {
