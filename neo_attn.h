@@ -4372,6 +4372,12 @@ NEO_ATTN__PRIVATE void neo__both_done(void *ctx) {
     __atomic_store_n(S->hand + NEO__FLAG_OUT, S->seq, __ATOMIC_RELEASE);
 }
 
+/* A call's sequence number, never 0 (the flags' value before any call). */
+NEO_ATTN__PRIVATE unsigned neo__both_seq(neo__split *S) {
+    unsigned seq = ++S->seq;
+    return seq ? seq : ++S->seq;
+}
+
 /* The pinned buffers and flags of a call of n_tokens, and its sequence number. */
 NEO_ATTN__PRIVATE neo_status neo__both_reserve(neo_runtime *rt, neo__both *B) {
     neo__split *S = rt->split;
@@ -4384,8 +4390,7 @@ NEO_ATTN__PRIVATE neo_status neo__both_reserve(neo_runtime *rt, neo__both *B) {
             return s;
         memset(S->hand, 0, sizeof(unsigned) * 2 * NEO__FLAG_OUT);
     }
-    B->seq = ++S->seq;
-    if (B->seq == 0) B->seq = ++S->seq; /* 0 is the flags' value before any call */
+    B->seq = neo__both_seq(S);
     return NEO_OK;
 }
 
@@ -5197,7 +5202,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_on(neo__bgpu *G) {
     neo__job     j;
     size_t       qoff = G->hand.qrow;
     int          s;
-    if ((s = neo__both_reserve(rt, &G->hand)) != NEO_OK) return (neo_status)s;
+    G->hand.seq = neo__both_seq(S); /* after the batch's single calls took theirs; the buffers were grown before them */
     B->n = 0;
     for (int i = 0; i < G->n; i++) {
         neo_layer      *L = G->layers[i];
