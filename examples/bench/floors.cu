@@ -145,6 +145,22 @@ template <int R> __global__ void __launch_bounds__(FL_THREADS, FL_MIN_BLOCKS(R))
     if (t < gd) __stcg(w + t, p);
 }
 
+/* The block's arrival at its head's counter, once every thread has written its share of the
+   partial (the barrier, then one acquire-release add, which publishes the block's writes and
+   makes the others' visible): true in the last of the S blocks, which resets the counter.
+   last: the block's shared flag. */
+__device__ __forceinline__ bool fl_last_block(unsigned *cnt, int S, int &last) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned prev;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(cnt) : "memory");
+        last = prev == (unsigned)(S - 1);
+        if (last) *cnt = 0u;
+    }
+    __syncthreads();
+    return last != 0;
+}
+
 template <int R> __global__ void __launch_bounds__(FL_THREADS, FL_MIN_BLOCKS(R)) fl_global_kernel(const fl_args a) {
     __shared__ int last;
     float          ml[2];
@@ -154,15 +170,7 @@ template <int R> __global__ void __launch_bounds__(FL_THREADS, FL_MIN_BLOCKS(R))
     float    *w0 = a.work + (size_t)h * S * (gd + 2), *w = w0 + (size_t)blockIdx.y * (gd + 2);
     if (t < gd) __stcg(w + t, p);
     if (t == 0) __stcg(reinterpret_cast<float2 *>(w + gd), make_float2(ml[0], ml[1]));
-    __syncthreads();
-    if (t == 0) {
-        unsigned prev;
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(a.cnt + h) : "memory");
-        last = prev == (unsigned)(S - 1);
-        if (last) a.cnt[h] = 0u;
-    }
-    __syncthreads();
-    if (!last || t >= gd) return;
+    if (!fl_last_block(a.cnt + h, S, last) || t >= gd) return;
     float M = -INFINITY, L = 0.0f, acc = 0.0f;
 #pragma unroll 16
     for (int s = 0; s < S; s++) M = fmaxf(M, __ldcg(w0 + (size_t)s * (gd + 2) + gd));
@@ -399,16 +407,7 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
     }
     __syncthreads();
     if (tid < G) __stcg(reinterpret_cast<float2 *>(wp + gd) + tid, make_float2(bm[tid], bl[tid]));
-    if (!MERGE) return;
-    __syncthreads();
-    if (tid == 0) {
-        unsigned prev;
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(a.cnt + h) : "memory");
-        last = prev == (unsigned)(S - 1);
-        if (last) a.cnt[h] = 0u;
-    }
-    __syncthreads();
-    if (!last) return;
+    if (!MERGE || !fl_last_block(a.cnt + h, S, last)) return;
     for (int f = tid; f < gd; f += FL_THREADS) {
         const int i = f / D;
         float     M = -INFINITY, L = 0.0f, s = 0.0f;
