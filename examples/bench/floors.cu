@@ -251,6 +251,26 @@ __device__ __forceinline__ uint32_t fl_movt(uint32_t x) {
     return y;
 }
 
+/* The last block's merge of head h's S partials (w0: [S][g * d + 16], each with its queries'
+   (m, l) after it), in split order, into out. */
+__device__ __forceinline__ void fl_mma_merge(const fl_args &a, const float *w0, int h, int d) {
+    const int gd = a.g * d, S = a.S;
+    for (int f = threadIdx.x; f < gd; f += FL_THREADS) {
+        const int i = f / d;
+        float     M = -INFINITY, L = 0.0f, s = 0.0f;
+#pragma unroll 16
+        for (int u = 0; u < S; u++) M = fmaxf(M, __ldcg(w0 + (size_t)u * (gd + 16) + gd + 2 * i));
+#pragma unroll 16
+        for (int u = 0; u < S; u++) {
+            const float *wu = w0 + (size_t)u * (gd + 16);
+            const float  mu = __ldcg(wu + gd + 2 * i), e = mu == -INFINITY ? 0.0f : expf(mu - M);
+            L = fmaf(e, __ldcg(wu + gd + 2 * i + 1), L);
+            s = fmaf(e, __ldcg(wu + f), s);
+        }
+        a.out[(size_t)h * gd + f] = s / L;
+    }
+}
+
 template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_kernel(const fl_args a) {
 #if __CUDA_ARCH__ >= 900
     constexpr int D = 128, CPR = D / 8, RS = D + 1;
@@ -407,21 +427,8 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
     }
     __syncthreads();
     if (tid < G) __stcg(reinterpret_cast<float2 *>(wp + gd) + tid, make_float2(bm[tid], bl[tid]));
-    if (!MERGE || !fl_last_block(a.cnt + h, S, last)) return;
-    for (int f = tid; f < gd; f += FL_THREADS) {
-        const int i = f / D;
-        float     M = -INFINITY, L = 0.0f, s = 0.0f;
-#pragma unroll 16
-        for (int u = 0; u < S; u++) M = fmaxf(M, __ldcg(w0 + (size_t)u * (gd + 16) + gd + 2 * i));
-#pragma unroll 16
-        for (int u = 0; u < S; u++) {
-            const float *wu = w0 + (size_t)u * (gd + 16);
-            const float  mu = __ldcg(wu + gd + 2 * i), e = mu == -INFINITY ? 0.0f : expf(mu - M);
-            L = fmaf(e, __ldcg(wu + gd + 2 * i + 1), L);
-            s = fmaf(e, __ldcg(wu + f), s);
-        }
-        a.out[(size_t)h * gd + f] = s / L;
-    }
+    if constexpr (MERGE)
+        if (fl_last_block(a.cnt + h, S, last)) fl_mma_merge(a, w0, h, D);
 #else
     (void)a;
 #endif
