@@ -1013,7 +1013,19 @@ static void sweep_floors(const shape *SH, long ctx, neo_layer **L, int n) {
             op_floor(L, n, 0);
             const double e = bench_floor_check(L[0]->k_dev, L[0]->v_dev, hs, hs);
             if (e < 0.0) die("bench_floor_check", "failed");
-            printf("; outputs against float64: max relative L2 error %.2e; %d blocks an SM", e, bench_floor_blocks(BENCH_FLOOR_GLOBAL));
+            printf("; outputs against float64: max relative L2 error %.2e; %d blocks an SM\n", e, bench_floor_blocks(BENCH_FLOOR_GLOBAL));
+            /* where the time goes: the same calls again, each block stamping its SM and its steps */
+            if (bench_floor_stamps(1) != 0) die("bench_floor_stamps", "failed");
+            for (int kind = BENCH_FLOOR_READ; kind <= BENCH_FLOOR_GLOBAL; kind++)
+                for (int graph = 0; graph < 2; graph++) {
+                    char what[160];
+                    floor_kind = kind;
+                    const double us = time_ops(op_floor, L, n, graph);
+                    snprintf(what, sizeof what, "%s, %s, %.2f us a call with the stamps", names[kind], graph ? "from a graph" : "eager", us);
+                    if (bench_floor_timeline(what) != 0) die("bench_floor_timeline", "failed");
+                }
+            bench_floor_stamps(0);
+            continue;
         }
         printf("\n");
     }

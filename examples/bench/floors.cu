@@ -63,7 +63,32 @@ struct fl_args {
     float       *out;                 /* [n_kv][g * d] */
     const float *q;                   /* [n_kv][g][d] BENCH_FLOOR_MMA's queries */
     float        scale;               /* and their score scale, 1 / sqrt(d) */
+    unsigned long long *stamps;       /* NULL, or BENCH_FLOOR_MMA's timeline: [FL_CALLS][n_kv * S][FL_ST] */
+    int                 call;         /* the call's number, for the stamps */
 };
+/* the stamps a block of BENCH_FLOOR_MMA leaves (thread 0, %globaltimer ns; FL_SMID its SM, FL_LAST
+   1 in the block that merged), for the last FL_CALLS calls */
+enum { FL_SMID, FL_START, FL_WAITED, FL_Q, FL_ARITH, FL_WRITTEN, FL_END, FL_LAST, /* block-wide, thread 0 */
+       FL_MX, FL_SCORES, FL_SOFT, FL_VREADY, FL_PV, /* warp 0's steps, each once its result is there */
+       FL_ARRIVED, FL_ST };
+#define FL_CALLS 64
+__device__ __forceinline__ void fl_put(const fl_args &a, int i, unsigned long long x) {
+    if (a.stamps && threadIdx.x == 0) a.stamps[(((size_t)(a.call % FL_CALLS) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * FL_ST + i] = x;
+}
+/* a stamp taken once dep is there: the comparison waits for it, then the timer is read */
+__device__ __forceinline__ void fl_stampd(const fl_args &a, int i, float dep) {
+    if (!a.stamps) return;
+    unsigned long long t;
+    asm volatile("{ .reg .pred p; setp.eq.f32 p, %1, 0f7F7FFFFF; mov.u64 %0, %%globaltimer; @p add.u64 %0, %0, 1; }" : "=l"(t) : "f"(dep));
+    fl_put(a, i, t);
+}
+__device__ __forceinline__ void fl_stamp(const fl_args &a, int i) {
+    if (!a.stamps) return;
+    unsigned long long t;
+    if (i == FL_SMID) asm volatile("{ .reg .u32 r; mov.u32 r, %%smid; cvt.u64.u32 %0, r; }" : "=l"(t));
+    else asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    fl_put(a, i, t);
+}
 
 /* programmatic dependent launch: sm_90 (older GPUs launch plainly, each grid after the last) */
 __device__ __forceinline__ void fl_pdl_trigger() {
@@ -282,6 +307,7 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
     const int tile0 = blockIdx.y * a.chunk + 16 * warp, live = tile0 < min(a.ctx, (blockIdx.y + 1) * a.chunk);
     const uint4 *kt = a.k + h * a.kstride + (size_t)tile0 * CPR, *vt = a.v + h * a.vstride + (size_t)tile0 * CPR;
     uint4        x0[4], x1[4]; /* K rows g and g + 8, chunks 4P + c */
+    fl_stamp(a, FL_SMID), fl_stamp(a, FL_START);
     const unsigned b = (unsigned)__cvta_generic_to_shared(&bar[warp]), vs = (unsigned)__cvta_generic_to_shared(fl_smem + warp * 16 * CPR);
     if (live) {
         if (lane == 0) {
@@ -299,8 +325,10 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
     }
     fl_pdl_trigger();
     fl_pdl_wait();
+    fl_stamp(a, FL_WAITED);
     for (int t = tid; t < G * D; t += FL_THREADS) qsm[t] = a.q[(size_t)h * G * D + t];
     __syncthreads();
+    fl_stamp(a, FL_Q);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[8][4];
 #pragma unroll
     for (int t = 0; t < 8; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
@@ -317,6 +345,7 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
             }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        fl_stampd(a, FL_MX, mx);
         const int   sh = max(-126, min(126, 9 - (((__float_as_int(mx) >> 23) & 0xff) - 126)));
         const float up = __int_as_float((127 + sh) << 23), down = __int_as_float((127 - sh) << 23);
         float       sp[2][4] = {};
@@ -337,6 +366,7 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
 #pragma unroll
             for (int u = 0; u < 2; u++) fl_mma16(sp[u], k0, qf[u][0][0], qf[u][0][1]), fl_mma16(sp[u], k1, qf[u][1][0], qf[u][1][1]);
         }
+        fl_stampd(a, FL_SCORES, sp[0][3] + sp[1][3]);
         /* element x: cell g + 8 (x >> 1), query 2c + (x & 1) */
         float sv[4], pw[4];
 #pragma unroll
@@ -361,12 +391,14 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
             const float2   hv = fl_unpack(hi);
             bh[hh] = fl_movt(hi), bw[hh] = fl_movt(fl_pack(pw[2 * hh] - hv.x, pw[2 * hh + 1] - hv.y));
         }
+        fl_stampd(a, FL_SOFT, __uint_as_float(bw[1] & 0x3fffffffu));
         unsigned done = 0;
         while (!done)
             asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
                          : "=r"(done)
                          : "r"(b)
                          : "memory");
+        fl_stamp(a, FL_VREADY);
         __syncwarp(); /* movmatrix and mma below are warp-wide */
 #pragma unroll
         for (int P = 0; P < 4; P++) {
@@ -384,6 +416,7 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
                 fl_mma16(acc[2 * P + t], av, bw[0], bw[1]);
             }
         }
+        fl_stampd(a, FL_PV, acc[0][0] + acc[7][3]);
     }
     /* the warps combined in a fixed order: acc[t] holds dims (t, g, 0 / 1) x queries 2c, 2c + 1 */
     __syncthreads(); /* every warp is done with its V: the tiles become the combine's buffer */
@@ -401,6 +434,7 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
 #pragma unroll
         for (int e = 0; e < 2; e++) wm[warp][2 * c + e] = m[e], wl[warp][2 * c + e] = l[e];
     __syncthreads();
+    fl_stamp(a, FL_ARITH);
     if (tid < FL_W * 8) {
         const int w = tid / 8, i = tid % 8;
         float     M = -INFINITY;
@@ -427,8 +461,15 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
     }
     __syncthreads();
     if (tid < G) __stcg(reinterpret_cast<float2 *>(wp + gd) + tid, make_float2(bm[tid], bl[tid]));
+    fl_stamp(a, FL_WRITTEN);
+    bool merged = false;
     if constexpr (MERGE)
-        if (fl_last_block(a.cnt + h, S, last)) fl_mma_merge(a, w0, h, D);
+        if ((merged = fl_last_block(a.cnt + h, S, last), fl_stamp(a, FL_ARRIVED), merged)) {
+            fl_mma_merge(a, w0, h, D);
+            __syncthreads();
+        }
+    fl_put(a, FL_LAST, merged);
+    fl_stamp(a, FL_END);
 #else
     (void)a;
 #endif
@@ -443,6 +484,7 @@ static int      fl_reader;
 static const void *const fl_fns[BENCH_FLOOR_READERS][BENCH_FLOOR_KINDS] = {
     FL_FNS(BENCH_FLOOR_PLAIN), FL_FNS(BENCH_FLOOR_BULK), FL_FNS(BENCH_FLOOR_PLAIN64), {(const void *)fl_mma_kernel<false>, (const void *)fl_mma_kernel<true>, NULL, NULL}};
 static float *fl_hq; /* BENCH_FLOOR_MMA's queries on the host, for bench_floor_check */
+static int    fl_calls; /* calls enqueued since the set-up: each one's number for its stamps */
 
 int bench_floor_blocks(int kind) {
     int n = 0;
@@ -504,8 +546,8 @@ int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader) 
 }
 
 void bench_floor_release(void) {
-    cudaFree(fl_a.work), cudaFree(fl_a.cnt), cudaFree(fl_a.out), cudaFree((void *)fl_a.q), free(fl_hq);
-    fl_a.work = NULL, fl_a.cnt = NULL, fl_a.out = NULL, fl_a.q = NULL, fl_hq = NULL;
+    cudaFree(fl_a.work), cudaFree(fl_a.cnt), cudaFree(fl_a.out), cudaFree((void *)fl_a.q), free(fl_hq), cudaFree(fl_a.stamps);
+    fl_a.work = NULL, fl_a.cnt = NULL, fl_a.out = NULL, fl_a.q = NULL, fl_hq = NULL, fl_a.stamps = NULL;
 }
 
 int bench_floor_has(int kind) {
@@ -559,6 +601,7 @@ int bench_floor(int kind, const void *k, const void *v, size_t kstride, size_t v
     fl_args a = fl_a;
     a.k = static_cast<const uint4 *>(k), a.v = static_cast<const uint4 *>(v);
     a.kstride = kstride * 2 / 16, a.vstride = vstride * 2 / 16;
+    a.call = fl_calls++;
     cudaLaunchConfig_t   cfg = {};
     cudaLaunchAttribute  at[2];
     int                  na = 0;
@@ -571,4 +614,110 @@ int bench_floor(int kind, const void *k, const void *v, size_t kstride, size_t v
     cfg.attrs = at, cfg.numAttrs = na;
     void *args[1] = {&a};
     return cudaLaunchKernelExC(&cfg, fl_fns[fl_reader][kind], args) == cudaSuccess ? 0 : -1;
+}
+
+int bench_floor_stamps(int on) {
+    cudaFree(fl_a.stamps), fl_a.stamps = NULL;
+    if (on && (fl_reader != BENCH_FLOOR_MMA ||
+               cudaMalloc(&fl_a.stamps, (size_t)FL_CALLS * fl_grid_x * fl_a.S * FL_ST * sizeof(unsigned long long)) != cudaSuccess ||
+               cudaMemset(fl_a.stamps, 0, (size_t)FL_CALLS * fl_grid_x * fl_a.S * FL_ST * sizeof(unsigned long long)) != cudaSuccess))
+        return -1;
+    return 0;
+}
+
+static int fl_cmp(const void *x, const void *y) {
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+static double fl_median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, fl_cmp);
+    return n ? (n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2])) : NAN;
+}
+
+/* The last FL_CALLS calls' stamps, each call's figures taken after the previous call's last block
+   ended (its end, ns), then the median over the calls of each figure, printed in us. */
+int bench_floor_timeline(const char *what) {
+    const int           nb = (int)fl_grid_x * fl_a.S, C = FL_CALLS;
+    const size_t        n = (size_t)C * nb * FL_ST;
+    unsigned long long *st = (unsigned long long *)malloc(n * sizeof *st);
+    enum { T_FIRST, T_LASTSTART, T_WAIT, T_WAITMAX, T_Q, T_ARITH, T_ARITHMAX, T_WRITTEN, T_WRITTENMAX, T_MERGED, T_END, T_SHARED, T_PACK, T_N };
+    double *f = (double *)malloc((size_t)T_N * C * sizeof *f), *tmp = (double *)malloc((size_t)nb * sizeof *tmp);
+    int     ok = st && f && tmp && fl_a.stamps && fl_calls >= C && cudaDeviceSynchronize() == cudaSuccess &&
+             cudaMemcpy(st, fl_a.stamps, n * sizeof *st, cudaMemcpyDeviceToHost) == cudaSuccess;
+    int nc = 0;
+    for (int j = 1; ok && j < C; j++) { /* in the order they ran: the oldest is the slot after the last */
+        const unsigned long long *p = st + (size_t)((fl_calls + j - 1) % C) * nb * FL_ST, *c = st + (size_t)((fl_calls + j) % C) * nb * FL_ST;
+        double                    pe = 0.0;
+        for (int b = 0; b < nb; b++) pe = fmax(pe, (double)p[b * FL_ST + FL_END]);
+        double *g = f + (size_t)nc * T_N, first = INFINITY, last = -INFINITY, amax = -INFINITY, wmax = -INFINITY, waitmax = -INFINITY, end = 0.0;
+        int     shared = 0, pack = 0, nm = 0;
+#define FL_MED(field, expr)                                        \
+    do {                                                           \
+        for (int b = 0; b < nb; b++) tmp[b] = (expr);              \
+        g[field] = fl_median(tmp, nb) * 1e-3;                      \
+    } while (0)
+        FL_MED(T_WAIT, (double)c[b * FL_ST + FL_WAITED] - pe);
+        FL_MED(T_Q, (double)(c[b * FL_ST + FL_Q] - c[b * FL_ST + FL_WAITED]));
+        FL_MED(T_ARITH, (double)(c[b * FL_ST + FL_ARITH] - c[b * FL_ST + FL_Q]));
+        FL_MED(T_WRITTEN, (double)(c[b * FL_ST + FL_WRITTEN] - c[b * FL_ST + FL_ARITH]));
+#undef FL_MED
+        for (int b = 0; b < nb; b++) {
+            const unsigned long long *x = c + b * FL_ST;
+            first = fmin(first, (double)x[FL_START] - pe), last = fmax(last, (double)x[FL_START] - pe);
+            waitmax = fmax(waitmax, (double)x[FL_WAITED] - pe), amax = fmax(amax, (double)x[FL_ARITH] - pe);
+            wmax = fmax(wmax, (double)x[FL_WRITTEN] - pe), end = fmax(end, (double)x[FL_END] - pe);
+            if (x[FL_LAST]) tmp[nm++] = (double)(x[FL_END] - x[FL_WRITTEN]);
+            int same = 0;
+            for (int e = 0; e < nb; e++) same += c[e * FL_ST + FL_SMID] == x[FL_SMID];
+            pack = same > pack ? same : pack;
+            for (int e = 0; e < nb; e++)
+                if (p[e * FL_ST + FL_SMID] == x[FL_SMID] && p[e * FL_ST + FL_END] > x[FL_START]) {
+                    shared++;
+                    break;
+                }
+        }
+        g[T_MERGED] = nm ? fl_median(tmp, nm) * 1e-3 : NAN;
+        g[T_FIRST] = first * 1e-3, g[T_LASTSTART] = last * 1e-3, g[T_WAITMAX] = waitmax * 1e-3, g[T_ARITHMAX] = amax * 1e-3;
+        g[T_WRITTENMAX] = wmax * 1e-3, g[T_END] = end * 1e-3, g[T_SHARED] = shared, g[T_PACK] = pack;
+        nc++;
+    }
+    double m[T_N];
+    for (int k = 0; ok && k < T_N; k++) {
+        double *col = (double *)malloc((size_t)nc * sizeof *col);
+        if (!col) {
+            ok = 0;
+            break;
+        }
+        for (int i = 0; i < nc; i++) col[i] = f[(size_t)i * T_N + k];
+        m[k] = fl_median(col, nc);
+        free(col);
+    }
+    if (ok)
+        printf("# timeline of the arithmetic's blocks (%s), us after the previous call's last block ended (median of %d calls): "
+               "blocks started %.2f to %.2f; wait returned %.2f (last %.2f); q staged %.2f later; the warps' arithmetic %.2f later "
+               "(last block done at %.2f); the partial written %.2f later (last at %.2f); the merge %.2f; the call's last block "
+               "ended at %.2f; blocks started on an SM beside one of the previous call %.0f of %d; most blocks of a call on one SM %.0f\n",
+               what, nc, m[T_FIRST], m[T_LASTSTART], m[T_WAIT], m[T_WAITMAX], m[T_Q], m[T_ARITH], m[T_ARITHMAX], m[T_WRITTEN], m[T_WRITTENMAX],
+               m[T_MERGED], m[T_END], m[T_SHARED], nb, m[T_PACK]);
+    /* warp 0's steps and the merge's, medians over every block of the calls */
+    static const int   from[8] = {FL_Q, FL_MX, FL_SCORES, FL_SOFT, FL_VREADY, FL_PV, FL_WRITTEN, FL_ARRIVED};
+    static const int   to[8] = {FL_MX, FL_SCORES, FL_SOFT, FL_VREADY, FL_PV, FL_ARITH, FL_ARRIVED, FL_END};
+    static const char *step[8] = {"q's scale", "scores", "softmax", "V ready", "p . v", "to every warp's end", "the arrival count",
+                                  "the last block's merge"};
+    double             *all = (double *)malloc((size_t)(C - 1) * nb * sizeof *all);
+    if (ok && all) {
+        printf("# warp 0's steps, us (median over the blocks of %d calls):", C - 1);
+        for (int k = 0; k < 8; k++) {
+            int na = 0;
+            for (int j = 1; j < C; j++)
+                for (int b = 0; b < nb; b++) {
+                    const unsigned long long *x = st + ((size_t)((fl_calls + j) % C) * nb + b) * FL_ST;
+                    if (x[from[k]] && x[to[k]] && (k < 7 || x[FL_LAST])) all[na++] = ((double)x[to[k]] - (double)x[from[k]]) * 1e-3;
+                }
+            printf("%s %s %.2f", k ? ";" : "", step[k], na ? fl_median(all, na) : NAN);
+        }
+        printf("\n");
+    }
+    free(all), free(st), free(f), free(tmp);
+    return ok ? 0 : -1;
 }

@@ -22,6 +22,10 @@ int  bench_floor_has(int kind); /* the cluster kind needs sm_90 and 2-16 splits;
 int  bench_floor(int kind, const void *k, const void *v, size_t kstride, size_t vstride, cudaStream_t s);
 double bench_floor_check(const void *k, const void *v, size_t kstride, size_t vstride);
 int    bench_floor_blocks(int kind);        /* resident blocks an SM for the set-up reader's kernel of that kind, or -1 */
+/* BENCH_FLOOR_MMA's timeline: stamps on (each block's SM and the times of its steps, for the last
+   64 calls) or off, 0 or -1; then bench_floor_timeline prints the last 64 calls' figures under the label what, 0 or -1 */
+int    bench_floor_stamps(int on);
+int    bench_floor_timeline(const char *what);
 #ifdef __cplusplus
 }
 #endif
