@@ -983,14 +983,18 @@ static void op_floor(neo_layer **L, int n, int i) {
 static void sweep_floors(const shape *SH, long ctx, neo_layer **L, int n) {
     static const char *names[BENCH_FLOOR_KINDS] = {"read", "read + global merge", "read + cluster merge", "read + atomic adds"};
     /* plain loads in small blocks; the same blocks holding the wide block's 192 KB; bulk copies;
-       plain loads in 64 registers a thread, two blocks an SM; the call's arithmetic on such blocks */
-    static const char *ways[6] = {"", ", each holding 192 KB of shared memory", ", read by bulk copies into shared memory",
+       plain loads in 64 registers a thread, two blocks an SM; the call's arithmetic on such blocks,
+       each warp making q's f16 parts or the block making them once */
+    static const char *ways[8] = {"", ", each holding 192 KB of shared memory", ", read by bulk copies into shared memory",
                                   ", plain loads in 64 registers, two blocks an SM",
                                   ", with the arithmetic (read: no merge): K in 64 registers, V by bulk copies, two blocks an SM",
-                                  ", with the arithmetic (read: no merge): the same blocks each holding 120 KB, one an SM"};
-    static const int   readers[6] = {BENCH_FLOOR_PLAIN, BENCH_FLOOR_PLAIN, BENCH_FLOOR_BULK, BENCH_FLOOR_PLAIN64, BENCH_FLOOR_MMA, BENCH_FLOOR_MMA};
-    static const int   held[6] = {0, 192, 0, 0, 0, 120}; /* KB of shared memory each block holds at least */
-    for (int way = 0; way < 6; way++) {
+                                  ", with the arithmetic (read: no merge): the same blocks each holding 120 KB, one an SM",
+                                  ", with the arithmetic, q's parts made once a block: two blocks an SM",
+                                  ", with the arithmetic, q's parts made once a block: one an SM, 120 KB held"};
+    static const int   readers[8] = {BENCH_FLOOR_PLAIN, BENCH_FLOOR_PLAIN, BENCH_FLOOR_BULK,  BENCH_FLOOR_PLAIN64,
+                                     BENCH_FLOOR_MMA,   BENCH_FLOOR_MMA,   BENCH_FLOOR_MMA_QB, BENCH_FLOOR_MMA_QB};
+    static const int   held[8] = {0, 192, 0, 0, 0, 120, 0, 120}; /* KB of shared memory each block holds at least */
+    for (int way = 0; way < 8; way++) {
         const int S = bench_floor_setup(SH->n_kv, (int)ctx, SH->d, SH->n_head / SH->n_kv, (size_t)held[way] * 1024, readers[way]);
         if (S < 1) {
             printf("# floors of the dataflow%s: not for this shape or GPU\n", ways[way]);
@@ -1007,7 +1011,7 @@ static void sweep_floors(const shape *SH, long ctx, neo_layer **L, int n) {
             else printf("%s %s %.2f / %.2f", floor_kind ? ";" : "", names[floor_kind], time_ops(op_floor, L, n, 0), time_ops(op_floor, L, n, 1));
             fflush(stdout);
         }
-        if (readers[way] == BENCH_FLOOR_MMA) { /* one more call, on L[0], against float64 */
+        if (readers[way] == BENCH_FLOOR_MMA || readers[way] == BENCH_FLOOR_MMA_QB) { /* one more call, on L[0], against float64 */
             const size_t hs = (size_t)L[0]->n_ctx * (size_t)L[0]->head_dim;
             floor_kind = BENCH_FLOOR_GLOBAL;
             op_floor(L, n, 0);

@@ -35,7 +35,10 @@
    sm_90 (as the library's are) and waits for the previous grid only before its first write.
    BENCH_FLOOR_MMA does the call's arithmetic too (its comment, below): its global kind is a
    whole decode (checked against float64 by bench_floor_check), its read kind the same without
-   the merge of the splits (each block's partial written, not combined).
+   the merge of the splits (each block's partial written, not combined); BENCH_FLOOR_MMA_QB the
+   same with q's parts made once a block instead of by every warp. With bench_floor_stamps on,
+   their blocks stamp their SM and the times of their steps, which bench_floor_timeline reads
+   back as each call's timeline after the previous call's end.
    K, V: [n_kv][kstride elements] of f16 or bf16 (2 bytes), head h's cells at h * kstride, cell c
    at c * d. */
 #include <cooperative_groups.h>
@@ -298,11 +301,16 @@ __device__ __forceinline__ void fl_mma_merge(const fl_args &a, const float *w0, 
     }
 }
 
-template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_kernel(const fl_args a) {
+/* QB: q's two f16 parts (and each query's score scale) made once a block after the wait, by a warp
+   a query, into shared memory, from which every warp loads its B fragments (16 bytes a lane a
+   k-step pair); else every warp makes its own from q in shared memory (the library's way). */
+template <bool MERGE, bool QB> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_kernel(const fl_args a) {
 #if __CUDA_ARCH__ >= 900
     constexpr int D = 128, CPR = D / 8, RS = D + 1;
     extern __shared__ __align__(128) uint4 fl_smem[]; /* [FL_W][16 * CPR] V tiles, then [FL_W][G][RS] the warps' acc */
-    __shared__ float qsm[8 * D], wm[FL_W][8], wl[FL_W][8], ww[FL_W][8], bm[8], bl[8];
+    constexpr int QR = D + 32; /* halves a row of qp: a quarter warp's 16-byte reads of rows g, g + 1 fall in distinct banks */
+    __shared__ float qsm[QB ? 1 : 8 * D], wm[FL_W][8], wl[FL_W][8], ww[FL_W][8], bm[8], bl[8], qsc[8];
+    __shared__ __align__(16) __half qp[QB ? 2 : 1][8][QR]; /* QB: q's parts, [part][query][dim], rows G.. zero */
     __shared__ __align__(8) unsigned long long bar[FL_W];
     __shared__ int last;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3, h = blockIdx.x, S = a.S, G = a.g;
@@ -330,7 +338,11 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
        a.reps passes after it on the real ones, one copy of the code for all of them */
     float m[2], l[2], acc[8][4];
     if (a.dry) {
-        for (int t = tid; t < 8 * D; t += FL_THREADS) qsm[t] = 0.0f;
+        if constexpr (QB)
+            for (int t = tid; t < 2 * 8 * QR; t += FL_THREADS) (&qp[0][0][0])[t] = __float2half(0.0f);
+        else
+            for (int t = tid; t < 8 * D; t += FL_THREADS) qsm[t] = 0.0f;
+        if (tid < 8) qsc[tid] = 0.0f;
         __syncthreads();
     }
 #pragma unroll 1
@@ -338,7 +350,24 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
     if (rep == a.dry) {
         fl_pdl_wait();
         fl_stamp(a, FL_WAITED);
-        for (int t = tid; t < G * D; t += FL_THREADS) qsm[t] = a.q[(size_t)h * G * D + t];
+        if constexpr (QB) {
+            if (warp < 8) { /* query warp: its 128 dims, 4 a lane; rows from G on stay zero */
+                const float4 v = warp < G ? *reinterpret_cast<const float4 *>(a.q + ((size_t)h * G + warp) * D + 4 * lane) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                float        mx = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+                for (int o = 1; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+                const int   sh = max(-126, min(126, 9 - (((__float_as_int(mx) >> 23) & 0xff) - 126)));
+                const float up = __int_as_float((127 + sh) << 23);
+                const float x0 = v.x * up, x1 = v.y * up, x2 = v.z * up, x3 = v.w * up;
+                const uint32_t h01 = fl_pack(x0, x1), h23 = fl_pack(x2, x3);
+                const float2   r01 = fl_unpack(h01), r23 = fl_unpack(h23);
+                *reinterpret_cast<uint2 *>(&qp[0][warp][4 * lane]) = make_uint2(h01, h23);
+                *reinterpret_cast<uint2 *>(&qp[1][warp][4 * lane]) = make_uint2(fl_pack(x0 - r01.x, x1 - r01.y), fl_pack(x2 - r23.x, x3 - r23.y));
+                if (lane == 0) qsc[warp] = a.scale * __int_as_float((127 - sh) << 23);
+            }
+        } else {
+            for (int t = tid; t < G * D; t += FL_THREADS) qsm[t] = a.q[(size_t)h * G * D + t];
+        }
         __syncthreads();
         fl_stamp(a, FL_Q);
         fl_put(a, FL_CLKQ, (unsigned long long)clock64());
@@ -348,6 +377,20 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
     for (int t = 0; t < 8; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
     if (live) {
         /* q of query g as the B fragments, k-step s = 2P + t: dims 8 (4P + c) + 4t + {0, 1}, + {2, 3} */
+        float sp[2][4] = {};
+        float down = 1.0f;
+        if constexpr (QB) {
+#pragma unroll
+            for (int P = 0; P < 4; P++) {
+                const uint32_t k0[4] = {x0[P].x, x1[P].x, x0[P].y, x1[P].y}, k1[4] = {x0[P].z, x1[P].z, x0[P].w, x1[P].w};
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const uint4 f = *reinterpret_cast<const uint4 *>(&qp[u][g][8 * (4 * P + c)]);
+                    if (P == 0 && u == 0) fl_stampd(a, FL_MX, __uint_as_float(f.x & 0x3fffffffu));
+                    fl_mma16(sp[u], k0, f.x, f.y), fl_mma16(sp[u], k1, f.z, f.w);
+                }
+            }
+        } else {
         const float *qr = qsm + (g < G ? g : 0) * D;
         float        mx = 0.0f;
 #pragma unroll
@@ -361,8 +404,8 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         fl_stampd(a, FL_MX, mx);
         const int   sh = max(-126, min(126, 9 - (((__float_as_int(mx) >> 23) & 0xff) - 126)));
-        const float up = __int_as_float((127 + sh) << 23), down = __int_as_float((127 - sh) << 23);
-        float       sp[2][4] = {};
+        const float up = __int_as_float((127 + sh) << 23);
+        down = __int_as_float((127 - sh) << 23);
 #pragma unroll
         for (int P = 0; P < 4; P++) {
             const uint32_t k0[4] = {x0[P].x, x1[P].x, x0[P].y, x1[P].y}, k1[4] = {x0[P].z, x1[P].z, x0[P].w, x1[P].w};
@@ -380,13 +423,14 @@ template <bool MERGE> __global__ void __launch_bounds__(FL_THREADS, 2) fl_mma_ke
 #pragma unroll
             for (int u = 0; u < 2; u++) fl_mma16(sp[u], k0, qf[u][0][0], qf[u][0][1]), fl_mma16(sp[u], k1, qf[u][1][0], qf[u][1][1]);
         }
+        }
         fl_stampd(a, FL_SCORES, sp[0][3] + sp[1][3]);
         /* element x: cell g + 8 (x >> 1), query 2c + (x & 1) */
         float sv[4], pw[4];
 #pragma unroll
         for (int x = 0; x < 4; x++) { /* the shuffle by every lane: it is warp-wide */
             const int   qi = 2 * c + (x & 1);
-            const float sc = a.scale * __shfl_sync(0xffffffffu, down, 4 * qi);
+            const float sc = QB ? qsc[qi] : a.scale * __shfl_sync(0xffffffffu, down, 4 * qi);
             sv[x] = qi < G ? (sp[1][x] + sp[0][x]) * sc : -INFINITY;
         }
         float t0 = fmaxf(sv[0], sv[2]), t1 = fmaxf(sv[1], sv[3]);
@@ -498,7 +542,9 @@ static size_t   fl_dyn;
 static int      fl_reader;
 #define FL_FNS(R) {(const void *)fl_read_kernel<R>, (const void *)fl_global_kernel<R>, (const void *)fl_cluster_kernel<R>, (const void *)fl_atomic_kernel<R>}
 static const void *const fl_fns[BENCH_FLOOR_READERS][BENCH_FLOOR_KINDS] = {
-    FL_FNS(BENCH_FLOOR_PLAIN), FL_FNS(BENCH_FLOOR_BULK), FL_FNS(BENCH_FLOOR_PLAIN64), {(const void *)fl_mma_kernel<false>, (const void *)fl_mma_kernel<true>, NULL, NULL}};
+    FL_FNS(BENCH_FLOOR_PLAIN), FL_FNS(BENCH_FLOOR_BULK), FL_FNS(BENCH_FLOOR_PLAIN64),
+    {(const void *)fl_mma_kernel<false, false>, (const void *)fl_mma_kernel<true, false>, NULL, NULL},
+    {(const void *)fl_mma_kernel<false, true>, (const void *)fl_mma_kernel<true, true>, NULL, NULL}};
 static float *fl_hq; /* BENCH_FLOOR_MMA's queries on the host, for bench_floor_check */
 static int    fl_calls; /* calls enqueued since the set-up: each one's number for its stamps */
 
@@ -517,8 +563,9 @@ int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader) 
         return -1;
     if (g * d > FL_THREADS || d % 8) return -1;
     bench_floor_release();
-    if (reader < 0 || reader >= BENCH_FLOOR_READERS || ((reader == BENCH_FLOOR_BULK || reader == BENCH_FLOOR_MMA) && fl_major < 9)) return -1;
-    if (reader == BENCH_FLOOR_MMA && (d != 128 || g > 8 || ctx % 16)) return -1;
+    const int mma = reader == BENCH_FLOOR_MMA || reader == BENCH_FLOOR_MMA_QB;
+    if (reader < 0 || reader >= BENCH_FLOOR_READERS || ((reader == BENCH_FLOOR_BULK || mma) && fl_major < 9)) return -1;
+    if (mma && (d != 128 || g > 8 || ctx % 16)) return -1;
     fl_reader = reader;
     fl_a.ctx = ctx, fl_a.d = d, fl_a.g = g;
     /* S splits a head: n_kv x S blocks at most one an SM, none shorter than 256 cells (one
@@ -526,14 +573,14 @@ int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader) 
     fl_a.S = fl_sm / n_kv > 0 ? fl_sm / n_kv : 1;
     if (fl_a.S > (ctx + 255) / 256) fl_a.S = (ctx + 255) / 256;
     fl_a.chunk = (ctx + fl_a.S - 1) / fl_a.S;
-    if (reader == BENCH_FLOOR_MMA) { /* whole tiles, one a warp */
+    if (mma) { /* whole tiles, one a warp */
         fl_a.chunk = (fl_a.chunk + 15) / 16 * 16;
         if (fl_a.chunk > 16 * FL_W) return -1;
     }
     /* the bulk reader's tiles; the arithmetic's V tiles, then its warps' combine; else unused,
        only holding the SM as the library's rings do */
     fl_dyn = reader == BENCH_FLOOR_BULK ? (size_t)fl_a.chunk * d * 2 * 2 : smem;
-    if (reader == BENCH_FLOOR_MMA) fl_dyn = (size_t)FL_W * (16 * d * 2 > g * (d + 1) * 4 ? 16 * d * 2 : g * (d + 1) * 4);
+    if (mma) fl_dyn = (size_t)FL_W * (16 * d * 2 > g * (d + 1) * 4 ? 16 * d * 2 : g * (d + 1) * 4);
     if (fl_dyn < smem) fl_dyn = smem;
     for (int k = 0; k < BENCH_FLOOR_KINDS; k++)
         if (fl_fns[reader][k] &&
@@ -638,7 +685,7 @@ int bench_floor(int kind, const void *k, const void *v, size_t kstride, size_t v
 
 int bench_floor_stamps(int on) {
     cudaFree(fl_a.stamps), fl_a.stamps = NULL;
-    if (on && (fl_reader != BENCH_FLOOR_MMA ||
+    if (on && ((fl_reader != BENCH_FLOOR_MMA && fl_reader != BENCH_FLOOR_MMA_QB) ||
                cudaMalloc(&fl_a.stamps, (size_t)FL_CALLS * fl_grid_x * fl_a.S * FL_ST * sizeof(unsigned long long)) != cudaSuccess ||
                cudaMemset(fl_a.stamps, 0, (size_t)FL_CALLS * fl_grid_x * fl_a.S * FL_ST * sizeof(unsigned long long)) != cudaSuccess))
         return -1;

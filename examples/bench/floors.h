@@ -14,8 +14,9 @@ enum { BENCH_FLOOR_READ, BENCH_FLOOR_GLOBAL, BENCH_FLOOR_CLUSTER, BENCH_FLOOR_AT
 /* readers: plain loads (the compiler's choice of registers), bulk copies into shared memory
    (sm_90), plain loads in at most 64 registers a thread, two blocks an SM; and the call's
    arithmetic on such blocks (sm_90, f16, head_dim 128, query group <= 8: global merge only, its
-   outputs checked by bench_floor_check) */
-enum { BENCH_FLOOR_PLAIN, BENCH_FLOOR_BULK, BENCH_FLOOR_PLAIN64, BENCH_FLOOR_MMA, BENCH_FLOOR_READERS };
+   outputs checked by bench_floor_check), each warp making q's two f16 parts, or (MMA_QB) the
+   parts made once a block */
+enum { BENCH_FLOOR_PLAIN, BENCH_FLOOR_BULK, BENCH_FLOOR_PLAIN64, BENCH_FLOOR_MMA, BENCH_FLOOR_MMA_QB, BENCH_FLOOR_READERS };
 int  bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader);
 void bench_floor_release(void);
 int  bench_floor_has(int kind); /* the cluster kind needs sm_90 and 2-16 splits; BENCH_FLOOR_MMA has the global kind only */
