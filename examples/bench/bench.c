@@ -985,9 +985,9 @@ static void sweep_floors(const shape *SH, long ctx, neo_layer **L, int n) {
     /* plain loads in small blocks; the same blocks holding the wide block's 192 KB; bulk copies;
        plain loads in 64 registers a thread, two blocks an SM; the call's arithmetic on such blocks,
        each warp making q's f16 parts or the block making them once */
-    /* the last two hold 187 and 192 KB: with the kernel's 7.75 KB of static shared memory and the 1
+    /* the last two hold 187 and 192 KB: with the kernel's 6.9 KB of static shared memory and the 1
        KB a block reserves, within the 196 KB shared-memory configuration of an SM and past it (the
-       SM then keeps 28 KB of L1 instead of 60), as the library's wide block is */
+       SM then keeps 28 KB of L1 instead of 60) */
     static const char *ways[10] = {"", ", each holding 192 KB of shared memory", ", read by bulk copies into shared memory",
                                    ", plain loads in 64 registers, two blocks an SM",
                                    ", with the arithmetic (read: no merge): K in 64 registers, V by bulk copies, two blocks an SM",
