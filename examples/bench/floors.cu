@@ -347,135 +347,135 @@ template <bool MERGE, bool QB> __global__ void __launch_bounds__(FL_THREADS, 2) 
     }
 #pragma unroll 1
     for (int rep = 0; rep < a.dry + a.reps; rep++) {
-    if (rep == a.dry) {
-        fl_pdl_wait();
-        fl_stamp(a, FL_WAITED);
-        if constexpr (QB) {
-            if (warp < 8) { /* query warp: its 128 dims, 4 a lane; rows from G on stay zero */
-                const float4 v = warp < G ? *reinterpret_cast<const float4 *>(a.q + ((size_t)h * G + warp) * D + 4 * lane) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                float        mx = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+        if (rep == a.dry) {
+            fl_pdl_wait();
+            fl_stamp(a, FL_WAITED);
+            if constexpr (QB) {
+                if (warp < 8) { /* query warp: its 128 dims, 4 a lane; rows from G on stay zero */
+                    const float4 v = warp < G ? *reinterpret_cast<const float4 *>(a.q + ((size_t)h * G + warp) * D + 4 * lane) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    float        mx = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
-                for (int o = 1; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-                const int   sh = max(-126, min(126, 9 - (((__float_as_int(mx) >> 23) & 0xff) - 126)));
-                const float up = __int_as_float((127 + sh) << 23);
-                const float x0 = v.x * up, x1 = v.y * up, x2 = v.z * up, x3 = v.w * up;
-                const uint32_t h01 = fl_pack(x0, x1), h23 = fl_pack(x2, x3);
-                const float2   r01 = fl_unpack(h01), r23 = fl_unpack(h23);
-                *reinterpret_cast<uint2 *>(&qp[0][warp][4 * lane]) = make_uint2(h01, h23);
-                *reinterpret_cast<uint2 *>(&qp[1][warp][4 * lane]) = make_uint2(fl_pack(x0 - r01.x, x1 - r01.y), fl_pack(x2 - r23.x, x3 - r23.y));
-                if (lane == 0) qsc[warp] = a.scale * __int_as_float((127 - sh) << 23);
+                    for (int o = 1; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+                    const int   sh = max(-126, min(126, 9 - (((__float_as_int(mx) >> 23) & 0xff) - 126)));
+                    const float up = __int_as_float((127 + sh) << 23);
+                    const float y0 = v.x * up, y1 = v.y * up, y2 = v.z * up, y3 = v.w * up;
+                    const uint32_t h01 = fl_pack(y0, y1), h23 = fl_pack(y2, y3);
+                    const float2   r01 = fl_unpack(h01), r23 = fl_unpack(h23);
+                    *reinterpret_cast<uint2 *>(&qp[0][warp][4 * lane]) = make_uint2(h01, h23);
+                    *reinterpret_cast<uint2 *>(&qp[1][warp][4 * lane]) = make_uint2(fl_pack(y0 - r01.x, y1 - r01.y), fl_pack(y2 - r23.x, y3 - r23.y));
+                    if (lane == 0) qsc[warp] = a.scale * __int_as_float((127 - sh) << 23);
+                }
+            } else {
+                for (int t = tid; t < G * D; t += FL_THREADS) qsm[t] = a.q[(size_t)h * G * D + t];
             }
-        } else {
-            for (int t = tid; t < G * D; t += FL_THREADS) qsm[t] = a.q[(size_t)h * G * D + t];
+            __syncthreads();
+            fl_stamp(a, FL_Q);
+            fl_put(a, FL_CLKQ, (unsigned long long)clock64());
         }
-        __syncthreads();
-        fl_stamp(a, FL_Q);
-        fl_put(a, FL_CLKQ, (unsigned long long)clock64());
-    }
-    m[0] = m[1] = -INFINITY, l[0] = l[1] = 0.0f;
+        m[0] = m[1] = -INFINITY, l[0] = l[1] = 0.0f;
 #pragma unroll
-    for (int t = 0; t < 8; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-    if (live) {
-        /* q of query g as the B fragments, k-step s = 2P + t: dims 8 (4P + c) + 4t + {0, 1}, + {2, 3} */
-        float sp[2][4] = {};
-        float down = 1.0f;
-        if constexpr (QB) {
+        for (int t = 0; t < 8; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+        if (live) {
+            /* q of query g as the B fragments, k-step s = 2P + t: dims 8 (4P + c) + 4t + {0, 1}, + {2, 3} */
+            float sp[2][4] = {};
+            float down = 1.0f;
+            if constexpr (QB) {
+#pragma unroll
+                for (int P = 0; P < 4; P++) {
+                    const uint32_t k0[4] = {x0[P].x, x1[P].x, x0[P].y, x1[P].y}, k1[4] = {x0[P].z, x1[P].z, x0[P].w, x1[P].w};
+#pragma unroll
+                    for (int u = 0; u < 2; u++) {
+                        const uint4 f = *reinterpret_cast<const uint4 *>(&qp[u][g][8 * (4 * P + c)]);
+                        if (P == 0 && u == 0) fl_stampd(a, FL_MX, __uint_as_float(f.x & 0x3fffffffu));
+                        fl_mma16(sp[u], k0, f.x, f.y), fl_mma16(sp[u], k1, f.z, f.w);
+                    }
+                }
+            } else {
+            const float *qr = qsm + (g < G ? g : 0) * D;
+            float        mx = 0.0f;
+#pragma unroll
+            for (int s = 0; s < 8; s++)
+#pragma unroll
+                for (int hh = 0; hh < 2; hh++) {
+                    const float2 v = *reinterpret_cast<const float2 *>(qr + 8 * (4 * (s >> 1) + c) + 4 * (s & 1) + 2 * hh);
+                    mx = fmaxf(mx, fmaxf(fabsf(v.x), fabsf(v.y)));
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            fl_stampd(a, FL_MX, mx);
+            const int   sh = max(-126, min(126, 9 - (((__float_as_int(mx) >> 23) & 0xff) - 126)));
+            const float up = __int_as_float((127 + sh) << 23);
+            down = __int_as_float((127 - sh) << 23);
 #pragma unroll
             for (int P = 0; P < 4; P++) {
                 const uint32_t k0[4] = {x0[P].x, x1[P].x, x0[P].y, x1[P].y}, k1[4] = {x0[P].z, x1[P].z, x0[P].w, x1[P].w};
+                uint32_t       qf[2][2][2]; /* part, k-step 2P + t, half */
 #pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    const uint4 f = *reinterpret_cast<const uint4 *>(&qp[u][g][8 * (4 * P + c)]);
-                    if (P == 0 && u == 0) fl_stampd(a, FL_MX, __uint_as_float(f.x & 0x3fffffffu));
-                    fl_mma16(sp[u], k0, f.x, f.y), fl_mma16(sp[u], k1, f.z, f.w);
-                }
+                for (int t = 0; t < 2; t++)
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++) {
+                        const float2 v = g < G ? *reinterpret_cast<const float2 *>(qr + 8 * (4 * P + c) + 4 * t + 2 * hh) : make_float2(0.0f, 0.0f);
+                        const float  x = v.x * up, y = v.y * up;
+                        qf[0][t][hh] = fl_pack(x, y);
+                        const float2 hi = fl_unpack(qf[0][t][hh]);
+                        qf[1][t][hh] = fl_pack(x - hi.x, y - hi.y);
+                    }
+#pragma unroll
+                for (int u = 0; u < 2; u++) fl_mma16(sp[u], k0, qf[u][0][0], qf[u][0][1]), fl_mma16(sp[u], k1, qf[u][1][0], qf[u][1][1]);
             }
-        } else {
-        const float *qr = qsm + (g < G ? g : 0) * D;
-        float        mx = 0.0f;
+            }
+            fl_stampd(a, FL_SCORES, sp[0][3] + sp[1][3]);
+            /* element x: cell g + 8 (x >> 1), query 2c + (x & 1) */
+            float sv[4], pw[4];
 #pragma unroll
-        for (int s = 0; s < 8; s++)
+            for (int x = 0; x < 4; x++) { /* the shuffle by every lane: it is warp-wide */
+                const int   qi = 2 * c + (x & 1);
+                const float sc = QB ? qsc[qi] : a.scale * __shfl_sync(0xffffffffu, down, 4 * qi);
+                sv[x] = qi < G ? (sp[1][x] + sp[0][x]) * sc : -INFINITY;
+            }
+            float t0 = fmaxf(sv[0], sv[2]), t1 = fmaxf(sv[1], sv[3]);
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) t0 = fmaxf(t0, __shfl_xor_sync(0xffffffffu, t0, o)), t1 = fmaxf(t1, __shfl_xor_sync(0xffffffffu, t1, o));
+            m[0] = t0, m[1] = t1;
+#pragma unroll
+            for (int x = 0; x < 4; x++) pw[x] = sv[x] == -INFINITY ? 0.0f : expf(sv[x] - ((x & 1) ? t1 : t0));
+            l[0] = pw[0] + pw[2], l[1] = pw[1] + pw[3];
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) l[0] += __shfl_xor_sync(0xffffffffu, l[0], o), l[1] += __shfl_xor_sync(0xffffffffu, l[1], o);
+            uint32_t bh[2], bw[2];
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
-                const float2 v = *reinterpret_cast<const float2 *>(qr + 8 * (4 * (s >> 1) + c) + 4 * (s & 1) + 2 * hh);
-                mx = fmaxf(mx, fmaxf(fabsf(v.x), fabsf(v.y)));
+                const uint32_t hi = fl_pack(pw[2 * hh], pw[2 * hh + 1]);
+                const float2   hv = fl_unpack(hi);
+                bh[hh] = fl_movt(hi), bw[hh] = fl_movt(fl_pack(pw[2 * hh] - hv.x, pw[2 * hh + 1] - hv.y));
             }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        fl_stampd(a, FL_MX, mx);
-        const int   sh = max(-126, min(126, 9 - (((__float_as_int(mx) >> 23) & 0xff) - 126)));
-        const float up = __int_as_float((127 + sh) << 23);
-        down = __int_as_float((127 - sh) << 23);
+            fl_stampd(a, FL_SOFT, __uint_as_float(bw[1] & 0x3fffffffu));
+            unsigned done = 0;
+            while (!done)
+                asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                             : "=r"(done)
+                             : "r"(b)
+                             : "memory");
+            fl_stamp(a, FL_VREADY);
+            __syncwarp(); /* movmatrix and mma below are warp-wide */
 #pragma unroll
-        for (int P = 0; P < 4; P++) {
-            const uint32_t k0[4] = {x0[P].x, x1[P].x, x0[P].y, x1[P].y}, k1[4] = {x0[P].z, x1[P].z, x0[P].w, x1[P].w};
-            uint32_t       qf[2][2][2]; /* part, k-step 2P + t, half */
+            for (int P = 0; P < 4; P++) {
+                uint32_t va[2][4];
+                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(va[0][0]), "=r"(va[0][1]), "=r"(va[1][0]), "=r"(va[1][1])
+                             : "r"(vs + (unsigned)((g * CPR + 4 * P + c) * 16)));
+                asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(va[0][2]), "=r"(va[0][3]), "=r"(va[1][2]), "=r"(va[1][3])
+                             : "r"(vs + (unsigned)(((g + 8) * CPR + 4 * P + c) * 16)));
 #pragma unroll
-            for (int t = 0; t < 2; t++)
+                for (int t = 0; t < 2; t++) {
+                    uint32_t av[4];
 #pragma unroll
-                for (int hh = 0; hh < 2; hh++) {
-                    const float2 v = g < G ? *reinterpret_cast<const float2 *>(qr + 8 * (4 * P + c) + 4 * t + 2 * hh) : make_float2(0.0f, 0.0f);
-                    const float  x = v.x * up, y = v.y * up;
-                    qf[0][t][hh] = fl_pack(x, y);
-                    const float2 hi = fl_unpack(qf[0][t][hh]);
-                    qf[1][t][hh] = fl_pack(x - hi.x, y - hi.y);
+                    for (int u = 0; u < 4; u++) av[u] = fl_movt(va[t][u]);
+                    fl_mma16(acc[2 * P + t], av, bh[0], bh[1]);
+                    fl_mma16(acc[2 * P + t], av, bw[0], bw[1]);
                 }
-#pragma unroll
-            for (int u = 0; u < 2; u++) fl_mma16(sp[u], k0, qf[u][0][0], qf[u][0][1]), fl_mma16(sp[u], k1, qf[u][1][0], qf[u][1][1]);
-        }
-        }
-        fl_stampd(a, FL_SCORES, sp[0][3] + sp[1][3]);
-        /* element x: cell g + 8 (x >> 1), query 2c + (x & 1) */
-        float sv[4], pw[4];
-#pragma unroll
-        for (int x = 0; x < 4; x++) { /* the shuffle by every lane: it is warp-wide */
-            const int   qi = 2 * c + (x & 1);
-            const float sc = QB ? qsc[qi] : a.scale * __shfl_sync(0xffffffffu, down, 4 * qi);
-            sv[x] = qi < G ? (sp[1][x] + sp[0][x]) * sc : -INFINITY;
-        }
-        float t0 = fmaxf(sv[0], sv[2]), t1 = fmaxf(sv[1], sv[3]);
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) t0 = fmaxf(t0, __shfl_xor_sync(0xffffffffu, t0, o)), t1 = fmaxf(t1, __shfl_xor_sync(0xffffffffu, t1, o));
-        m[0] = t0, m[1] = t1;
-#pragma unroll
-        for (int x = 0; x < 4; x++) pw[x] = sv[x] == -INFINITY ? 0.0f : expf(sv[x] - ((x & 1) ? t1 : t0));
-        l[0] = pw[0] + pw[2], l[1] = pw[1] + pw[3];
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) l[0] += __shfl_xor_sync(0xffffffffu, l[0], o), l[1] += __shfl_xor_sync(0xffffffffu, l[1], o);
-        uint32_t bh[2], bw[2];
-#pragma unroll
-        for (int hh = 0; hh < 2; hh++) {
-            const uint32_t hi = fl_pack(pw[2 * hh], pw[2 * hh + 1]);
-            const float2   hv = fl_unpack(hi);
-            bh[hh] = fl_movt(hi), bw[hh] = fl_movt(fl_pack(pw[2 * hh] - hv.x, pw[2 * hh + 1] - hv.y));
-        }
-        fl_stampd(a, FL_SOFT, __uint_as_float(bw[1] & 0x3fffffffu));
-        unsigned done = 0;
-        while (!done)
-            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                         : "=r"(done)
-                         : "r"(b)
-                         : "memory");
-        fl_stamp(a, FL_VREADY);
-        __syncwarp(); /* movmatrix and mma below are warp-wide */
-#pragma unroll
-        for (int P = 0; P < 4; P++) {
-            uint32_t va[2][4];
-            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(va[0][0]), "=r"(va[0][1]), "=r"(va[1][0]), "=r"(va[1][1])
-                         : "r"(vs + (unsigned)((g * CPR + 4 * P + c) * 16)));
-            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(va[0][2]), "=r"(va[0][3]), "=r"(va[1][2]), "=r"(va[1][3])
-                         : "r"(vs + (unsigned)(((g + 8) * CPR + 4 * P + c) * 16)));
-#pragma unroll
-            for (int t = 0; t < 2; t++) {
-                uint32_t av[4];
-#pragma unroll
-                for (int u = 0; u < 4; u++) av[u] = fl_movt(va[t][u]);
-                fl_mma16(acc[2 * P + t], av, bh[0], bh[1]);
-                fl_mma16(acc[2 * P + t], av, bw[0], bw[1]);
             }
+            fl_stampd(a, FL_PV, acc[0][0] + acc[7][3]);
         }
-        fl_stampd(a, FL_PV, acc[0][0] + acc[7][3]);
-    }
     }
     /* the warps combined in a fixed order: acc[t] holds dims (t, g, 0 / 1) x queries 2c, 2c + 1 */
     __syncthreads(); /* every warp is done with its V: the tiles become the combine's buffer */
@@ -692,13 +692,16 @@ int bench_floor_stamps(int on) {
     return 0;
 }
 
+/* median of x[0..n) (sorts x), NAN for n < 1: bench_util.h's, which this file cannot include (a
+   program includes that header once: it defines the benchmarks' sinks) */
 static int fl_cmp(const void *x, const void *y) {
     const double a = *(const double *)x, b = *(const double *)y;
     return (a > b) - (a < b);
 }
 static double fl_median(double *x, int n) {
+    if (n < 1) return NAN;
     qsort(x, (size_t)n, sizeof *x, fl_cmp);
-    return n ? (n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2])) : NAN;
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
 /* The last FL_CALLS calls' stamps, each call's figures taken after the previous call's last block
@@ -711,9 +714,11 @@ int bench_floor_timeline(const char *what) {
     double *f = (double *)malloc((size_t)T_N * C * sizeof *f), *tmp = (double *)malloc((size_t)nb * sizeof *tmp);
     int     ok = st && f && tmp && fl_a.stamps && fl_calls >= C && cudaDeviceSynchronize() == cudaSuccess &&
              cudaMemcpy(st, fl_a.stamps, n * sizeof *st, cudaMemcpyDeviceToHost) == cudaSuccess;
-    int nc = 0;
-    for (int j = 1; ok && j < C; j++) { /* in the order they ran: the oldest is the slot after the last */
-        const unsigned long long *p = st + (size_t)((fl_calls + j - 1) % C) * nb * FL_ST, *c = st + (size_t)((fl_calls + j) % C) * nb * FL_ST;
+    /* call j of the last C in the order they ran (the oldest is the slot after the last), block b */
+    auto at = [&](int j, int b) { return st + ((size_t)((fl_calls + j) % C) * nb + b) * FL_ST; };
+    int  nc = 0;
+    for (int j = 1; ok && j < C; j++) {
+        const unsigned long long *p = at(j - 1, 0), *c = at(j, 0);
         double                    pe = 0.0;
         for (int b = 0; b < nb; b++) pe = fmax(pe, (double)p[b * FL_ST + FL_END]);
         double *g = f + (size_t)nc * T_N, first = INFINITY, last = -INFINITY, amax = -INFINITY, wmax = -INFINITY, waitmax = -INFINITY, end = 0.0;
@@ -743,21 +748,17 @@ int bench_floor_timeline(const char *what) {
                     break;
                 }
         }
-        g[T_MERGED] = nm ? fl_median(tmp, nm) * 1e-3 : NAN;
+        g[T_MERGED] = fl_median(tmp, nm) * 1e-3;
         g[T_FIRST] = first * 1e-3, g[T_LASTSTART] = last * 1e-3, g[T_WAITMAX] = waitmax * 1e-3, g[T_ARITHMAX] = amax * 1e-3;
         g[T_WRITTENMAX] = wmax * 1e-3, g[T_END] = end * 1e-3, g[T_SHARED] = shared, g[T_PACK] = pack;
         nc++;
     }
-    double m[T_N];
+    double  m[T_N];
+    double *all = (double *)malloc((size_t)(C - 1) * nb * sizeof *all); /* one figure of every call, or of every block */
+    ok = ok && all;
     for (int k = 0; ok && k < T_N; k++) {
-        double *col = (double *)malloc((size_t)nc * sizeof *col);
-        if (!col) {
-            ok = 0;
-            break;
-        }
-        for (int i = 0; i < nc; i++) col[i] = f[(size_t)i * T_N + k];
-        m[k] = fl_median(col, nc);
-        free(col);
+        for (int i = 0; i < nc; i++) all[i] = f[(size_t)i * T_N + k];
+        m[k] = fl_median(all, nc);
     }
     if (ok)
         printf("# timeline of the arithmetic's blocks (%s), us after the previous call's last block ended (median of %d calls): "
@@ -771,33 +772,32 @@ int bench_floor_timeline(const char *what) {
     static const int   to[8] = {FL_MX, FL_SCORES, FL_SOFT, FL_VREADY, FL_PV, FL_ARITH, FL_ARRIVED, FL_END};
     static const char *step[8] = {"q's scale", "scores", "softmax", "V ready", "p . v", "to every warp's end", "the arrival count",
                                   "the last block's merge"};
-    double             *all = (double *)malloc((size_t)(C - 1) * nb * sizeof *all);
-    if (ok && all) {
+    if (ok) {
         printf("# warp 0's steps, us (median over the blocks of %d calls):", C - 1);
         for (int k = 0; k < 8; k++) {
             int na = 0;
             for (int j = 1; j < C; j++)
                 for (int b = 0; b < nb; b++) {
-                    const unsigned long long *x = st + ((size_t)((fl_calls + j) % C) * nb + b) * FL_ST;
+                    const unsigned long long *x = at(j, b);
                     if (x[from[k]] && x[to[k]] && (k < 7 || x[FL_LAST])) all[na++] = ((double)x[to[k]] - (double)x[from[k]]) * 1e-3;
                 }
-            printf("%s %s %.2f", k ? ";" : "", step[k], na ? fl_median(all, na) : NAN);
+            printf("%s %s %.2f", k ? ";" : "", step[k], fl_median(all, na));
         }
         int nk = 0;
         for (int j = 1; j < C; j++)
             for (int b = 0; b < nb; b++) {
-                const unsigned long long *x = st + ((size_t)((fl_calls + j) % C) * nb + b) * FL_ST;
+                const unsigned long long *x = at(j, b);
                 all[nk++] = (double)(x[FL_CLKA] - x[FL_CLKQ]);
             }
         const double cyc = fl_median(all, nk);
         nk = 0;
         for (int j = 1; j < C; j++)
             for (int b = 0; b < nb; b++) {
-                const unsigned long long *x = st + ((size_t)((fl_calls + j) % C) * nb + b) * FL_ST;
+                const unsigned long long *x = at(j, b);
                 if (x[FL_ARITH] - x[FL_Q] >= 2000) all[nk++] = (double)(x[FL_CLKA] - x[FL_CLKQ]) / (double)(x[FL_ARITH] - x[FL_Q]) * 1e3;
             }
         printf("; q staged to every warp's end %.0f SM clocks (median), the SM clock %.0f MHz (median of the blocks' clocks over "
-               "ns where that took 2 us or more)\n", cyc, nk ? fl_median(all, nk) : NAN);
+               "ns where that took 2 us or more)\n", cyc, fl_median(all, nk));
     }
     free(all), free(st), free(f), free(tmp);
     return ok ? 0 : -1;
