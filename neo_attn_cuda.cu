@@ -1397,23 +1397,30 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
 
     /* The online-softmax step: the scores (element x: cell g + 8 (x >> 1), query 2c + (x & 1))
        scaled, soft-capped, ALiBi-biased and masked, the running (m, l) of the lane's two queries
-       updated, acc rescaled, pw the weights. */
+       updated, acc rescaled, pw the weights. Straight-line code: every element's score and exp
+       is computed and a masked one's discarded by a select (soft-capping and ALiBi behind tests
+       uniform over the launch), so that a lane's four scores and six exps interleave instead of
+       running one branch at a time. */
     __device__ __forceinline__ void softmax(const float (&sp)[QP][4], const lq &q, int tile0, int nvalid, float (&m)[2],
                                             float (&l)[2], float (&acc)[KS][4], float (&pw)[4]) const {
         float sv[4];
 #pragma unroll
         for (int x = 0; x < 4; x++) {
-            const int e = x & 1, row = g + 8 * (x >> 1), cell = tile0 + row;
-            float     s = -INFINITY;
-            if (q.qok[e] && row < nvalid && cell <= q.pse[e]) {
-                float dot = sp[QP - 1][x];
+            float dot = sp[QP - 1][x];
 #pragma unroll
-                for (int u = QP - 2; u >= 0; u--) dot += sp[u][x]; /* low to high */
-                s = neo__score(q.sce[e], dot);
-                if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-                if (p.slopes) s -= q.slp[e] * (float)(q.pse[e] - cell);
-            }
-            sv[x] = s;
+            for (int u = QP - 2; u >= 0; u--) dot += sp[u][x]; /* low to high */
+            sv[x] = neo__score(q.sce[x & 1], dot);
+        }
+        if (p.softcap > 0.0f)
+#pragma unroll
+            for (int x = 0; x < 4; x++) sv[x] = p.softcap * tanhf(sv[x] / p.softcap);
+        if (p.slopes)
+#pragma unroll
+            for (int x = 0; x < 4; x++) sv[x] -= q.slp[x & 1] * (float)(q.pse[x & 1] - (tile0 + g + 8 * (x >> 1)));
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+            const int e = x & 1, row = g + 8 * (x >> 1);
+            sv[x] = q.qok[e] && row < nvalid && tile0 + row <= q.pse[e] ? sv[x] : -INFINITY;
         }
         float t0 = fmaxf(sv[0], sv[2]), t1 = fmaxf(sv[1], sv[3]);
 #pragma unroll
@@ -1422,9 +1429,10 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
             t1 = fmaxf(t1, __shfl_xor_sync(FULL, t1, o));
         }
         const float n0 = fmaxf(m[0], t0), n1 = fmaxf(m[1], t1);
-        const float c0 = n0 == -INFINITY ? 1.0f : expf(m[0] - n0), c1 = n1 == -INFINITY ? 1.0f : expf(m[1] - n1); /* no inf - inf */
+        /* no inf - inf: e^0 = 1 where the row has no score yet, e^-inf = 0 for a masked score */
+        const float c0 = expf(n0 == -INFINITY ? 0.0f : m[0] - n0), c1 = expf(n1 == -INFINITY ? 0.0f : m[1] - n1);
 #pragma unroll
-        for (int x = 0; x < 4; x++) pw[x] = sv[x] == -INFINITY ? 0.0f : expf(sv[x] - ((x & 1) ? n1 : n0));
+        for (int x = 0; x < 4; x++) pw[x] = expf(sv[x] == -INFINITY ? -INFINITY : sv[x] - ((x & 1) ? n1 : n0));
         l[0] = l[0] * c0 + (pw[0] + pw[2]);
         l[1] = l[1] * c1 + (pw[1] + pw[3]);
         m[0] = n0;
