@@ -48,7 +48,7 @@
    neo__attn_mma<T, D, BPS>  f16 / bf16 K and V, head_dim == head_dim_v == D in {64, 128, 256},
                              16-byte aligned K, V and q: the attention path for those (see its
                              comment). grid (H * ceil(nq / 8), S). Two block shapes (BPS 1 and
-                             2): wide, 12 warps (4 for D = 256), one block an SM; narrow (D = 128
+                             2): wide, 8 warps (4 for D = 256), one block an SM; narrow (D = 128
                              and 256), 5 warps two blocks an SM (D = 128), or 2 warps (D = 256).
                              The planner picks one (>>plan). Tensor cores (mma.m16n8k16, f32
                              accumulators, q and the weights split into 16-bit parts so that the
@@ -983,24 +983,26 @@ __global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
    every part goes through the tensor cores, so the products keep about float32 accuracy; q is first scaled by a power of two per query (undone
    exactly in the score scale) so that its high part uses the f16 range well. */
 #define NEO__MMA_NQ 8
-/* Block shapes. Wide: one block an SM, 12 warps (head_dim 64, 128) or 4 (head_dim 256) with
-   rings of 2 (3 for head_dim 256) 16-cell tiles a warp: the most bytes in flight one SM can
-   hold, which is what a decode attention that streams the cache from memory needs. Narrow: for
-   head_dim 128, 5 warps in 80 KB, two blocks an SM, so that at long contexts every SM stays busy
-   and one block's epilogue runs under the other's loads; for head_dim 256, 2 warps with 3-deep
-   rings in 96 KB, the shape for GPUs whose blocks cannot have 192 KB. Deeper rings for head_dim
-   64 only put more bytes in flight than the memory system absorbs. The planner picks the shape
-   (neo__plan_mma_narrow); docs/BENCHMARKS.md has the measurements behind these numbers. */
-#define NEO__CU_MMA_NS64 2          /* ring depth of each warp, head_dim 64 */
-#define NEO__CU_MMA_NS128 2         /* head_dim 128 */
+/* Block shapes. Wide: one block an SM, 8 warps (head_dim 64, 128) or 4 (head_dim 256) with
+   rings of 3 16-cell tiles a warp (192 KB for head_dim 128 and 256, 96 KB for 64): the most bytes
+   in flight one SM can hold, which is what a decode attention that streams the cache from
+   memory needs, in as few warps as keep them in flight, since every warp of a block adds to the
+   chain after the last tile (its share of the SM's issue slots, its state in the combine). At a
+   short context a split is then one or two tiles a warp, all asked for at once. Narrow: for
+   head_dim 128, 5 warps with 2-deep rings in 80 KB, two blocks an SM, so that at long contexts
+   every SM stays busy and one block's epilogue runs under the other's loads; for head_dim 256,
+   2 warps with 3-deep rings in 96 KB, the shape for GPUs whose blocks cannot have 192 KB. The
+   planner picks the shape (neo__plan_mma_narrow); docs/BENCHMARKS.md has the measurements
+   behind these numbers. */
+#define NEO__CU_MMA_NS_NARROW 2     /* ring depth of each warp of the narrow head_dim 128 block */
 #define NEO__CU_MMA_MIN_TILES 1     /* 16-cell tiles a warp at least, per split */
 #define NEO__CU_MMA_NARROW_CELLS 65536 /* cells a KV head from which head_dim 128 takes the narrow block */
 #define NEO__CU_MMA_STATIC_SMEM 2048   /* bound on the kernel's static shared memory (s_wm .. s_bar) */
 /* BPS: 1 the wide shape, 2 the narrow one (two blocks an SM for head_dim 128) */
 template <int D, int BPS> struct neo__mma_cfg {
     static_assert(BPS == 1 || (BPS == 2 && D != 64), "block shapes");
-    static constexpr int W = D == 256 ? (BPS == 1 ? 4 : 2) : BPS == 1 ? 12 : 5; /* warps a block */
-    static constexpr int NS = D == 64 ? NEO__CU_MMA_NS64 : D == 128 ? NEO__CU_MMA_NS128 : 3; /* ring depth of each warp */
+    static constexpr int W = D == 256 ? (BPS == 1 ? 4 : 2) : BPS == 1 ? 8 : 5; /* warps a block */
+    static constexpr int NS = D == 128 && BPS == 2 ? NEO__CU_MMA_NS_NARROW : 3;  /* ring depth of each warp */
     static constexpr int CPR = D / 8;                     /* 16-byte chunks of a row */
     static constexpr int TCH = 16 * CPR;                  /* chunks of one K (or V) warp tile */
     /* row stride of the warp-combine buffer: the acc fragment stores hit 32 banks (bank 2c + the
@@ -1299,13 +1301,16 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         float2       qv[KS][2];
         float        mx = 0.0f;
 #pragma unroll
-        for (int s = 0; s < KS; s++)
+        for (int s = 0; s < KS; s++) {
+            if constexpr (TMA) { /* a k-step's four dims are adjacent: one 16-byte load */
+                const float4 v = gq ? *reinterpret_cast<const float4 *>(qr + 8 * (4 * (s >> 1) + c) + 4 * (s & 1)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                qv[s][0] = make_float2(v.x, v.y), qv[s][1] = make_float2(v.z, v.w);
+            } else
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int off = TMA ? 8 * (4 * (s >> 1) + c) + 4 * (s & 1) + 2 * h : 16 * s + 2 * c + 8 * h;
-                qv[s][h] = gq ? *reinterpret_cast<const float2 *>(qr + off) : make_float2(0.0f, 0.0f);
-                mx = fmaxf(mx, fmaxf(fabsf(qv[s][h].x), fabsf(qv[s][h].y)));
-            }
+                for (int h = 0; h < 2; h++) qv[s][h] = gq ? *reinterpret_cast<const float2 *>(qr + 16 * s + 2 * c + 8 * h) : make_float2(0.0f, 0.0f);
+#pragma unroll
+            for (int h = 0; h < 2; h++) mx = fmaxf(mx, fmaxf(fabsf(qv[s][h].x), fabsf(qv[s][h].y)));
+        }
         mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
         /* max |q| * 2^sh in [2^8, 2^9): mx = f 2^ex with f in [0.5, 1) */
@@ -2713,7 +2718,7 @@ static void neo__mma_shape(int dc, int narrow, int *threads, size_t *smem) {
     else narrow ? neo__mma_geom<256, 2>(threads, smem) : neo__mma_geom<256, 1>(threads, smem);
 }
 
-/* The tensor-core kernel's block shape. Wide (one block an SM, the rings of 12 warps) unless its
+/* The tensor-core kernel's block shape. Wide (one block an SM, the rings of 8 warps) unless its
    shared memory does not fit the device (head_dim 128 and 256 below sm_90, 192 KB) or, for
    head_dim 128, from NEO__CU_MMA_NARROW_CELLS cells a KV head, where two narrow blocks an SM keep
    every SM busy and one block's epilogue runs under the other's loads, or when K and V are host
