@@ -1303,7 +1303,8 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
 #pragma unroll
         for (int s = 0; s < KS; s++) {
             if constexpr (TMA) { /* a k-step's four dims are adjacent: one 16-byte load */
-                const float4 v = gq ? *reinterpret_cast<const float4 *>(qr + 8 * (4 * (s >> 1) + c) + 4 * (s & 1)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                const float *src = qr + 8 * (4 * (s >> 1) + c) + 4 * (s & 1);
+                const float4 v = gq ? *reinterpret_cast<const float4 *>(src) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                 qv[s][0] = make_float2(v.x, v.y), qv[s][1] = make_float2(v.z, v.w);
             } else
 #pragma unroll
