@@ -63,17 +63,25 @@ extern "C" unsigned neo__tl_get(unsigned long long *dst) {
 KERNEL_EDITS = [
     ("template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinline__ void neo__mma_run(",
      STAMPS + "template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinline__ void neo__mma_run("),
-    ("""    const K k(p, unit, split, neo__smem, sh);
+    ("""    K k(p, unit, split, neo__smem, sh);
     k.start();
+    int len = 0;
+    if constexpr (K::SPEC) len = *p.len; /* requested beside q, used after it */
     uint32_t       qf[K::QP][K::KS][2];
-    const auto     q = k.lane_queries(k.q_frags(qf));""",
+    const float    qdown = k.q_frags(qf);
+    if constexpr (K::SPEC) k.settle(len);
+    const auto     q = k.lane_queries(qdown);""",
      """    unsigned long long tg[7] = {0, 0, 0, 0, 0, 0, 0}, c0 = 0, cl = 0;
     if (threadIdx.x == 0) tg[0] = neo__gt(), c0 = clock64();
-    const K k(p, unit, split, neo__smem, sh);
+    K k(p, unit, split, neo__smem, sh);
     k.start();
     if (threadIdx.x == 0) tg[1] = neo__gt();
+    int len = 0;
+    if constexpr (K::SPEC) len = *p.len; /* requested beside q, used after it */
     uint32_t       qf[K::QP][K::KS][2];
-    const auto     q = k.lane_queries(k.q_frags(qf));
+    const float    qdown = k.q_frags(qf);
+    if constexpr (K::SPEC) k.settle(len);
+    const auto     q = k.lane_queries(qdown);
     if (threadIdx.x == 0 && q.sce[0] != 1.2345f) tg[2] = neo__gt(), cl = clock64();"""),
     ("""        k.wait(j, stage);
         k.scores(ks, qf, sp);""",
