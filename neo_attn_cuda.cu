@@ -357,7 +357,7 @@ __device__ __forceinline__ int neo__cu_cut(int len, float share) {
    all the same: before the wait it places its split from an early, unordered read of *len (the
    old length or the new one, or anything: every value is clamped as below) and requests each
    warp's first tile if it would hold only cells before that placement's pos0, which no kernel
-   still running writes (neo__mma::PRE); after the wait it reads *len again and keeps those
+   still running writes (neo__mma::start); after the wait it reads *len again and keeps those
    tiles only if the placement has the same first cell and each of them lies before the real
    pos0 and inside the split, else it lets them land and requests the real placement's tiles in
    their stages (neo__mma::settle). The CUDA-core kernels read *len first and are launched
@@ -1141,7 +1141,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
     uint4              *smem; /* the rings, then the epilogue's buffers */
     SH                 &sh;
     int tid, warp, lane, g, c, unit, split, S, gh, r0, nqb, minpos, cb0, cb1, nw;
-    int early, drained; /* SPEC: the stages filled before the wait; the first drained ones are one phase on */
+    int early, drained; /* the stages filled before the wait (SPEC, short calls); the first drained ones are one phase on */
     uint4       *ring;
     unsigned     ring_s;
     const uint4 *kg, *vg;
@@ -1235,11 +1235,11 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         }
     }
 
-    /* Every stage is filled at once (with len: the first before the wait, the others after it,
-       PRE), and refilled as soon as the warp is done with it. Under programmatic dependent launch
-       this block may start while the previous kernel on the stream still runs; its writes (q,
-       this stream's work buffer and counters, cells appended just before) are visible only after
-       neo__pdl_wait. Cells before pos0 are not among them:
+    /* Every stage is filled at once (with len and in short calls: the first before the wait, the
+       others after it), and refilled as soon as the warp is done with it. Under programmatic
+       dependent launch this block may start while the previous kernel on the stream still runs;
+       its writes (q, this stream's work buffer and counters, cells appended just before) are
+       visible only after neo__pdl_wait. Cells before pos0 are not among them:
        neo_attn_append wrote them before the append kernel of pos0, which is launched without the
        programmatic attribute and so starts only after all earlier work is complete, and no kernel
        after it starts before it completes; the decode loop, whose projection appends the token
@@ -1248,15 +1248,22 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        pos0 are requested at once, overlapping the previous kernel's tail, and the rest after the
        wait. (An attend with len is placed from an early read of its length here, and its first
        tiles are whole ones below that placement's pos0; settle checks them after the wait. It
-       asks for one stage of each warp before the wait, PRE, not every stage: attends with len
-       are what CUDA graphs replay, and replayed back to back such calls were shorter or level
-       with fewer early tiles, where eager calls gained nothing from fewer; docs/BENCHMARKS.md,
-       "One ring stage before the wait for decodes replayed from a graph".) Head_dim 128 and 256
-       let the next kernel launch before the main loop (EARLY): its blocks take an SM as soon as
-       one of this grid's leaves it and request their first tiles while this grid's last blocks
-       finish; head_dim 64, whose blocks are shorter, triggers after its main loop. */
+       asks for one stage of each warp before the wait, not every stage: attends with len are
+       what CUDA graphs replay, and replayed back to back such calls were shorter or level with
+       fewer early tiles; docs/BENCHMARKS.md, "One ring stage before the wait for decodes
+       replayed from a graph".) So does an eager single attend (CL) of the wide head_dim 128 block
+       whose warps' tiles all fit their rings (short_call), and it requests the other stages once
+       q is in (rest): the reads a block has queued delay the wait's return and its later reads,
+       q's among them, so behind one stage q comes sooner, and the other stages still land while
+       the first is computed. Where a warp streams more tiles than its ring holds, every stage
+       goes first, as the ring must be refilled from the start (docs/BENCHMARKS.md, "q before the
+       rest of a short call's tiles"). Head_dim 128 and 256 let the next kernel launch before the main loop (EARLY): its
+       blocks take an SM as soon as one of this grid's leaves it and request their first tiles
+       while this grid's last blocks finish; head_dim 64, whose blocks are shorter, triggers after
+       its main loop. */
     static constexpr bool EARLY = D != 64;
-    static constexpr int  PRE = SPEC ? 1 : NS; /* ring stages a warp fills before the wait, at most */
+    /* head_dim 128's wide block (one an SM) only: head_dim 64's, two an SM, was slower so */
+    __device__ __forceinline__ bool short_call() const { return CL && TMA && D == 128 && BPS == 1 && nw <= NS; }
     __device__ __forceinline__ void start() {
         if constexpr (TMA) {
             /* The barriers are written by the generic proxy (init) and completed by the async one
@@ -1272,8 +1279,9 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
             }
             __syncwarp();
         }
-        int pre = 0;
-        for (; pre < PRE && pre < nw; pre++) {
+        const int most = SPEC || short_call() ? 1 : NS; /* ring stages a warp fills before the wait */
+        int       pre = 0;
+        for (; pre < most && pre < nw; pre++) {
             const int t0 = cb0 + (warp + pre * W) * 16;
             if (min(t0 + 16, cb1) > pos0() || (SPEC && t0 + 16 > cb1)) break;
             load(pre, pre);
@@ -1281,12 +1289,18 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         }
         if constexpr (EARLY) neo__pdl_trigger();
         neo__pdl_wait();
-        if constexpr (SPEC) early = pre; /* settle requests the rest */
-        else
+        early = pre; /* SPEC: settle requests the rest; a short call: rest */
+        if (!SPEC && !short_call())
             for (int s = pre; s < NS; s++) {
                 if (s < nw) load(s, s);
                 if constexpr (!TMA) neo__cp_async_commit();
             }
+    }
+
+    /* a short call's other stages, once q is in registers */
+    __device__ __forceinline__ void rest() const {
+        if (short_call())
+            for (int s = early; s < nw; s++) load(s, s);
     }
 
     /* q as the B fragments of Q^T, query g of lane (g, c), split into QP 16-bit parts after a
@@ -1746,6 +1760,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinlin
     uint32_t       qf[K::QP][K::KS][2];
     const float    qdown = k.q_frags(qf);
     if constexpr (K::SPEC) k.settle(len);
+    else k.rest();
     const auto     q = k.lane_queries(qdown);
     float          m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[K::KS][4];
 #pragma unroll
