@@ -70,6 +70,7 @@ KERNEL_EDITS = [
     uint32_t       qf[K::QP][K::KS][2];
     const float    qdown = k.q_frags(qf);
     if constexpr (K::SPEC) k.settle(len);
+    else k.rest();
     const auto     q = k.lane_queries(qdown);""",
      """    unsigned long long tg[7] = {0, 0, 0, 0, 0, 0, 0}, c0 = 0, cl = 0;
     if (threadIdx.x == 0) tg[0] = neo__gt(), c0 = clock64();
@@ -81,6 +82,7 @@ KERNEL_EDITS = [
     uint32_t       qf[K::QP][K::KS][2];
     const float    qdown = k.q_frags(qf);
     if constexpr (K::SPEC) k.settle(len);
+    else k.rest();
     const auto     q = k.lane_queries(qdown);
     if (threadIdx.x == 0 && q.sce[0] != 1.2345f) tg[2] = neo__gt(), cl = clock64();"""),
     ("""        k.wait(j, stage);
