@@ -1184,8 +1184,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
             drained = early;
             early = 0;
         }
-        for (int s = early; s < NS; s++)
-            if (s < nw) load(s, s);
+        request(early);
     }
 
     /* the position of token 0: with LEN from minpos, so that the live value takes no register */
@@ -1257,10 +1256,10 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        q's among them, so behind one stage q comes sooner, and the other stages still land while
        the first is computed. Where a warp streams more tiles than its ring holds, every stage
        goes first, as the ring must be refilled from the start (docs/BENCHMARKS.md, "q before the
-       rest of a short call's tiles"). Head_dim 128 and 256 let the next kernel launch before the main loop (EARLY): its
-       blocks take an SM as soon as one of this grid's leaves it and request their first tiles
-       while this grid's last blocks finish; head_dim 64, whose blocks are shorter, triggers after
-       its main loop. */
+       rest of a short call's tiles"). Head_dim 128 and 256 let the next kernel launch before the
+       main loop (EARLY): its blocks take an SM as soon as one of this grid's leaves it and request
+       their first tiles while this grid's last blocks finish; head_dim 64, whose blocks are
+       shorter, triggers after its main loop. */
     static constexpr bool EARLY = D != 64;
     /* head_dim 128's wide block (one an SM) only: head_dim 64's, two an SM, was slower so */
     __device__ __forceinline__ bool short_call() const { return CL && TMA && D == 128 && BPS == 1 && nw <= NS; }
@@ -1297,10 +1296,14 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
             }
     }
 
+    /* the stages from `from` on that hold tiles of this warp */
+    __device__ __forceinline__ void request(int from) const {
+        for (int s = from; s < NS && s < nw; s++) load(s, s);
+    }
+
     /* a short call's other stages, once q is in registers */
     __device__ __forceinline__ void rest() const {
-        if (short_call())
-            for (int s = early; s < nw; s++) load(s, s);
+        if (short_call()) request(early);
     }
 
     /* q as the B fragments of Q^T, query g of lane (g, c), split into QP 16-bit parts after a
