@@ -1252,11 +1252,12 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        fewer early tiles; docs/BENCHMARKS.md, "One ring stage before the wait for decodes
        replayed from a graph".) So does an eager single attend (CL) of the wide head_dim 128 block
        whose warps' tiles all fit their rings (short_call), and it requests the other stages once
-       q is in (rest): the reads a block has queued delay the wait's return and its later reads,
-       q's among them, so behind one stage q comes sooner, and the other stages still land while
-       the first is computed. Where a warp streams more tiles than its ring holds, every stage
-       goes first, as the ring must be refilled from the start (docs/BENCHMARKS.md, "q before the
-       rest of a short call's tiles"). Head_dim 128 and 256 let the next kernel launch before the
+       q's loads are issued (rest): the reads a block has queued delay the wait's return and its
+       later reads, q's among them, so behind one stage q comes sooner, and the other stages, asked
+       for behind q's loads, still land while the first is computed. Where a warp streams more
+       tiles than its ring holds, every stage goes first, as the ring must be refilled from the
+       start (docs/BENCHMARKS.md, "q before the rest of a short call's tiles", "q's loads ahead of
+       the rest of a short call's tiles"). Head_dim 128 and 256 let the next kernel launch before the
        main loop (EARLY): its blocks take an SM as soon as one of this grid's leaves it and request
        their first tiles while this grid's last blocks finish; head_dim 64, whose blocks are
        shorter, triggers after its main loop. */
@@ -1301,22 +1302,22 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         for (int s = from; s < NS && s < nw; s++) load(s, s);
     }
 
-    /* a short call's other stages, once q is in registers */
+    /* a short call's other stages, once q's loads are issued (they stay ahead in the queue) */
     __device__ __forceinline__ void rest() const {
         if (short_call()) request(early);
     }
 
-    /* q as the B fragments of Q^T, query g of lane (g, c), split into QP 16-bit parts after a
-       scaling by a power of two (qdown undoes it). cp.async path: k-step s holds dims 16s + 2c +
+    /* q_load: the lane's q values qv, in the order q_frags takes them (apart, so that a short
+       call's other stages can be asked for while they are in flight); q_frags: q as the B
+       fragments of Q^T, query g of lane (g, c), split into QP 16-bit parts after a scaling by a
+       power of two (qdown undoes it). cp.async path: k-step s holds dims 16s + 2c +
        {0, 1} and 16s + 2c + {8, 9} (the order ldmatrix gives K). Bulk path: k-step (P, t) = 2P + t
        holds dims 8 (4P + c) + 4t + {0, 1} and + {2, 3}, the order in which a lane's 16-byte loads
        of K rows give them. */
-    __device__ __forceinline__ float q_frags(uint32_t (&qf)[QP][KS][2]) const {
+    __device__ __forceinline__ void q_load(float2 (&qv)[KS][2]) const {
         const bool   gq = g < nqb;
         const int    rq = r0 + (gq ? g : 0);
         const float *qr = p.q + ((size_t)(rq / p.G) * p.n_head + (size_t)gh * p.G + rq % p.G) * D;
-        float2       qv[KS][2];
-        float        mx = 0.0f;
 #pragma unroll
         for (int s = 0; s < KS; s++) {
             if constexpr (TMA) { /* a k-step's four dims are adjacent: one 16-byte load */
@@ -1326,9 +1327,14 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
             } else
 #pragma unroll
                 for (int h = 0; h < 2; h++) qv[s][h] = gq ? *reinterpret_cast<const float2 *>(qr + 16 * s + 2 * c + 8 * h) : make_float2(0.0f, 0.0f);
+        }
+    }
+    __device__ __forceinline__ float q_frags(const float2 (&qv)[KS][2], uint32_t (&qf)[QP][KS][2]) const {
+        float mx = 0.0f;
+#pragma unroll
+        for (int s = 0; s < KS; s++)
 #pragma unroll
             for (int h = 0; h < 2; h++) mx = fmaxf(mx, fmaxf(fabsf(qv[s][h].x), fabsf(qv[s][h].y)));
-        }
         mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 2));
         /* max |q| * 2^sh in [2^8, 2^9): mx = f 2^ex with f in [0.5, 1) */
@@ -1760,10 +1766,12 @@ template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinlin
     k.start();
     int len = 0;
     if constexpr (K::SPEC) len = *p.len; /* requested beside q, used after it */
+    float2         qv[K::KS][2];
+    k.q_load(qv);
+    if constexpr (!K::SPEC) k.rest(); /* issued behind q's loads, before q is needed */
     uint32_t       qf[K::QP][K::KS][2];
-    const float    qdown = k.q_frags(qf);
+    const float    qdown = k.q_frags(qv, qf);
     if constexpr (K::SPEC) k.settle(len);
-    else k.rest();
     const auto     q = k.lane_queries(qdown);
     float          m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, acc[K::KS][4];
 #pragma unroll
