@@ -1257,10 +1257,10 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        for behind q's loads, still land while the first is computed. Where a warp streams more
        tiles than its ring holds, every stage goes first, as the ring must be refilled from the
        start (docs/BENCHMARKS.md, "q before the rest of a short call's tiles", "q's loads ahead of
-       the rest of a short call's tiles"). Head_dim 128 and 256 let the next kernel launch before the
-       main loop (EARLY): its blocks take an SM as soon as one of this grid's leaves it and request
-       their first tiles while this grid's last blocks finish; head_dim 64, whose blocks are
-       shorter, triggers after its main loop. */
+       the rest of a short call's tiles"). Head_dim 128 and 256 let the next kernel launch before
+       the main loop (EARLY): its blocks take an SM as soon as one of this grid's leaves it and
+       request their first tiles while this grid's last blocks finish; head_dim 64, whose blocks
+       are shorter, triggers after its main loop. */
     static constexpr bool EARLY = D != 64;
     /* head_dim 128's wide block (one an SM) only: head_dim 64's, two an SM, was slower so */
     __device__ __forceinline__ bool short_call() const { return CL && TMA && D == 128 && BPS == 1 && nw <= NS; }
@@ -1302,7 +1302,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         for (int s = from; s < NS && s < nw; s++) load(s, s);
     }
 
-    /* a short call's other stages, once q's loads are issued (they stay ahead in the queue) */
+    /* a short call's other stages, asked for once q's loads are issued, so that q's stay ahead of them */
     __device__ __forceinline__ void rest() const {
         if (short_call()) request(early);
     }
