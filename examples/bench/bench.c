@@ -979,9 +979,15 @@ static void op_floor(neo_layer **L, int n, int i) {
     if (bench_floor(floor_kind, l->k_dev, l->v_dev, hs, hs, stream) != 0) CU(cudaGetLastError()), die("bench_floor", "launch refused");
 }
 /* the floors of the call's dataflow, eager and from a graph: read; read and merge through global
-   memory; in a cluster; with atomic adds */
+   memory; in a cluster; with atomic adds; through tagged words, one block merging or every block
+   a slice */
 static void sweep_floors(const shape *SH, long ctx, neo_layer **L, int n) {
-    static const char *names[BENCH_FLOOR_KINDS] = {"read", "read + global merge", "read + cluster merge", "read + atomic adds"};
+    static const char *names[BENCH_FLOOR_KINDS] = {"read",
+                                                   "read + global merge",
+                                                   "read + cluster merge",
+                                                   "read + atomic adds",
+                                                   "read + tagged merge (one block)",
+                                                   "read + tagged merge (slices)"};
     /* plain loads in small blocks; the same blocks holding the wide block's 192 KB; bulk copies;
        plain loads in 64 registers a thread, two blocks an SM; the call's arithmetic on such blocks,
        each warp making q's f16 parts or the block making them once */

@@ -19,6 +19,13 @@
      atomic adds    read, then each block adds its partial into the output with fire-and-forget
                     float atomics: no block waits for another, the cheapest combine there is and
                     one a deterministic library cannot use (the sum's order follows the arrivals)
+     tagged merge   read, then each block writes its partial and (m, l) as tagged words (a float
+                    and the call's tag in one 64-bit store, so that a reader that sees the tag sees
+                    the value: no fence, no arrival count) and exits, except the head's first
+                    block, which polls the S partials until every word carries the call's tag and
+                    sums them in split order (S <= 16). The tag is the head's call count, read
+                    after the wait and advanced by that block once it has seen every partial.
+     tagged slices  the same, but each of the S blocks polls and sums an S-th of the outputs
 
    Three readers of the bytes alone (floors.h). Plain 16-byte loads, 2 FL_UNROLL a thread a round (all of a split's
    bytes in one round when it holds at most 256 cells of head_dim 128; longer splits read in
@@ -62,6 +69,8 @@ struct fl_args {
     size_t       kstride, vstride; /* uint4s between heads */
     int          ctx, d, g, S, chunk; /* cells, head_dim, query group, splits, cells a split */
     float       *work;                /* [n_kv][S][g * d + 16] the partials and their (m, l), up to 8 queries */
+    unsigned long long *tw;           /* [n_kv][S][g * d + 2] the tagged kinds' partials and (m, l) */
+    unsigned           *ep;           /* [n_kv] the tagged kinds' last tag of each head */
     unsigned    *cnt;                 /* [n_kv] arrivals, reset by the last block */
     float       *out;                 /* [n_kv][g * d] */
     const float *q;                   /* [n_kv][g][d] BENCH_FLOOR_MMA's queries */
@@ -249,6 +258,70 @@ template <int R> __global__ void __launch_bounds__(FL_THREADS, FL_MIN_BLOCKS(R))
     fl_pdl_wait();
     const int t = threadIdx.x, gd = a.g * a.d;
     if (t < gd) atomicAdd(a.out + (size_t)blockIdx.x * gd + t, p * ml[1]);
+}
+
+/* A tagged word: the float's bits low, the tag high, one 64-bit access (single-copy atomic). */
+__device__ __forceinline__ void fl_put_tagged(unsigned long long *p, float x, unsigned tag) {
+    asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(((unsigned long long)tag << 32) | __float_as_uint(x)) : "memory");
+}
+__device__ __forceinline__ unsigned long long fl_get_tagged(const unsigned long long *p) {
+    unsigned long long x;
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(x) : "l"(p) : "memory");
+    return x;
+}
+/* Column f (< g * d) of head h's S partials, polled until all 3S words (value, m, l) carry tag e,
+   then summed in split order: the merged output. All S loads of a round are in flight at once. */
+__device__ __forceinline__ float fl_poll_merge(const unsigned long long *w0, int S, int gd, int f, unsigned e) {
+    unsigned long long x[16], m[16], l[16];
+    unsigned           missing = (1u << S) - 1u;
+    while (missing) {
+#pragma unroll
+        for (int s = 0; s < 16; s++)
+            if (missing >> s & 1u) {
+                const unsigned long long *ws = w0 + (size_t)s * (gd + 2);
+                x[s] = fl_get_tagged(ws + f), m[s] = fl_get_tagged(ws + gd), l[s] = fl_get_tagged(ws + gd + 1);
+            }
+#pragma unroll
+        for (int s = 0; s < 16; s++)
+            if ((missing >> s & 1u) && (unsigned)(x[s] >> 32) == e && (unsigned)(m[s] >> 32) == e && (unsigned)(l[s] >> 32) == e)
+                missing &= ~(1u << s);
+    }
+    float M = -INFINITY, L = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int s = 0; s < 16; s++)
+        if (s < S) M = fmaxf(M, __uint_as_float((unsigned)m[s]));
+#pragma unroll
+    for (int s = 0; s < 16; s++)
+        if (s < S) {
+            const float w = __expf(__uint_as_float((unsigned)m[s]) - M);
+            L = fmaf(w, __uint_as_float((unsigned)l[s]), L);
+            acc = fmaf(w, __uint_as_float((unsigned)x[s]), acc);
+        }
+    return acc / L;
+}
+
+/* SLICES: every block merges an S-th of the head's outputs; else the first block merges them all */
+template <int R, bool SLICES> __global__ void __launch_bounds__(FL_THREADS, FL_MIN_BLOCKS(R)) fl_tagged_kernel(const fl_args a) {
+    __shared__ unsigned se;
+    float               ml[2];
+    const float         p = fl_read<R>(a, ml);
+    fl_pdl_wait();
+    const int t = threadIdx.x, gd = a.g * a.d, h = blockIdx.x, S = a.S, r = blockIdx.y;
+    /* read once a block: a word of the block's seen with tag e means the whole block has read it */
+    if (t == 0) se = *(volatile const unsigned *)(a.ep + h) + 1u;
+    __syncthreads();
+    const unsigned      e = se;
+    unsigned long long *w0 = a.tw + (size_t)h * S * (gd + 2), *w = w0 + (size_t)r * (gd + 2);
+    if (t < gd) fl_put_tagged(w + t, p, e);
+    if (t == 0) fl_put_tagged(w + gd, ml[0], e), fl_put_tagged(w + gd + 1, ml[1], e);
+    if (!SLICES && r != 0) return;
+    const int per = SLICES ? (gd + S - 1) / S : gd, f = (SLICES ? r * per : 0) + t;
+    if (t < per && f < gd) a.out[(size_t)h * gd + f] = fl_poll_merge(w0, S, gd, f, e);
+    if (r != 0) return;
+    /* the first block has seen every block's words, so every block has read the tag: advance it.
+       The next call reads it after its wait, that is after this grid is done. */
+    __syncthreads();
+    if (t == 0) *(volatile unsigned *)(a.ep + h) = e;
 }
 
 /* BENCH_FLOOR_MMA: the call's arithmetic too, on the dataflow of the plain 64-register reader
@@ -540,11 +613,13 @@ static int      fl_sm, fl_major, fl_cluster_ok;
 static unsigned fl_grid_x;
 static size_t   fl_dyn;
 static int      fl_reader;
-#define FL_FNS(R) {(const void *)fl_read_kernel<R>, (const void *)fl_global_kernel<R>, (const void *)fl_cluster_kernel<R>, (const void *)fl_atomic_kernel<R>}
+#define FL_FNS(R)                                                                                                                  \
+    {(const void *)fl_read_kernel<R>,   (const void *)fl_global_kernel<R>,        (const void *)fl_cluster_kernel<R>,                 \
+     (const void *)fl_atomic_kernel<R>, (const void *)fl_tagged_kernel<R, false>, (const void *)fl_tagged_kernel<R, true>}
 static const void *const fl_fns[BENCH_FLOOR_READERS][BENCH_FLOOR_KINDS] = {
     FL_FNS(BENCH_FLOOR_PLAIN), FL_FNS(BENCH_FLOOR_BULK), FL_FNS(BENCH_FLOOR_PLAIN64),
-    {(const void *)fl_mma_kernel<false, false>, (const void *)fl_mma_kernel<true, false>, NULL, NULL},
-    {(const void *)fl_mma_kernel<false, true>, (const void *)fl_mma_kernel<true, true>, NULL, NULL}};
+    {(const void *)fl_mma_kernel<false, false>, (const void *)fl_mma_kernel<true, false>, NULL, NULL, NULL, NULL},
+    {(const void *)fl_mma_kernel<false, true>, (const void *)fl_mma_kernel<true, true>, NULL, NULL, NULL, NULL}};
 static float *fl_hq; /* BENCH_FLOOR_MMA's queries on the host, for bench_floor_check */
 static int    fl_calls; /* calls enqueued since the set-up: each one's number for its stamps */
 
@@ -595,7 +670,10 @@ int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader) 
     if (cudaMalloc(&fl_a.work, (size_t)n_kv * fl_a.S * (g * d + 16) * sizeof(float)) != cudaSuccess ||
         cudaMalloc(&fl_a.cnt, (size_t)n_kv * sizeof(unsigned)) != cudaSuccess || cudaMalloc(&fl_a.out, nq * sizeof(float)) != cudaSuccess ||
         cudaMalloc((void **)&fl_a.q, nq * sizeof(float)) != cudaSuccess || !(fl_hq = (float *)malloc(nq * sizeof(float))) ||
-        cudaMemset(fl_a.cnt, 0, (size_t)n_kv * sizeof(unsigned)) != cudaSuccess)
+        cudaMemset(fl_a.cnt, 0, (size_t)n_kv * sizeof(unsigned)) != cudaSuccess ||
+        cudaMalloc(&fl_a.tw, (size_t)n_kv * fl_a.S * (g * d + 2) * sizeof(unsigned long long)) != cudaSuccess ||
+        cudaMemset(fl_a.tw, 0, (size_t)n_kv * fl_a.S * (g * d + 2) * sizeof(unsigned long long)) != cudaSuccess ||
+        cudaMalloc(&fl_a.ep, (size_t)n_kv * sizeof(unsigned)) != cudaSuccess || cudaMemset(fl_a.ep, 0, (size_t)n_kv * sizeof(unsigned)) != cudaSuccess)
         return -1;
     /* queries drawn fresh each run, uniform in [-2, 2) */
     unsigned long long x = (unsigned long long)time(NULL) * 0x9e3779b97f4a7c15ull | 1u;
@@ -614,11 +692,14 @@ int bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader) 
 
 void bench_floor_release(void) {
     cudaFree(fl_a.work), cudaFree(fl_a.cnt), cudaFree(fl_a.out), cudaFree((void *)fl_a.q), free(fl_hq), cudaFree(fl_a.stamps);
-    fl_a.work = NULL, fl_a.cnt = NULL, fl_a.out = NULL, fl_a.q = NULL, fl_hq = NULL, fl_a.stamps = NULL;
+    cudaFree(fl_a.tw), cudaFree(fl_a.ep);
+    fl_a.work = NULL, fl_a.cnt = NULL, fl_a.out = NULL, fl_a.q = NULL, fl_hq = NULL, fl_a.stamps = NULL, fl_a.tw = NULL, fl_a.ep = NULL;
 }
 
 int bench_floor_has(int kind) {
-    return kind >= 0 && kind < BENCH_FLOOR_KINDS && fl_fns[fl_reader][kind] && (kind != BENCH_FLOOR_CLUSTER || fl_cluster_ok);
+    const int tagged = kind == BENCH_FLOOR_TAGGED || kind == BENCH_FLOOR_TAGGED_SLICES;
+    return kind >= 0 && kind < BENCH_FLOOR_KINDS && fl_fns[fl_reader][kind] && (kind != BENCH_FLOOR_CLUSTER || fl_cluster_ok) &&
+           (!tagged || (fl_a.S >= 2 && fl_a.S <= 16));
 }
 
 /* BENCH_FLOOR_MMA's outputs of the last call (over K and V as bench_floor took them, f16) against

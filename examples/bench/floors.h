@@ -10,7 +10,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-enum { BENCH_FLOOR_READ, BENCH_FLOOR_GLOBAL, BENCH_FLOOR_CLUSTER, BENCH_FLOOR_ATOMIC, BENCH_FLOOR_KINDS };
+enum { BENCH_FLOOR_READ, BENCH_FLOOR_GLOBAL, BENCH_FLOOR_CLUSTER, BENCH_FLOOR_ATOMIC, BENCH_FLOOR_TAGGED, BENCH_FLOOR_TAGGED_SLICES,
+       BENCH_FLOOR_KINDS };
 /* readers: plain loads (the compiler's choice of registers), bulk copies into shared memory
    (sm_90), plain loads in at most 64 registers a thread, two blocks an SM; and the call's
    arithmetic on such blocks (sm_90, f16, head_dim 128, query group <= 8: global merge only, its
@@ -19,7 +20,7 @@ enum { BENCH_FLOOR_READ, BENCH_FLOOR_GLOBAL, BENCH_FLOOR_CLUSTER, BENCH_FLOOR_AT
 enum { BENCH_FLOOR_PLAIN, BENCH_FLOOR_BULK, BENCH_FLOOR_PLAIN64, BENCH_FLOOR_MMA, BENCH_FLOOR_MMA_QB, BENCH_FLOOR_READERS };
 int  bench_floor_setup(int n_kv, int ctx, int d, int g, size_t smem, int reader);
 void bench_floor_release(void);
-int  bench_floor_has(int kind); /* the cluster kind needs sm_90 and 2-16 splits; BENCH_FLOOR_MMA has the global kind only */
+int  bench_floor_has(int kind); /* the cluster and tagged kinds need 2-16 splits, the cluster sm_90; BENCH_FLOOR_MMA has the global kind only */
 int  bench_floor(int kind, const void *k, const void *v, size_t kstride, size_t vstride, cudaStream_t s);
 double bench_floor_check(const void *k, const void *v, size_t kstride, size_t vstride);
 int    bench_floor_blocks(int kind);        /* resident blocks an SM for the set-up reader's kernel of that kind, or -1 */
