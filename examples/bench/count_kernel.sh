@@ -1,0 +1,56 @@
+#!/bin/bash
+# count_kernel.sh - count_kernel.patch's knob sets beside the library on one GPU, in one call: a
+# copy of the tree with the patch applied, one bench build (sm_90) a knob set, built side by side,
+# then the Llama-3-8B 4k sweep (bench --sections sweep --sweep-ctx 4096) of every build in turn,
+# round after round, and last a table of the planner's row (eager), graph and graph-gm at the
+# planner's split count (column 0), every round's figure in µs a call. NEO_XP_F alone is left
+# out: its kernels' code is byte for byte the library's (only the parameter block grows).
+#   bash examples/bench/count_kernel.sh [rounds] [ctx]    defaults 3, 4096; raw rows and table in
+#                                                          $OUT (default /tmp/neo-count)/count_kernel.txt
+# Rounds stop early at 480 s, inside a 10-minute call. Reuses builds already in /tmp/neo-count-src.
+set -u
+ROUNDS=${1:-3}
+CTX=${2:-4096}
+OUT=${OUT:-/tmp/neo-count}
+SRC=/tmp/neo-count-src
+R=$OUT/count_kernel.txt
+mkdir -p "$OUT"
+SETS="lib: c1:-DNEO_XP_C=1 c2:-DNEO_XP_C=2 m1:-DNEO_XP_M=1 m2:-DNEO_XP_M=2 u1:-DNEO_XP_U=1 cm:-DNEO_XP_C=1+-DNEO_XP_M=1"
+if [ ! -d "$SRC" ]; then
+    mkdir -p "$SRC"
+    tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C "$SRC"
+    (cd "$SRC" && patch -s -p1 <examples/bench/count_kernel.patch) || { echo "count_kernel: the patch does not apply"; exit 1; }
+fi
+for s in $SETS; do
+    n=${s%%:*} d=${s#*:}
+    [ -x "$SRC/build/k_$n/bench" ] && continue
+    (cd "$SRC" && make -s B="build/k_$n" CUDA_ARCHS=90 \
+        NVCCFLAGS="-O3 --threads 0 -gencode arch=compute_90,code=sm_90 ${d//+/ }" "build/k_$n/bench" >"$OUT/build_$n.log" 2>&1 ||
+        echo "count_kernel: build $n failed (see $OUT/build_$n.log)") &
+done
+wait
+{ date -u +"%F %T UTC"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; } >"$R"
+sweep() { # build
+    local f=$OUT/sweep_$1.tmp
+    "$SRC/build/k_$1/bench" --sections sweep --sweep-ctx "$CTX" >"$f" 2>&1 &
+    local pid=$!
+    while kill -0 $pid 2>/dev/null && ! grep -q "^# graph-gm" "$f"; do sleep 0.2; done
+    kill $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    echo "== $1 $CTX $(date -u +%T)" >>"$R"
+    grep '^# \(shape\|planner\|graph\)' "$f" >>"$R"
+    rm -f "$f"
+}
+for _ in $(seq "$ROUNDS"); do
+    for s in $SETS; do
+        n=${s%%:*}
+        [ -x "$SRC/build/k_$n/bench" ] && sweep "$n"
+    done
+    [ $SECONDS -gt 480 ] && break
+done
+awk '/^== /{b = $2; seen[b] = 1; next}
+     /^# (planner|graph|graph-gm) / && b != "" {k = b " " $2; if (k in v) v[k] = v[k] ","; v[k] = v[k] $3}
+     END{printf "%-5s %-26s %-26s %-26s\n", "build", "eager", "graph", "graph-gm"
+         n = split("lib c1 c2 m1 m2 u1 cm", B, " ")
+         for (i = 1; i <= n; i++)
+             if (B[i] in seen) printf "%-5s %-26s %-26s %-26s\n", B[i], v[B[i] " planner"], v[B[i] " graph"], v[B[i] " graph-gm"]}' "$R" | tee -a "$R"
