@@ -4,7 +4,8 @@
 # then the Llama-3-8B 4k sweep (bench --sections sweep --sweep-ctx 4096) of every build in turn,
 # round after round, and last a table of the planner's row (eager), graph and graph-gm at the
 # planner's split count (column 0), every round's figure in µs a call. NEO_XP_F alone is left
-# out: its kernels' code is byte for byte the library's (only the parameter block grows).
+# out: the single-attend kernels' code is byte for byte the library's with it (only the batch
+# kernels, which copy the larger parameter block, change).
 #   bash examples/bench/count_kernel.sh [rounds] [ctx]    defaults 3, 4096; raw rows and table in
 #                                                          $OUT (default /tmp/neo-count)/count_kernel.txt
 # Rounds stop early at 480 s, inside a 10-minute call. Reuses builds already in /tmp/neo-count-src.
