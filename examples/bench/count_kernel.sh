@@ -5,7 +5,8 @@
 # round after round, and last a table of the planner's row (eager), graph and graph-gm at the
 # planner's split count (column 0), every round's figure in µs a call. NEO_XP_F alone is left
 # out: the single-attend kernels' code is byte for byte the library's with it (only the batch
-# kernels, which copy the larger parameter block, change).
+# kernels, which copy the larger parameter block, change). cm is C=1 with M=1 (the build that
+# was faster), c2m2 and u1m2 the two smaller changes of each side together.
 #   bash examples/bench/count_kernel.sh [rounds] [ctx]    defaults 3, 4096; raw rows and table in
 #                                                          $OUT (default /tmp/neo-count)/count_kernel.txt
 # Rounds stop early at 480 s, inside a 10-minute call. Reuses builds already in /tmp/neo-count-src.
@@ -16,7 +17,7 @@ OUT=${OUT:-/tmp/neo-count}
 SRC=/tmp/neo-count-src
 R=$OUT/count_kernel.txt
 mkdir -p "$OUT"
-SETS="lib: c1:-DNEO_XP_C=1 c2:-DNEO_XP_C=2 m1:-DNEO_XP_M=1 m2:-DNEO_XP_M=2 u1:-DNEO_XP_U=1 cm:-DNEO_XP_C=1+-DNEO_XP_M=1"
+SETS="lib: c1:-DNEO_XP_C=1 c2:-DNEO_XP_C=2 m1:-DNEO_XP_M=1 m2:-DNEO_XP_M=2 u1:-DNEO_XP_U=1 cm:-DNEO_XP_C=1+-DNEO_XP_M=1 c2m2:-DNEO_XP_C=2+-DNEO_XP_M=2 u1m2:-DNEO_XP_U=1+-DNEO_XP_M=2"
 if [ ! -d "$SRC" ]; then
     mkdir -p "$SRC"
     tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C "$SRC"
@@ -52,6 +53,6 @@ done
 awk '/^== /{b = $2; seen[b] = 1; next}
      /^# (planner|graph|graph-gm) / && b != "" {k = b " " $2; if (k in v) v[k] = v[k] ","; v[k] = v[k] $3}
      END{printf "%-5s %-26s %-26s %-26s\n", "build", "eager", "graph", "graph-gm"
-         n = split("lib c1 c2 m1 m2 u1 cm", B, " ")
+         n = split("lib c1 c2 m1 m2 u1 cm c2m2 u1m2", B, " ")
          for (i = 1; i <= n; i++)
              if (B[i] in seen) printf "%-5s %-26s %-26s %-26s\n", B[i], v[B[i] " planner"], v[B[i] " graph"], v[B[i] " graph-gm"]}' "$R" | tee -a "$R"
