@@ -21,7 +21,11 @@ SETS="lib: c1:-DNEO_XP_C=1 c2:-DNEO_XP_C=2 m1:-DNEO_XP_M=1 m2:-DNEO_XP_M=2 u1:-D
 if [ ! -d "$SRC" ]; then
     mkdir -p "$SRC"
     tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C "$SRC"
-    (cd "$SRC" && patch -s -p1 <examples/bench/count_kernel.patch) || { echo "count_kernel: the patch does not apply"; exit 1; }
+    if command -v patch >/dev/null; then
+        (cd "$SRC" && patch -s -p1 <examples/bench/count_kernel.patch)
+    else
+        (cd "$SRC" && git apply examples/bench/count_kernel.patch)
+    fi || { echo "count_kernel: the patch does not apply"; rm -rf "$SRC"; exit 1; }
 fi
 for s in $SETS; do
     n=${s%%:*} d=${s#*:}
