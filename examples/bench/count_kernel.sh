@@ -54,9 +54,7 @@ for _ in $(seq "$ROUNDS"); do
     done
     [ $SECONDS -gt 480 ] && break
 done
-awk '/^== /{b = $2; seen[b] = 1; next}
+awk '/^== /{b = $2; if (!(b in seen)) order[++nb] = b; seen[b] = 1; next}
      /^# (planner|graph|graph-gm) / && b != "" {k = b " " $2; if (k in v) v[k] = v[k] ","; v[k] = v[k] $3}
      END{printf "%-5s %-26s %-26s %-26s\n", "build", "eager", "graph", "graph-gm"
-         n = split("lib c1 c2 m1 m2 u1 cm c2m2 u1m2", B, " ")
-         for (i = 1; i <= n; i++)
-             if (B[i] in seen) printf "%-5s %-26s %-26s %-26s\n", B[i], v[B[i] " planner"], v[B[i] " graph"], v[B[i] " graph-gm"]}' "$R" | tee -a "$R"
+         for (i = 1; i <= nb; i++) printf "%-5s %-26s %-26s %-26s\n", order[i], v[order[i] " planner"], v[order[i] " graph"], v[order[i] " graph-gm"]}' "$R" | tee -a "$R"
