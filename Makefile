@@ -5,7 +5,10 @@ CC      ?= cc
 CXX     ?= c++
 CLANG   ?= clang
 NVCC    ?= nvcc
+# The tests are POSIX programs; the header itself is compiled as plain C11 (HSTD: the implementation's
+# objects and the compile tests), as engines that ask for no POSIX feature macro compile it.
 CSTD     = -std=c11 -D_POSIX_C_SOURCE=200809L
+HSTD     = -std=c11
 WARN     = -Wall -Wextra -Wpedantic -Werror -Wshadow -Wundef
 CWARN    = $(WARN) -Wstrict-prototypes
 OPT     ?= -O2 -g
@@ -132,9 +135,9 @@ SAN_O1    = -O1 -g1 $(SAN)
 SAN_O0    = -O0 -g1 $(SAN)
 
 $(B)/impl.o: tests/test_compile_impl.c $(HDR) | $(B)/.dirs
-	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. -c $< -o $@
+	$(CC) $(HSTD) $(CWARN) $(TOPT) -I. -c $< -o $@
 $(B)/san/impl.o: tests/test_compile_impl.c $(HDR) | $(B)/.dirs
-	$(CC) $(CSTD) $(CWARN) $(SAN_O0) -I. -c $< -o $@
+	$(CC) $(HSTD) $(CWARN) $(SAN_O0) -I. -c $< -o $@
 
 # linked with the implementation's object: the public API only
 $(B)/test_bits: tests/test_bits.c $(TEST_H) $(HDR) $(B)/impl.o
@@ -174,7 +177,7 @@ $(B)/test_ref_plain: tests/test_ref.c $(TEST_H) $(HDR) | $(B)/.dirs
 # (NEO_ATTN_NO_MODEL). The C program links the implementation's object that the tests share;
 # the C++ implementation's object is also what the documentation's programs link as C++.
 $(B)/compile_a.o: tests/test_compile.c $(HDR) | $(B)/.dirs
-	$(CC) $(CSTD) $(CWARN) -c $< -I. -o $@
+	$(CC) $(HSTD) $(CWARN) -c $< -I. -o $@
 $(B)/compile_c: $(B)/compile_a.o $(B)/impl.o
 	$(CC) $^ -o $@ $(LDLIBS)
 $(B)/compile_cc_a.o: tests/test_compile.cc $(HDR) | $(B)/.dirs
@@ -184,9 +187,9 @@ $(B)/compile_cc_b.o: tests/test_compile.cc $(HDR) | $(B)/.dirs
 $(B)/compile_cc: $(B)/compile_cc_a.o $(B)/compile_cc_b.o
 	$(CXX) $^ -o $@ $(LDLIBS)
 $(B)/compile_static: tests/test_compile_impl.c $(HDR) | $(B)/.dirs
-	$(CC) $(CSTD) $(CWARN) -DNEO_ATTN_STATIC $< -DNEO_TEST_MAIN -I. -o $@ $(LDLIBS)
+	$(CC) $(HSTD) $(CWARN) -DNEO_ATTN_STATIC $< -DNEO_TEST_MAIN -I. -o $@ $(LDLIBS)
 $(B)/compile_no_model: tests/test_compile_impl.c $(HDR) | $(B)/.dirs
-	$(CC) $(CSTD) $(CWARN) -DNEO_ATTN_NO_MODEL -DNEO_ATTN_STATIC -DNEO_TEST_MAIN -I. $< -o $@ $(LDLIBS)
+	$(CC) $(HSTD) $(CWARN) -DNEO_ATTN_NO_MODEL -DNEO_ATTN_STATIC -DNEO_TEST_MAIN -I. $< -o $@ $(LDLIBS)
 
 # libFuzzer targets, with ASan and UBSan. The tokenizer's needs none of the header's SIMD
 # kernels, so they are left out. The model loader's runs a session step through them, and is

@@ -4561,8 +4561,8 @@ NEO_ATTN__PRIVATE void *neo__listener_main(void *arg) {
         int woken, quit;
         pthread_mutex_lock(&B->mu);
         if (!B->wake && !B->quit) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
+            struct timespec ts; /* the condition's clock: CLOCK_REALTIME, which TIME_UTC is */
+            timespec_get(&ts, TIME_UTC);
             ts.tv_nsec += NEO__LISTEN_DOZE_US * 1000L;
             if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
             pthread_cond_timedwait(&B->cv, &B->mu, &ts);

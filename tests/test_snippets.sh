@@ -72,7 +72,7 @@ build() {
         fail "quick start $n: README.md and neo_attn.h differ:"; diff "$src" "$B/readme_$n.c"; return
     fi
     # shellcheck disable=SC2086 # IMPL_C, IMPL_CXX: a flag and an object, or nothing
-    $CC -std=c11 -D_POSIX_C_SOURCE=200809L $WARN -Wstrict-prototypes -O1 -g $SAN -I. "$src" $IMPL_C \
+    $CC -std=c11 $WARN -Wstrict-prototypes -O1 -g $SAN -I. "$src" $IMPL_C \
         -o "$B/quick_start_$n" -lm -lpthread || fail "quick start $n as C (ASan + UBSan): does not compile"
     sed 's/= {0};/= {};/g' "$src" > "$B/quick_start_$n.cc"
     # shellcheck disable=SC2086
