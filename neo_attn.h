@@ -480,8 +480,9 @@ typedef struct neo_layer_desc {
                                     stream-back takes the rest); 0 = 0.5. AUTO measures its own. */
 } neo_layer_desc;
 
-/* The --headinfer-gpu-heads-frac rule: frac >= 1 or n_head_kv <= 1 gives 0 (no split);
-   otherwise round(frac * n_head_kv) clamped to [1, n_head_kv - 1]. */
+/* KV heads on the GPU for a share frac of them (mini-chat's --gpu-heads-frac): frac >= 1 or
+   n_head_kv <= 1 gives 0 (every head on the GPU, no split); otherwise round(frac * n_head_kv)
+   clamped to [1, n_head_kv - 1], so that a split keeps at least one head on each side. */
 NEO_ATTN_API int neo_gpu_heads_for_frac(int n_head_kv, float frac);
 
 /* Allocates the cache for n_ctx tokens (length 0). rt must outlive the layer. */
@@ -5540,7 +5541,7 @@ NEO_ATTN__PRIVATE neo_status neo__runtime_sync(neo_runtime *rt) {
     return s == NEO_OK && full ? NEO_ERR_FULL : s;
 }
 
-/* The v1 calls take the runtime's one-call-at-a-time flag like the others (see neo__enter). */
+/* The batch calls take the runtime's one-call-at-a-time flag like the single ones (see neo__enter). */
 NEO_ATTN__PRIVATE neo_runtime *neo__batch_rt(neo_layer *const *layers, int n) {
     return layers && n >= 1 && layers[0] ? layers[0]->rt : NULL;
 }

@@ -115,7 +115,7 @@ fi
 golden "-t 1e-45 is greedy" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 1e-45 -n 256 -i "$PROMPT"
 
 # --- finding the model ---------------------------------------------------------------------------
-# $NEO_MODEL as a directory and as a file, from a directory with no models/, tests/data/ nor ../shared/models/;
+# $NEO_MODEL as a directory and as a file, from a directory with no models/ nor tests/data/;
 # the tokenizer is then tok512.bin beside the model
 RUN_DIR=$T/work
 golden "model from NEO_MODEL=<dir>, tokenizer beside it" "$GREEDY" env NEO_MODEL="$DIR" "$BIN" -t 0 -n 256 -i "$PROMPT"

@@ -3,8 +3,8 @@
    What it shows: a llama2.c checkpoint loaded with neo_model_load and run one token at a time
    with neo_session_step, so that every attention layer keeps its KV cache in neo_attn (split
    between GPU and host memory with --gpu-heads-frac), together with run.c's BPE tokenizer and
-   top-p sampler. With -i it is llama2.c's run.c: the same flags and, byte for byte, the same
-   text on stdout. Without -i it is a chat that keeps growing one session: every line you type
+   top-p sampler. With -i it is llama2.c's run.c in generate mode: the same flags (-t -p -s -n -i
+   -z; not run.c's -m and -y) and, byte for byte, the same text on stdout. Without -i it is a chat that keeps growing one session: every line you type
    is appended to it and the model carries on from there (/reset, /stats, /quit).
 
    Build (from the repository root):
@@ -12,8 +12,8 @@
 
    Run:
        ./mini-chat stories260K.bin -z tok512.bin -t 0 -n 256 -i "Once upon a time"
-       ./mini-chat                 (chat; finds stories260K.bin in $NEO_MODEL, models/, tests/data/
-                                    or ../shared/models/)
+       ./mini-chat                 (chat; finds stories260K.bin in $NEO_MODEL, models/ or
+                                    tests/data/)
    Model: https://huggingface.co/karpathy/tinyllamas/tree/main/stories260K (stories260K.bin, tok512.bin).
 
    Define MINI_CHAT_NO_MAIN before including this file to get only the tokenizer
@@ -950,7 +950,7 @@ static void usage(FILE *out) {
             "Example: mini-chat stories260K.bin -z tok512.bin -t 0 -n 256 -i \"Once upon a time\"\n"
             "         mini-chat                  (chat: type lines; /reset, /stats, /quit)\n"
             "MODEL is a llama2.c checkpoint (a regular file); default: stories260K.bin in $NEO_MODEL (a file\n"
-            "or a directory), models/, tests/data/ or ../shared/models/.\n"
+            "or a directory), models/ or tests/data/.\n"
             "Options (as llama2.c run.c):\n"
             "  -t <float>  temperature in [0,inf], default 1.0 (0 = greedy; below 1e-6 greedy too)\n"
             "  -p <float>  p value in top-p (nucleus) sampling in [0,1], default 0.9\n"
@@ -960,8 +960,9 @@ static void usage(FILE *out) {
             "  -z <string> tokenizer, default tok512.bin beside the model\n"
             "neo_attn options (the environment variable is used when the flag is not given):\n"
             "  --kv-type f16|bf16|f32     KV cache storage, default f32 (matches run.c exactly)\n"
-            "  --gpu-heads-frac <float>   share of KV heads in GPU memory, in [0,1]; default 1 = all, no split\n"
-            "                             (NEO_GPU_HEADS_FRAC); needs --gpu or --gpu-standin\n"
+            "  --gpu-heads-frac <float>   share of KV heads in GPU memory, in [0,1]; default 1 = all, no split;\n"
+            "                             below 1 at least one head stays on each side (NEO_GPU_HEADS_FRAC);\n"
+            "                             needs --gpu or --gpu-standin\n"
             "  --gpu-kv-budget <bytes>    GPU memory for the KV cache instead: as many heads as fit, the rest\n"
             "                             spread evenly over the layers' host memory (NEO_GPU_KV_BUDGET); needs\n"
             "                             --gpu or --gpu-standin\n"
@@ -1071,7 +1072,7 @@ static char *path_join(const char *dir, const char *name) {
 }
 
 /* stories260K.bin in $NEO_MODEL (a file, or a directory holding it), models/, tests/data/ (the
-   repository's copy, when run from its root), ../shared/models/ */
+   repository's copy, when run from its root) */
 static char *find_model(void) {
     const char *env = getenv("NEO_MODEL");
     if (env && env[0]) {
@@ -1082,7 +1083,7 @@ static char *find_model(void) {
             free(p);
         }
     }
-    static const char *const dirs[] = {"models", "tests/data", "../shared/models"};
+    static const char *const dirs[] = {"models", "tests/data"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char *p = path_join(dirs[i], "stories260K.bin");
         if (p && is_regular_file(p)) return p;
@@ -1247,8 +1248,8 @@ int main(int argc, char **argv) {
         if (!found_model) {
             const char *nm = getenv("NEO_MODEL");
             fprintf(stderr,
-                    "mini-chat: no model given and stories260K.bin not found in $NEO_MODEL (%s), models/, "
-                    "tests/data/ or ../shared/models/\n"
+                    "mini-chat: no model given and stories260K.bin not found in $NEO_MODEL (%s), models/ "
+                    "or tests/data/\n"
                     "  get stories260K.bin and tok512.bin from "
                     "https://huggingface.co/karpathy/tinyllamas/tree/main/stories260K\n"
                     "  and put them in models/, or pass the model's path (mini-chat --help)\n",
