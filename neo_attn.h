@@ -427,7 +427,8 @@ typedef struct neo_runtime_desc {
        threads than asked, what AUTO chose), one line without a newline, valid during the call
        only; called from the thread that called into neo_attn. NULL = silent. A call into the
        same runtime from the logger or from a parallel_for task is refused (NEO_ERR_INVALID_ARG),
-       as is one that overlaps another thread's call. */
+       as is one that overlaps another thread's call. What the logger calls into neo_attn logs
+       nothing itself. */
     void      (*log)(void *user, neo_log_level level, const char *msg);
     void       *log_user;
     /* Host memory of the runtime, its layers (a CPU runtime's KV caches included) and its
@@ -525,18 +526,21 @@ NEO_ATTN_API neo_status neo_layer_get_info(const neo_layer *layer, neo_layer_inf
    before the old one is freed, so on failure (NEO_ERR_DEVICE_MEMORY, NEO_ERR_NO_MEMORY, ...)
    nothing moved. Output after the move equals output before it within the tolerance, and equals
    bitwise that of a layer made with the new gpu_heads. Waits for the runtime's queued work. On a
-   CPU-only runtime every value is accepted and nothing moves. An AUTO layer measures afresh. */
+   CPU-only runtime every valid value is accepted and nothing moves. An AUTO layer measures afresh. */
 NEO_ATTN_API neo_status neo_layer_set_gpu_heads(neo_layer *layer, int gpu_heads);
 
 /* Placement from a GPU byte budget: writes gpu_heads[i] (as neo_layer_desc.gpu_heads: 0 = all,
    NEO_GPU_HEADS_NONE = none) for each of the n_layers layers so that their GPU KV bytes at their
    n_ctx (n_ctx * (head_dim + head_dim_v) * the kv_type's size a head) fit in gpu_bytes, as much
-   KV as possible is on the GPU, and host heads are spread evenly over the layers. The rule:
-   every head starts on the host; then, as long as the head of some layer still fits in what is
-   left of the budget, of those layers the one with the most host heads (the lowest index on a
-   tie) moves one head to the GPU. So the result is maximal (no layer could take one more head
-   within the budget), and layers of one shape end up with host heads that differ by at most one.
-   descs[i].gpu_heads is ignored. Returns the number of KV heads placed on the host (0 = everything
+   KV as possible is on the GPU, and host heads are spread evenly over the layers. The rule: of
+   the placements that fit, one with the most GPU bytes, and of those the one with the most heads
+   of the largest size on the GPU, then of the next size, and so on; the heads of one size go one
+   at a time to the layer with the most host heads (the lowest index on a tie), so layers of one
+   shape end up with host heads that differ by at most one. The most GPU bytes is searched for
+   exactly when the heads that fit come in at most 8 sizes (a model's layers have one, or two
+   with sliding-window layers whose n_ctx is the window) and the search ends within 2^20 steps;
+   otherwise each size in turn, from the largest, takes as many heads as fit. Either way no layer
+   could take one more head within the budget. descs[i].gpu_heads is ignored. Returns the number of KV heads placed on the host (0 = everything
    fits), or -1 for bad arguments (NULL pointers, n_layers < 1, an invalid descriptor). */
 NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, size_t gpu_bytes, int *gpu_heads);
 
@@ -2581,11 +2585,22 @@ struct neo_runtime {
 };
 
 typedef void (*neo__log_fn)(void *user, neo_log_level level, const char *msg);
+#ifdef __cplusplus
+#define NEO__THREAD_LOCAL thread_local
+#else
+#define NEO__THREAD_LOCAL _Thread_local
+#endif
+/* A logger runs on the thread that called into neo_attn, and what it calls into neo_attn in turn
+   logs nothing: a logger that calls in on every line would otherwise be called again for its own
+   call's refusal, without end. */
 NEO_ATTN__PRIVATE void neo__vlog(neo__log_fn log, void *user, neo_log_level level, const char *fmt, va_list ap) {
+    static NEO__THREAD_LOCAL int in_logger;
     char msg[256];
-    if (!log) return;
+    if (!log || in_logger) return;
     vsnprintf(msg, sizeof msg, fmt, ap);
+    in_logger = 1;
     log(user, level, msg);
+    in_logger = 0;
 }
 /* One line to the engine's logger, if it has one. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -3500,7 +3515,7 @@ NEO_ATTN__PRIVATE int neo__standin_graph_launch(void *state, void *graph, int st
 /* NULL, or what is wrong with d (for the log). */
 NEO_ATTN__PRIVATE const char *neo__check_runtime_desc(const neo_runtime_desc *d) {
     if (d->n_threads < 0 || d->n_threads > 1024) return "n_threads must be in [0, 1024]";
-    if ((d->gpu != 0 && d->gpu != 1) || d->gpu_device < 0) return "gpu must be 0 or 1, and gpu_device >= 0";
+    if ((d->gpu != 0 && d->gpu != 1) || (d->gpu && d->gpu_device < 0)) return "gpu must be 0 or 1, and gpu_device >= 0 with gpu = 1";
     if ((d->gpu_standin != 0 && d->gpu_standin != 1) || (d->gpu_standin && !d->gpu))
         return "gpu_standin must be 0 or 1, and 1 only with gpu = 1";
     if ((unsigned)d->cpu_isa > (unsigned)NEO_CPU_AMX) return "cpu_isa is not one of its enum's values";
@@ -5048,11 +5063,12 @@ NEO_ATTN__PRIVATE void neo__batch_host_args(const neo_layer *L, neo__attn_args *
 
 /* NEO_OK when layers[0..n) are n distinct layers of one runtime and one shape and p, r are given. */
 NEO_ATTN__PRIVATE neo_status neo__batch_check(neo_layer *const *layers, int n, const void *p, const void *r, const char *fn) {
-    const neo_layer   *L0;
+    const neo_layer   *L0 = NULL;
     const char        *why = NULL;
     unsigned long long mark;
-    if (!layers || n < 1 || !layers[0]) return NEO_ERR_INVALID_ARG;
-    L0 = layers[0];
+    if (!layers || n < 1) return NEO_ERR_INVALID_ARG;
+    for (int i = 0; i < n && !L0; i++) L0 = layers[i]; /* the first layer given: its runtime logs */
+    if (!L0) return NEO_ERR_INVALID_ARG;
     mark = ++L0->rt->batch_mark;
     if (!p || !r) why = "an activation pointer is NULL";
     for (int i = 0; i < n && !why; i++) {
@@ -5483,9 +5499,74 @@ NEO_ATTN__PRIVATE size_t neo__head_bytes(const neo_layer_desc *d) {
     return neo__mul3((size_t)d->n_ctx, (size_t)d->head_dim + (size_t)dv, neo__type_size(d->kv_type), &b) ? b : 0;
 }
 
+/* The placement's search: how many heads of each head size go to the GPU. Sizes largest first;
+   each level tries its most heads first, so the first leaf is each size in turn taking as many
+   heads as fit, and a later leaf replaces the best only with more bytes. A level stops at the
+   first count whose bound (its bytes, plus the smaller sizes' bytes or the budget left, whichever
+   is less) cannot pass the best, since smaller counts only lower that bound. */
+#define NEO__PLAN_SIZES 8
+#define NEO__PLAN_STEPS (1L << 20)
+typedef struct neo__plan {
+    int    n;                          /* sizes */
+    size_t size[NEO__PLAN_SIZES];      /* a head's bytes, decreasing */
+    size_t heads[NEO__PLAN_SIZES];     /* heads of that size over all layers */
+    size_t rest[NEO__PLAN_SIZES + 1];  /* bytes of every head of this size and the smaller ones (saturated) */
+    size_t take[NEO__PLAN_SIZES], best[NEO__PLAN_SIZES]; /* heads on the GPU: this leaf's, the best leaf's */
+    size_t best_bytes, most;           /* the best leaf's bytes; none passes most = min(budget, rest[0]) */
+    long   steps;
+    int    found;                      /* a leaf has been reached */
+} neo__plan;
+NEO_ATTN__PRIVATE void neo__plan_search(neo__plan *p, int g, size_t used, size_t left) {
+    size_t c, fit;
+    if (g == p->n) {
+        if (!p->found || used > p->best_bytes) p->found = 1, p->best_bytes = used, memcpy(p->best, p->take, sizeof p->best);
+        return;
+    }
+    fit = left / p->size[g];
+    for (c = fit < p->heads[g] ? fit : p->heads[g];; c--) {
+        size_t b = c * p->size[g], room = left - b < p->rest[g + 1] ? left - b : p->rest[g + 1]; /* b <= left */
+        if (p->found && (p->best_bytes == p->most || p->steps++ >= NEO__PLAN_STEPS || used + b + room <= p->best_bytes))
+            return;
+        p->take[g] = c;
+        neo__plan_search(p, g + 1, used + b, left - b);
+        if (c == 0) return;
+    }
+}
+
+/* The largest head size below `below` that some layer's heads have and that fits in budget, or 0. */
+NEO_ATTN__PRIVATE size_t neo__plan_next_size(const neo_layer_desc *descs, int n_layers, size_t below, size_t budget) {
+    size_t next = 0;
+    for (int i = 0; i < n_layers; i++) {
+        size_t b = neo__head_bytes(&descs[i]);
+        if (b && b < below && b <= budget && b > next) next = b;
+    }
+    return next;
+}
+
+/* Host heads of the layers whose heads are `size` bytes; gpu[i]: heads of layer i on the GPU. */
+NEO_ATTN__PRIVATE size_t neo__plan_host(const neo_layer_desc *descs, int n_layers, size_t size, const int *gpu) {
+    size_t n = 0;
+    for (int i = 0; i < n_layers; i++) n += neo__head_bytes(&descs[i]) == size ? (size_t)(descs[i].n_head_kv - gpu[i]) : 0;
+    return n;
+}
+
+/* Gives c (at most their host heads) more GPU heads to the layers whose heads are `size` bytes,
+   one at a time, each to the one with the most host heads (the lowest index on a tie). */
+NEO_ATTN__PRIVATE void neo__plan_spread(const neo_layer_desc *descs, int n_layers, size_t size, size_t c, int *gpu) {
+    for (; c > 0; c--) {
+        int best = -1;
+        for (int i = 0; i < n_layers; i++)
+            if (gpu[i] < descs[i].n_head_kv && neo__head_bytes(&descs[i]) == size &&
+                (best < 0 || descs[i].n_head_kv - gpu[i] > descs[best].n_head_kv - gpu[best]))
+                best = i;
+        gpu[best]++;
+    }
+}
+
 NEO_ATTN__PUBLIC int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, size_t gpu_bytes, int *gpu_heads) {
-    size_t left = gpu_bytes;
-    int    host = 0;
+    neo__plan p;
+    size_t    s = (size_t)-1, left = gpu_bytes;
+    int       host = 0;
     if (!descs || !gpu_heads || n_layers < 1) return -1;
     for (int i = 0; i < n_layers; i++) {
         neo_layer_desc d = descs[i];
@@ -5495,18 +5576,28 @@ NEO_ATTN__PUBLIC int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layer
         host += d.n_head_kv;
     }
     for (int i = 0; i < n_layers; i++) gpu_heads[i] = 0; /* heads on the GPU so far */
-    for (;;) {
-        int best = -1;
-        for (int i = 0; i < n_layers; i++) {
-            size_t b = neo__head_bytes(&descs[i]);
-            if (gpu_heads[i] < descs[i].n_head_kv && b && b <= left &&
-                (best < 0 || descs[i].n_head_kv - gpu_heads[i] > descs[best].n_head_kv - gpu_heads[best]))
-                best = i;
+    memset(&p, 0, sizeof p);
+    for (; p.n < NEO__PLAN_SIZES && (s = neo__plan_next_size(descs, n_layers, s, gpu_bytes)) != 0; p.n++)
+        p.size[p.n] = s, p.heads[p.n] = neo__plan_host(descs, n_layers, s, gpu_heads);
+    for (int g = p.n - 1; g >= 0; g--) {
+        size_t b = p.size[g] > (size_t)-1 / p.heads[g] ? (size_t)-1 : p.size[g] * p.heads[g];
+        p.rest[g] = p.rest[g + 1] > (size_t)-1 - b ? (size_t)-1 : p.rest[g + 1] + b;
+    }
+    p.most = gpu_bytes < p.rest[0] ? gpu_bytes : p.rest[0];
+    /* the search when every size that fits is in it; then (and alone otherwise, or past the
+       search's steps) each size from the largest takes as many more heads as fit */
+    if (p.n < NEO__PLAN_SIZES || neo__plan_next_size(descs, n_layers, p.size[p.n - 1], gpu_bytes) == 0)
+        neo__plan_search(&p, 0, 0, gpu_bytes);
+    for (int pass = p.found ? 0 : 1; pass < 2; pass++) {
+        s = (size_t)-1;
+        for (int g = 0; (s = neo__plan_next_size(descs, n_layers, s, gpu_bytes)) != 0; g++) {
+            size_t c = neo__plan_host(descs, n_layers, s, gpu_heads), fit = left / s;
+            c = pass == 0 && p.best[g] < c ? p.best[g] : c;
+            c = fit < c ? fit : c;
+            neo__plan_spread(descs, n_layers, s, c, gpu_heads);
+            left -= c * s;
+            host -= (int)c;
         }
-        if (best < 0) break;
-        left -= neo__head_bytes(&descs[best]);
-        gpu_heads[best]++;
-        host--;
     }
     for (int i = 0; i < n_layers; i++)
         gpu_heads[i] = gpu_heads[i] == descs[i].n_head_kv ? 0 : gpu_heads[i] ? gpu_heads[i] : NEO_GPU_HEADS_NONE;
@@ -5542,8 +5633,12 @@ NEO_ATTN__PRIVATE neo_status neo__runtime_sync(neo_runtime *rt) {
 }
 
 /* The batch calls take the runtime's one-call-at-a-time flag like the single ones (see neo__enter). */
+/* The runtime of the first layer given, which says why a batch is refused (a NULL layer among
+   them too); none when no layer is given. */
 NEO_ATTN__PRIVATE neo_runtime *neo__batch_rt(neo_layer *const *layers, int n) {
-    return layers && n >= 1 && layers[0] ? layers[0]->rt : NULL;
+    for (int i = 0; layers && i < n; i++)
+        if (layers[i]) return layers[i]->rt;
+    return NULL;
 }
 NEO_ATTN__PUBLIC neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v) {
     neo_runtime *rt = neo__batch_rt(layers, n);

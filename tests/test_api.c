@@ -1010,7 +1010,11 @@ static void test_refusals_logged(void) {
     EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG, "n_threads");
     rd.n_threads = 1, rd.gpu = 2;
     EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG, "gpu must");
-    rd.gpu = 0, rd.gpu_standin = 1;
+    rd.gpu = 1, rd.gpu_device = -1;
+    EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG, "gpu_device >= 0");
+    rd.gpu = 0; /* gpu_device is read only with gpu = 1 */
+    if (CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) neo_runtime_destroy(rt), rt = NULL;
+    rd.gpu_device = 0, rd.gpu_standin = 1;
     EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG, "gpu_standin");
     rd.gpu_standin = 0, rd.cpu_isa = (neo_cpu_isa)7;
     EXPECT_LOG(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG, "cpu_isa");
@@ -1058,6 +1062,11 @@ static void test_refusals_logged(void) {
     EXPECT_LOG(neo_layer_truncate(l, 31), NEO_ERR_INVALID_ARG, "n_tokens 31 is outside [0, 30]");
     EXPECT_LOG(neo_layer_truncate(l, -1), NEO_ERR_INVALID_ARG, "outside");
     EXPECT_LOG(neo_layer_get_info(l, NULL), NEO_ERR_INVALID_ARG, "info");
+    {
+        neo_layer *nl[2] = {NULL, l}; /* the first layer NULL: the second's runtime says why */
+        EXPECT_LOG(neo_attn_decode_batch(nl, 2, q, out), NEO_ERR_INVALID_ARG, "a layer is NULL");
+        EXPECT_LOG(neo_attn_append_batch(nl, 2, k, v), NEO_ERR_INVALID_ARG, "a layer is NULL");
+    }
     CHECK(neo_layer_length(l) == 30);
     check_context("refusals logged: the calls that succeed say nothing");
     {
@@ -1299,6 +1308,13 @@ static void reentering_log(void *user, neo_log_level level, const char *msg) {
     test_log(user, level, msg);
     call_inside();
 }
+/* A logger that calls into the runtime on every line it is given. */
+static neo_runtime *always_rt;
+static neo_status   always_st;
+static void always_reentering_log(void *user, neo_log_level level, const char *msg) {
+    test_log(user, level, msg);
+    always_st = neo_runtime_sync(always_rt);
+}
 static int all_refused(void) {
     int i, ok = inner_calls == 1;
     for (i = 0; i < 8; i++) ok &= inner_st[i] == NEO_ERR_INVALID_ARG;
@@ -1417,6 +1433,22 @@ static void test_one_call_at_a_time(void) {
     neo_layer_destroy(l[0]), l[0] = NULL;
     neo_runtime_destroy(rt), rt = NULL;
 
+    /* 2b. from a logger that calls in on every line: its call is refused and logs nothing (a
+       refusal logged to it would call it again, without end) */
+    check_context("one call at a time: a logger that calls in on every line");
+    memset(&rd, 0, sizeof rd);
+    rd.n_threads = 1, rd.log = always_reentering_log;
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) goto out;
+    always_rt = rt, always_st = NEO_OK, log_lines = 0;
+    CHECK_STATUS(neo_layer_create(rt, &d, &l[0]), NEO_OK);
+    if (!l[0]) goto out;
+    CHECK_STATUS(neo_attn_decode(l[0], q, o[1]), NEO_ERR_INVALID_ARG); /* empty: logged once */
+    CHECK(log_lines == 1 && strstr(log_last, "neo_attn_decode") != NULL);
+    CHECK_STATUS(always_st, NEO_ERR_INVALID_ARG);
+    CHECK_STATUS(neo_runtime_sync(rt), NEO_OK); /* the flag is free again */
+    neo_layer_destroy(l[0]), l[0] = NULL;
+    neo_runtime_destroy(rt), rt = NULL;
+
     /* 3. from another thread, while a call is held inside the engine's parallel-for */
     check_context("one call at a time: another thread");
     memset(&rd, 0, sizeof rd);
@@ -1528,9 +1560,22 @@ static void test_prefill_slices(void) {
 /* heads a neo_plan_gpu_heads value puts on the GPU */
 static int plan_dev(int g, int n_kv) { return g == NEO_GPU_HEADS_NONE ? 0 : g == 0 ? n_kv : g; }
 
+/* the most GPU bytes of any placement of n <= 3 layers within budget, each layer's heads a[i] bytes */
+static size_t plan_most(const neo_layer_desc *d, const size_t *a, int n, size_t budget) {
+    size_t most = 0;
+    for (int x = 0; x <= d[0].n_head_kv; x++)
+        for (int y = 0; y <= (n > 1 ? d[1].n_head_kv : 0); y++)
+            for (int z = 0; z <= (n > 2 ? d[2].n_head_kv : 0); z++) {
+                size_t u = x * a[0] + (n > 1 ? y * a[1] : 0) + (n > 2 ? z * a[2] : 0);
+                if (u <= budget && u > most) most = u;
+            }
+    return most;
+}
+
 /* every placement of up to 3 layers of small shapes, every budget up to all of them: the GPU
-   bytes fit, the count returned is the host heads, no layer could take one more head, and
-   layers of one shape differ by at most one host head (for one shape: as many as fit) */
+   bytes fit and are the most of any placement, the count returned is the host heads, no layer
+   could take one more head, and layers of one shape differ by at most one host head (for one
+   shape: as many as fit) */
 static void plan_case(const neo_layer_desc *d, int n) {
     size_t b[3], all = 0;
     int    same = 1;
@@ -1548,7 +1593,7 @@ static void plan_case(const neo_layer_desc *d, int n) {
             dev[i] = plan_dev(g[i], d[i].n_head_kv);
             used += (size_t)dev[i] * b[i], host += d[i].n_head_kv - dev[i], total += d[i].n_head_kv;
         }
-        ok &= r == host && used <= budget;
+        ok &= r == host && used <= budget && used == plan_most(d, b, n, budget);
         for (int i = 0; i < n; i++) {
             ok &= dev[i] == d[i].n_head_kv || used + b[i] > budget; /* maximal */
             for (int j = 0; j < n; j++)
@@ -1596,6 +1641,38 @@ static void test_plan(void) {
         for (int i = 0; i < 32; i++) CHECK(gh[i] == 6 || gh[i] == 7);
         CHECK(neo_plan_gpu_heads(m, 32, (size_t)1 << 50, gh) == 0 && gh[5] == 0);
         CHECK(neo_plan_gpu_heads(m, 32, 0, gh) == 256 && gh[31] == NEO_GPU_HEADS_NONE);
+    }
+    check_context("neo_plan_gpu_heads: sliding-window layers (heads of two sizes)");
+    {
+        /* a global layer of 16 MiB heads and a local one (n_ctx the window) of 0.5 MiB heads, room
+           for 5 global heads: those 80 MiB beat 4 global and 8 local heads (68 MiB) */
+        neo_layer_desc m[2];
+        int            gh[2];
+        for (int i = 0; i < 2; i++) {
+            memset(&m[i], 0, sizeof m[i]);
+            m[i].n_head = 32, m[i].n_head_kv = 8, m[i].head_dim = 128, m[i].n_ctx = i ? 1024 : 32768;
+        }
+        CHECK(neo_plan_gpu_heads(m, 2, (size_t)80 << 20, gh) == 11 && gh[0] == 5 && gh[1] == NEO_GPU_HEADS_NONE);
+        CHECK(neo_plan_gpu_heads(m, 2, ((size_t)80 << 20) - 1, gh) == 4 && gh[0] == 4 && gh[1] == 0);
+    }
+    check_context("neo_plan_gpu_heads: many head sizes (past the search) and many heads of few");
+    for (int sizes = 6; sizes <= 40; sizes += 34) {
+        neo_layer_desc m[40];
+        int            gh[40], host = 0, r;
+        size_t         used = 0, budget = 0, b[40];
+        for (int i = 0; i < sizes; i++) {
+            memset(&m[i], 0, sizeof m[i]);
+            m[i].n_head = m[i].n_head_kv = 1 + i % 7 * 20, m[i].head_dim = 1, m[i].n_ctx = 97 + 13 * i;
+            b[i] = (size_t)m[i].n_ctx * 2 * 2; /* f16 */
+            budget += b[i] * (size_t)m[i].n_head_kv * 3 / 5;
+        }
+        r = neo_plan_gpu_heads(m, sizes, budget, gh);
+        for (int i = 0; i < sizes; i++) {
+            int dev = plan_dev(gh[i], m[i].n_head_kv);
+            used += (size_t)dev * b[i], host += m[i].n_head_kv - dev;
+        }
+        CHECK(r == host && used <= budget);
+        for (int i = 0; i < sizes; i++) CHECK(plan_dev(gh[i], m[i].n_head_kv) == m[i].n_head_kv || used + b[i] > budget);
     }
     check_context("neo_plan_gpu_heads: bad arguments write nothing");
     d[0] = shapes[3], d[1] = shapes[4];
