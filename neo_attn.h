@@ -33,9 +33,11 @@
    Supported GPUs: compute capability 8.0 and up, tested with CUDA 13.0: Ampere (sm_80, sm_86),
    Ada (sm_89) and Hopper (sm_90, which also gets bulk copies and programmatic launches); later
    GPUs run the compute_80 PTX. `make cuda-build` builds all of them into one object
-   (CUDA_ARCHS="86" narrows it); a GPU below 8.0 gets NEO_ERR_UNSUPPORTED from runtime create.
-   In a build without NEO_ATTN_CUDA=1, neo_runtime_desc.gpu = 1 returns NEO_ERR_UNSUPPORTED;
-   everything else runs on the CPU alone.
+   (CUDA_ARCHS="86" narrows it); a GPU below 8.0, or a CUDA driver older than the build's
+   toolkit (or none), gets NEO_ERR_UNSUPPORTED from runtime create, and a gpu_device that is not
+   there NEO_ERR_DEVICE; an engine then makes its runtime with gpu = 0. In a build without
+   NEO_ATTN_CUDA=1, neo_runtime_desc.gpu = 1 returns NEO_ERR_UNSUPPORTED; everything else runs
+   on the CPU alone.
 
    CONFIGURATION MACROS (define before the implementing include)
    ------------------------------------------------------------
@@ -379,10 +381,29 @@ extern "C" {
     X(NEO_ERR_DEVICE_MEMORY, "out of GPU memory") \
     X(NEO_ERR_FULL,          "KV cache full") \
     X(NEO_ERR_DEVICE,        "CUDA runtime error") \
-    X(NEO_ERR_UNSUPPORTED,   "not supported by this build or CPU") \
+    X(NEO_ERR_UNSUPPORTED,   "not supported by this build or machine, or not now") \
     X(NEO_ERR_IO,            "file could not be opened or read") \
     X(NEO_ERR_FORMAT,        "file is not in the expected format")
 /* clang-format on */
+/* What each failure means, and what it leaves (every failure is also a line to the runtime's
+   logger, once the call has a runtime):
+   INVALID_ARG    a bad value or pointer, or a call overlapping another one on the same runtime;
+                  nothing changed.
+   NO_MEMORY      host memory could not be had; nothing changed.
+   DEVICE_MEMORY  GPU memory could not be had; nothing changed. Fewer heads on the GPU
+                  (neo_plan_gpu_heads, neo_layer_set_gpu_heads) may fit.
+   FULL           the layer holds n_ctx tokens; nothing was written.
+   DEVICE         CUDA reported an error (its words are in the log), or there is no such GPU.
+                  After one from work on the stream the CUDA context may be unusable (CUDA's
+                  sticky errors): destroy the runtime and its layers.
+   UNSUPPORTED    not in this build or on this machine: gpu = 1 without NEO_ATTN_CUDA, a GPU below
+                  compute capability 8.0 or none this build has code for, a CUDA driver older
+                  than the build's toolkit, a cpu_isa the CPU lacks, a shape past the build's
+                  limits (NEO__MAX_HEADS, NEO__MAX_HEAD_DIM), a neo_attn_cuda.cu of another
+                  version; or not now: a call that cannot be captured while the stream captures
+                  (AUTO still measuring, ON and HYBRID in a build without threads, calls that
+                  allocate or wait; the capture stays valid). Nothing changed.
+   IO, FORMAT     a model file could not be read, or is not a llama2.c checkpoint. */
 #define NEO__STATUS_ENUM(name, text) name,
 typedef enum neo_status { NEO__STATUS_LIST(NEO__STATUS_ENUM) NEO__STATUS_COUNT } neo_status;
 #undef NEO__STATUS_ENUM

@@ -2397,10 +2397,12 @@ static void neo__cu_release(void *state) {
 static int neo__cu_init(int device, void *engine_stream, void **state) {
     if (!state) return NEO_ERR_INVALID_ARG;
     *state = NULL;
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    int         n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return NEO_ERR_DEVICE;
+        /* a driver older than the toolkit this was built with cannot run this build */
+        return e == cudaErrorInsufficientDriver ? NEO_ERR_UNSUPPORTED : NEO_ERR_DEVICE;
     }
     if (device < 0 || device >= n) return NEO_ERR_DEVICE;
     if (cudaSetDevice(device) != cudaSuccess) return NEO_ERR_DEVICE;
@@ -3603,7 +3605,13 @@ static int neo__cu_init_why(int device, void *engine_stream, void **state, char 
         else if (device < 0 || device >= n) snprintf(why, why_size, "no CUDA device %d (%d present)", device, n);
         else if (rc == NEO_ERR_NO_MEMORY) snprintf(why, why_size, "out of host memory");
         else if ((e = cudaSetDevice(device)) != cudaSuccess) snprintf(why, why_size, "%s", cudaGetErrorString(e));
-        else snprintf(why, why_size, "CUDA stream, event or attribute setup failed");
+        else if (rc == NEO_ERR_UNSUPPORTED) {
+            int major = 0, minor = 0;
+            (void)cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+            (void)cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+            if (major < 8) snprintf(why, why_size, "compute capability %d.%d; the kernels need 8.0 or later", major, minor);
+            else snprintf(why, why_size, "no kernel image for compute capability %d.%d in this build (CUDA_ARCHS)", major, minor);
+        } else snprintf(why, why_size, "CUDA stream, event or attribute setup failed");
         (void)cudaGetLastError();
     }
     return rc;

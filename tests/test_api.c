@@ -97,7 +97,7 @@ static void test_strings(void) {
                                        "out of GPU memory",
                                        "KV cache full",
                                        "CUDA runtime error",
-                                       "not supported by this build or CPU",
+                                       "not supported by this build or machine, or not now",
                                        "file could not be opened or read",
                                        "file is not in the expected format"};
     static const neo_status all[] = {NEO_OK,           NEO_ERR_INVALID_ARG, NEO_ERR_NO_MEMORY,

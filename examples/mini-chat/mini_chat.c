@@ -25,6 +25,11 @@
 
 #define NEO_ATTN_IMPLEMENTATION
 #include "neo_attn.h"
+#if defined(NEO_ATTN_CUDA) && NEO_ATTN_CUDA
+#define MINI_CHAT_CUDA 1 /* built with the GPU path */
+#else
+#define MINI_CHAT_CUDA 0
+#endif
 
 #include <ctype.h>
 #include <errno.h>
@@ -649,9 +654,12 @@ static int build_transformer(Transformer *t, const char *checkpoint_path, const 
     rd.gpu_standin = o->gpu_standin;
     neo_status st = neo_runtime_create(&rd, &t->rt);
     if (st != NEO_OK) {
-        if (o->gpu && st == NEO_ERR_UNSUPPORTED)
+        if (o->gpu && st == NEO_ERR_UNSUPPORTED && !MINI_CHAT_CUDA)
             fprintf(stderr, "mini-chat: --gpu: this build has no GPU support (build with NEO_ATTN_CUDA=1 and "
                             "neo_attn_cuda.cu), run without --gpu\n");
+        else if (o->gpu && st == NEO_ERR_UNSUPPORTED)
+            fprintf(stderr, "mini-chat: --gpu: this machine's GPU or CUDA driver cannot run this build (the line "
+                            "above says why), run without --gpu\n");
         else
             fprintf(stderr, "mini-chat: cannot start the neo_attn runtime: %s\n", neo_status_string(st));
         free_transformer(t);
