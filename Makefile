@@ -60,6 +60,7 @@ help:
 	@echo "make cuda-build       the CUDA programs (needs nvcc); test-cuda-ops, test-cuda, gpu-check need a GPU"
 	@echo "make bench-gpu        build/bench, the GPU benchmark"
 	@echo "make build/in-place   how fast the GPU reads a split layer's host heads in place, by block shape"
+	@echo "make lint             the library's complexity gates and repeated code (pip install -r tests/requirements.txt)"
 	@echo "make clean            remove build/"
 
 # the build folders, made once (a stamp, so that a build/ made by hand gets its subfolders too)

@@ -177,12 +177,14 @@
    ---------------------------------------
    With neo_runtime_desc.gpu = 1 (a build with NEO_ATTN_CUDA=1 and neo_attn_cuda.cu linked), q, k,
    v and out are device pointers, and every call is ordered on the engine's stream
-   (gpu_stream, or the runtime's own): a call returns once its work is queued. The CPU half of a
-   split layer is shared by the calling thread and the pool's workers, who may still be at it
-   when the call returns (the stream waits for their output; the next call that needs the pool
-   waits for them). Each layer keeps KV heads [0, gpu_heads) in device memory and the rest in
-   pinned host memory, so a context whose cache does not fit in the GPU still runs. A split
-   layer attends in one of these ways:
+   (gpu_stream, or the runtime's own): a call returns once its work is queued, so q, k, v and
+   out must stay valid until the stream has reached it (on a CPU runtime out is complete, and
+   q, k and v no longer read, when the call returns). The CPU half of a split layer is shared
+   by the calling thread and the pool's workers, who may still be at it when the call returns
+   (the stream waits for their output; the next call that needs the pool waits for them). Each
+   layer keeps KV heads [0, gpu_heads) in device memory and the rest in pinned host memory, so a
+   context whose cache does not fit in the GPU still runs. A split layer attends in one of these
+   ways:
      NEO_PIPELINE_OFF   stream-back: the host heads' valid cells are copied to the GPU in
                         double-buffered chunks of NEO_ATTN_STAGE_BYTES and attended there. A
                         decode whose host cells are few (NEO_ATTN_IN_PLACE_BYTES; head_dim
@@ -307,9 +309,12 @@
    merges the chunks pairwise up a fixed tree, so the output is bitwise identical for any thread
    count on a given CPU path (scalar, AVX2, AVX-512 or AMX; neo_runtime_desc.cpu_isa can force one).
    A runtime, and the layers and sessions made from it, are used from one thread at a time;
-   different runtimes are independent. A call that overlaps another on the same runtime (from a
-   second thread, the logger or an engine's parallel-for task) is refused with
-   NEO_ERR_INVALID_ARG and a log line, and the call in progress is unharmed.
+   different runtimes are independent. A call that changes or uses the runtime's state and
+   overlaps another on the same runtime (from a second thread, the logger or an engine's
+   parallel-for task) is refused with NEO_ERR_INVALID_ARG and a log line, and the call in
+   progress is unharmed; a refused destroy frees nothing (destroy again once the call is over).
+   The getters (neo_layer_length, neo_layer_get_info, neo_session_length, neo_session_get_info,
+   neo_runtime_get_info) are not checked: they read what the call in progress may be writing.
 
    THE DECODE LOOP
    ---------------
@@ -439,7 +444,8 @@ typedef struct neo_runtime_desc {
     /* The engine's own parallel-for, or NULL for the runtime's pool. It must run task(arg, i,
        thread) for every i in [0, n_tasks) and return when all are done, with thread in
        [0, n_threads) and never the same for two tasks running at once (it picks per-thread
-       scratch); called from the thread that called into neo_attn, never from inside one of its
+       scratch); called from the thread that called into neo_attn (or, while a captured ON or
+       HYBRID graph may run, from the runtime's listener thread), never from inside one of its
        own tasks. The runtime then starts no threads, and n_threads (not 0) is the engine
        pool's size. */
     void      (*parallel_for)(void *user, int n_tasks, neo_task_fn task, void *arg);
@@ -466,7 +472,7 @@ typedef struct neo_runtime_info {
 
 /* Makes the pool (and the GPU context when gpu = 1). desc NULL = all defaults. */
 NEO_ATTN_API neo_status neo_runtime_create(const neo_runtime_desc *desc, neo_runtime **out);
-NEO_ATTN_API void       neo_runtime_destroy(neo_runtime *rt);   /* NULL is fine; destroy its layers first */
+NEO_ATTN_API void       neo_runtime_destroy(neo_runtime *rt);   /* NULL is fine; destroy its layers and sessions first */
 NEO_ATTN_API neo_status neo_runtime_get_info(const neo_runtime *rt, neo_runtime_info *info);
 NEO_ATTN_API const char *neo_cpu_isa_name(neo_cpu_isa isa);     /* "auto", "scalar", "avx2", "avx512", "amx" */
 
@@ -493,7 +499,8 @@ typedef struct neo_layer_desc {
     neo_pipeline pipeline;       /* how a split layer runs: OFF = host half streamed back to the GPU and
                                     attended there; ON = GPU half and CPU half attended concurrently;
                                     HYBRID = the host half's cells shared between the CPU and the
-                                    stream-back, both at once; AUTO = chosen from measured costs */
+                                    stream-back, both at once; AUTO = chosen from measured costs.
+                                    0 = OFF; AUTO is the usual choice for a split layer. */
     float        scale;          /* 0 = 1/sqrt(head_dim) */
     float        softcap;        /* 0 = off */
     float        max_alibi_bias; /* 0 = off */
@@ -561,7 +568,10 @@ NEO_ATTN_API neo_status neo_layer_set_gpu_heads(neo_layer *layer, int gpu_heads)
    exactly when the heads that fit come in at most 8 sizes (a model's layers have one, or two
    with sliding-window layers whose n_ctx is the window) and the search ends within 2^20 steps;
    otherwise each size in turn, from the largest, takes as many heads as fit. Either way no layer
-   could take one more head within the budget. descs[i].gpu_heads is ignored. Returns the number of KV heads placed on the host (0 = everything
+   could take one more head within the budget. descs[i].gpu_heads is ignored. gpu_bytes is for
+   the KV cache alone: a GPU runtime also holds the stream-back's two chunks of
+   NEO_ATTN_STAGE_BYTES, the split partials' workspace (grown with the calls, up to 512 MiB a
+   stream), the batch calls' tables, and a session its model's weights; leave them room. Returns the number of KV heads placed on the host (0 = everything
    fits), or -1 for bad arguments (NULL pointers, n_layers < 1, an invalid descriptor). */
 NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, size_t gpu_bytes, int *gpu_heads);
 
@@ -622,7 +632,7 @@ typedef struct neo_session_desc {
     int          gpu_heads;    /* per layer, as neo_layer_desc.gpu_heads; 0 = no split */
     neo_pipeline pipeline;     /* as neo_layer_desc.pipeline */
     const int   *layer_gpu_heads; /* [n_layers] each layer's own gpu_heads (as neo_plan_gpu_heads writes
-                                     them), or NULL = gpu_heads for every layer */
+                                     them), or NULL = gpu_heads for every layer; read at create */
     float        cpu_share;    /* as neo_layer_desc.cpu_share */
     int          graphs;       /* 1 = on a GPU runtime, each step's layers and logits are one CUDA graph,
                                   captured once and replayed for every token (see neo_session_step);

@@ -9,7 +9,8 @@
 # was faster), c2m2 and u1m2 the two smaller changes of each side together.
 #   bash examples/bench/count_kernel.sh [rounds] [ctx]    defaults 3, 4096; raw rows and table in
 #                                                          $OUT (default /tmp/neo-count)/count_kernel.txt
-# Rounds stop early at 480 s, inside a 10-minute call. Reuses builds already in /tmp/neo-count-src.
+# Rounds stop early at 480 s, so that the whole script ends within 10 minutes. Reuses builds
+# already in /tmp/neo-count-src.
 set -u
 ROUNDS=${1:-3}
 CTX=${2:-4096}

@@ -4,7 +4,7 @@
 # cores read while they do the CPU kernels' arithmetic (read-compute). Everything lands in $OUT
 # (default /tmp/neo-bench):
 #   bench.txt bench.csv peers.txt peers.csv bench.png probe.txt read_compute.txt
-#   bash examples/bench/run_gpu.sh            the full run (about 3 minutes on the H200 machine)
+#   bash examples/bench/run_gpu.sh            the full run (docs/BENCHMARKS.md says how long it takes)
 #   bash examples/bench/run_gpu.sh --quick    a small subset, to shake out problems
 set -u
 OUT=${OUT:-/tmp/neo-bench}
