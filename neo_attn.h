@@ -5581,17 +5581,37 @@ NEO_ATTN__PRIVATE size_t neo__plan_host(const neo_layer_desc *descs, int n_layer
     return n;
 }
 
-/* Gives c (at most their host heads) more GPU heads to the layers whose heads are `size` bytes,
-   one at a time, each to the one with the most host heads (the lowest index on a tie). */
-NEO_ATTN__PRIVATE void neo__plan_spread(const neo_layer_desc *descs, int n_layers, size_t size, size_t c, int *gpu) {
-    for (; c > 0; c--) {
-        int best = -1;
-        for (int i = 0; i < n_layers; i++)
-            if (gpu[i] < descs[i].n_head_kv && neo__head_bytes(&descs[i]) == size &&
-                (best < 0 || descs[i].n_head_kv - gpu[i] > descs[best].n_head_kv - gpu[best]))
-                best = i;
-        gpu[best]++;
+/* Host heads above t over the layers whose heads are `size` bytes; gpu[i]: heads of layer i on the GPU. */
+NEO_ATTN__PRIVATE size_t neo__plan_above(const neo_layer_desc *descs, int n_layers, size_t size, const int *gpu, int t) {
+    size_t n = 0;
+    for (int i = 0; i < n_layers; i++) {
+        int h = descs[i].n_head_kv - gpu[i];
+        n += neo__head_bytes(&descs[i]) == size && h > t ? (size_t)(h - t) : 0;
     }
+    return n;
+}
+
+/* Gives c (at most their host heads) more GPU heads to the layers whose heads are `size` bytes as
+   giving them one at a time, each to the one with the most host heads (the lowest index on a
+   tie), would: every such layer comes down to the lowest level t of host heads whose heads above
+   it are at most c, and the first of them at t, in index order, one further for what is left of
+   c (fewer than the layers at t, or t is 0 and nothing is left). */
+NEO_ATTN__PRIVATE void neo__plan_spread(const neo_layer_desc *descs, int n_layers, size_t size, size_t c, int *gpu) {
+    int lo = 0, hi = 0;
+    for (int i = 0; i < n_layers; i++)
+        if (neo__head_bytes(&descs[i]) == size && descs[i].n_head_kv - gpu[i] > hi) hi = descs[i].n_head_kv - gpu[i];
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (neo__plan_above(descs, n_layers, size, gpu, mid) <= c) hi = mid;
+        else lo = mid + 1;
+    }
+    c -= neo__plan_above(descs, n_layers, size, gpu, lo);
+    for (int i = 0; i < n_layers; i++)
+        if (neo__head_bytes(&descs[i]) == size && descs[i].n_head_kv - gpu[i] >= lo) {
+            int h = lo - (c > 0 && lo > 0);
+            c -= c > 0 && lo > 0;
+            gpu[i] = descs[i].n_head_kv - h;
+        }
 }
 
 NEO_ATTN__PUBLIC int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, size_t gpu_bytes, int *gpu_heads) {
