@@ -176,7 +176,8 @@
    THE GPU, SPLIT LAYERS AND THE PIPELINES
    ---------------------------------------
    With neo_runtime_desc.gpu = 1 (a build with NEO_ATTN_CUDA=1 and neo_attn_cuda.cu linked), q, k,
-   v and out are device pointers, and every call is ordered on the engine's stream
+   v and out are device pointers (on gpu_device; the calls leave the calling thread's current
+   CUDA device as they found it), and every call is ordered on the engine's stream
    (gpu_stream, or the runtime's own): a call returns once its work is queued, so q, k, v and
    out must stay valid until the stream has reached it (on a CPU runtime out is complete, and
    q, k and v no longer read, when the call returns). The CPU half of a split layer is shared
@@ -398,8 +399,10 @@ extern "C" {
    DEVICE_MEMORY  GPU memory could not be had; nothing changed. Fewer heads on the GPU
                   (neo_plan_gpu_heads, neo_layer_set_gpu_heads) may fit.
    FULL           the layer holds n_ctx tokens; nothing was written.
-   DEVICE         CUDA reported an error (its words are in the log), or there is no such GPU.
-                  After one from work on the stream the CUDA context may be unusable (CUDA's
+   DEVICE         CUDA reported an error (the log names the call), or there is no such GPU.
+                  The calls clear CUDA's last error (cudaGetLastError) after a failure and before
+                  the launches that report through it: read an error of your own before calling
+                  in. After one from work on the stream the CUDA context may be unusable (CUDA's
                   sticky errors): destroy the runtime and its layers.
    UNSUPPORTED    not in this build or on this machine: gpu = 1 without NEO_ATTN_CUDA, a GPU below
                   compute capability 8.0 or none this build has code for, a CUDA driver older

@@ -2326,15 +2326,41 @@ typedef struct neo__cuda {
     int          n_retired;
 } neo__cuda;
 
-static int neo__cu_err(cudaError_t e) {
-    if (e == cudaSuccess) return NEO_OK;
-    if (e == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError(); /* not sticky: clear it so later launch checks do not see it */
-        return NEO_ERR_DEVICE_MEMORY;
-    }
+/* A failed CUDA call also leaves its error as the thread's last error (cudaGetLastError), where
+   the engine's own checks, and a <<<>>> launch's check of its own error, would find it: every
+   failure clears it (a sticky error stays, and every later call reports it). */
+static int neo__cu_fail(void) {
+    (void)cudaGetLastError();
     return NEO_ERR_DEVICE;
 }
-static int neo__cu_launched(void) { return cudaGetLastError() == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE; }
+/* A call's result as a status: a failure as neo__cu_fail. */
+static int neo__cu_status(cudaError_t e) { return e == cudaSuccess ? NEO_OK : neo__cu_fail(); }
+static int neo__cu_err(cudaError_t e) {
+    if (e == cudaSuccess) return NEO_OK;
+    (void)cudaGetLastError();
+    return e == cudaErrorMemoryAllocation ? NEO_ERR_DEVICE_MEMORY : NEO_ERR_DEVICE;
+}
+/* A <<<>>> launch reports its error only as the last error, which may hold an earlier call's
+   (the engine's): cleared just before such a launch, read just after it. */
+static void neo__cu_clear(void) { (void)cudaGetLastError(); }
+static int  neo__cu_launched(void) { return cudaGetLastError() == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE; }
+
+/* The calls run on the runtime's GPU and leave the calling thread's current device as they found
+   it: an engine may drive several GPUs from one thread. */
+struct neo__cu_on {
+    int prev, ok;
+    explicit neo__cu_on(int device) : prev(-1), ok(0) {
+        if (cudaGetDevice(&prev) != cudaSuccess) prev = -1, (void)cudaGetLastError();
+        ok = prev == device || cudaSetDevice(device) == cudaSuccess;
+        if (!ok) (void)cudaGetLastError();
+    }
+    ~neo__cu_on() {
+        int cur = -1;
+        if (prev >= 0 && cudaGetDevice(&cur) == cudaSuccess && cur != prev) (void)cudaSetDevice(prev);
+    }
+    neo__cu_on(const neo__cu_on &) = delete;
+    neo__cu_on &operator=(const neo__cu_on &) = delete;
+};
 
 /* The one launch of a kernel that may start as a programmatic dependent (it calls neo__pdl_wait
    before reading what the kernel before it writes): with the attribute where the kernels were
@@ -2356,7 +2382,7 @@ static int neo__cu_launch_cl(const neo__cuda *st, const void *fn, dim3 grid, dim
     cfg.attrs = attr;
     cfg.numAttrs = st->pdl ? (cy > 0 ? 2 : 1) : 0;
     if (cy > 0 && !st->pdl) return NEO_ERR_DEVICE; /* a cluster's merge exists only in sm_90 images */
-    return cudaLaunchKernelExC(&cfg, fn, args) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    return neo__cu_status(cudaLaunchKernelExC(&cfg, fn, args));
 }
 static int neo__cu_launch(const neo__cuda *st, const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void **args) {
     return neo__cu_launch_cl(st, fn, grid, block, smem, s, args, 0);
@@ -2370,7 +2396,7 @@ static cudaStream_t neo__cu_stream(neo__cuda *st, int s, int *ok) {
 static void neo__cu_release(void *state) {
     neo__cuda *st = (neo__cuda *)state;
     if (!st) return;
-    (void)cudaSetDevice(st->device);
+    neo__cu_on neo__on(st->device);
     for (int s = 0; s < NEO__CU_STREAMS; s++)
         if (st->stream[s]) (void)cudaStreamSynchronize(st->stream[s]);
     if (st->side) (void)cudaStreamSynchronize(st->side);
@@ -2405,7 +2431,8 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
         return e == cudaErrorInsufficientDriver ? NEO_ERR_UNSUPPORTED : NEO_ERR_DEVICE;
     }
     if (device < 0 || device >= n) return NEO_ERR_DEVICE;
-    if (cudaSetDevice(device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     /* Ampere (sm_80) and later: the kernels need cp.async, ldmatrix and bf16 tensor cores. The
        kernels must also have an image for this GPU (SASS of its family, or PTX it can compile). */
     int               major = 0;
@@ -2468,7 +2495,8 @@ static int neo__cu_alloc(void *state, void **ptr, size_t bytes, bool host) {
     if (!st || !ptr) return NEO_ERR_INVALID_ARG;
     *ptr = NULL;
     if (!bytes) return NEO_OK;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
     cudaError_t e = host ? cudaHostAlloc(ptr, bytes, cudaHostAllocPortable | cudaHostAllocMapped) : cudaMalloc(ptr, bytes);
@@ -2483,7 +2511,7 @@ static int neo__cu_dev_alloc(void *state, void **ptr, size_t bytes) { return neo
 static void neo__cu_dev_free(void *state, void *ptr) {
     neo__cuda *st = (neo__cuda *)state;
     if (!st || !ptr) return;
-    (void)cudaSetDevice(st->device);
+    neo__cu_on neo__on(st->device);
     (void)cudaFree(ptr);
 }
 static int neo__cu_host_alloc(void *state, void **ptr, size_t bytes) { return neo__cu_alloc(state, ptr, bytes, true); }
@@ -2497,8 +2525,9 @@ static int neo__cu_copy(void *state, void *dst, const void *src, size_t bytes, i
     cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
     if (!ok || (bytes && (!dst || !src))) return NEO_ERR_INVALID_ARG;
     if (!bytes) return NEO_OK;
-    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    neo__cu_on neo__on(((neo__cuda *)state)->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
+    return neo__cu_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
 }
 static int neo__cu_copy2d(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
                           size_t rows, int stream) {
@@ -2507,11 +2536,12 @@ static int neo__cu_copy2d(void *state, void *dst, size_t dst_pitch, const void *
     if (!ok) return NEO_ERR_INVALID_ARG;
     if (!width || !rows) return NEO_OK;
     if (!dst || !src || dst_pitch < width || src_pitch < width) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(((neo__cuda *)state)->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     /* one row (a decode step's queries or outputs): the plain copy costs the host less */
     const cudaError_t e = rows == 1 ? cudaMemcpyAsync(dst, src, width, cudaMemcpyDefault, s)
                                     : cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, s);
-    return e == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    return neo__cu_status(e);
 }
 /* 1 when the handoff's rows (widths and pitches in bytes) can be copied as floats */
 static bool neo__cu_rows_ok(const void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width, size_t rows) {
@@ -2523,13 +2553,15 @@ static int neo__cu_handoff(void *state, void *dst, size_t dst_pitch, const void 
     int          ok;
     cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
     if (!ok || !flag || (uintptr_t)flag % 4 || !neo__cu_rows_ok(dst, dst_pitch, src, src_pitch, width, rows)) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(((neo__cuda *)state)->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     /* A graph being captured would hold these kernels while the CPU half waits now for a flag
        only they can set: say so instead of hanging. */
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) (void)cudaGetLastError();
     else if (cs != cudaStreamCaptureStatusNone) return NEO_ERR_UNSUPPORTED;
     if (!width) rows = 0; /* the flag still travels */
+    neo__cu_clear();
     if (await)
         neo__handoff_kernel<true><<<1, 1024, 0, s>>>((float *)dst, dst_pitch / 4, (const float *)src, src_pitch / 4, width / 4,
                                                      rows, flag, seq);
@@ -2555,8 +2587,10 @@ static int neo__cu_bell(void *state, void *dst, size_t dst_pitch, const void *sr
     if (!ok || !bell || (uintptr_t)bell % 4 || (ring && (!len || (uintptr_t)len % 4)) ||
         !neo__cu_rows_ok(dst, dst_pitch, src, src_pitch, width, rows))
         return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(((neo__cuda *)state)->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     if (!width) rows = 0;
+    neo__cu_clear();
     if (ring)
         neo__bell_kernel<true><<<1, 1024, 0, s>>>((float *)dst, dst_pitch / 4, (const float *)src, src_pitch / 4, width / 4, rows, bell, len);
     else
@@ -2576,8 +2610,9 @@ static int neo__cu_host_fn(void *state, void (*fn)(void *), void *arg, int strea
     int          ok;
     cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
     if (!ok || !fn) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(((neo__cuda *)state)->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    return cudaLaunchHostFunc(s, fn, arg) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    neo__cu_on neo__on(((neo__cuda *)state)->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
+    return neo__cu_status(cudaLaunchHostFunc(s, fn, arg));
 }
 static int neo__cu_merge_states(void *state, const neo__merge_args *m, int stream) {
     int          ok;
@@ -2586,8 +2621,10 @@ static int neo__cu_merge_states(void *state, const neo__merge_args *m, int strea
     if (!ok || !neo__merge_ok(m)) return NEO_ERR_INVALID_ARG;
     const long long blocks = (long long)m->n_tokens * (m->h1 - m->h0);
     if (blocks > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     const neo__cu_merge2 p = {m->a, m->b, m->out, m->sinks, m->h0, m->h1 - m->h0, m->n_head, m->head_dim_v};
+    neo__cu_clear();
     neo__merge2_kernel<<<(unsigned)blocks, 128, 0, s>>>(p);
     return neo__cu_launched();
 }
@@ -2597,25 +2634,25 @@ static int neo__cu_record(void *state, int event, int stream) {
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok || event < 0 || event >= NEO__EVENTS) return NEO_ERR_INVALID_ARG;
-    return cudaEventRecord(st->event[event], s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    return neo__cu_status(cudaEventRecord(st->event[event], s));
 }
 static int neo__cu_wait(void *state, int stream, int event) {
     int          ok;
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok || event < 0 || event >= NEO__EVENTS) return NEO_ERR_INVALID_ARG;
-    return cudaStreamWaitEvent(s, st->event[event], 0) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    return neo__cu_status(cudaStreamWaitEvent(s, st->event[event], 0));
 }
 static int neo__cu_event_sync(void *state, int event) {
     neo__cuda *st = (neo__cuda *)state;
     if (!st || event < 0 || event >= NEO__EVENTS) return NEO_ERR_INVALID_ARG;
-    return cudaEventSynchronize(st->event[event]) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    return neo__cu_status(cudaEventSynchronize(st->event[event]));
 }
 static int neo__cu_stream_sync(void *state, int stream) {
     int          ok;
     cudaStream_t s = neo__cu_stream((neo__cuda *)state, stream, &ok);
     if (!ok) return NEO_ERR_INVALID_ARG;
-    return cudaStreamSynchronize(s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    return neo__cu_status(cudaStreamSynchronize(s));
 }
 /* 1 when the stream is being captured into a CUDA graph (or its capture was invalidated: its
    ops run neither way), else 0, also when CUDA cannot say (the error is cleared); *id (unless
@@ -2629,7 +2666,8 @@ static int neo__cu_capturing(void *state, int stream, unsigned long long *id) {
     unsigned long long      cid = 0;
     if (id) *id = 0;
     if (!ok) return 0;
-    if (cudaSetDevice(st->device) != cudaSuccess || cudaStreamGetCaptureInfo(s, &cs, &cid) != cudaSuccess) {
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok || cudaStreamGetCaptureInfo(s, &cs, &cid) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
@@ -2646,7 +2684,7 @@ static int neo__cu_append_ok(const neo__append_args *a) {
     /* the first destination is needed unless the second takes every head */
     if (!(second && a->h2 == a->h0) && (!a->k || !a->v || a->kv_h0 < 0 || a->h0 < a->kv_h0)) return 0;
     if ((uintptr_t)a->len % 4 || (a->row0 == -1 ? !a->len : a->row0 < 0 || a->n_tokens > a->kv_cells - a->row0)) return 0;
-    return a->src_k && a->src_v && a->n_tokens >= 1 && a->h1 > a->h0 && a->h1 <= a->n_head_kv && a->head_dim >= 1 &&
+    return a->src_k && a->src_v && a->n_tokens >= 1 && a->h0 >= 0 && a->h1 > a->h0 && a->h1 <= a->n_head_kv && a->head_dim >= 1 &&
            a->head_dim <= NEO__CU_MAX_DIM && a->head_dim_v >= 1 && a->head_dim_v <= NEO__CU_MAX_DIM &&
            a->kv_cells <= NEO__CU_MAX_CELLS && a->kv_type >= NEO_TYPE_F16 && a->kv_type <= NEO_TYPE_F32;
 }
@@ -2671,7 +2709,8 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok || !a || !neo__cu_append_ok(a)) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     const neo__cu_app all = neo__cu_app_args(a);
     neo__cu_app       p = all;
     /* a launch's grid (tokens x heads) stays below 2^30 blocks */
@@ -2685,6 +2724,7 @@ static int neo__cu_append(void *state, const neo__append_args *a, int stream) {
         p.len_to = t0 + n == a->n_tokens ? all.len_to : -1; /* the last launch stores the length */
         p.advance = t0 + n == a->n_tokens && all.advance;  /* or moves it */
         dim3 grid((unsigned)n * (unsigned)p.nh, 2);
+        neo__cu_clear();
         if (a->kv_type == NEO_TYPE_F16) neo__append_kernel<__half><<<grid, 128, 0, s>>>(p);
         else if (a->kv_type == NEO_TYPE_BF16) neo__append_kernel<__nv_bfloat16><<<grid, 128, 0, s>>>(p);
         else neo__append_kernel<float><<<grid, 128, 0, s>>>(p);
@@ -2700,7 +2740,9 @@ static int neo__cu_set_length(void *state, int *len, int value, int stream) {
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok || !len || (uintptr_t)len % 4 || value < 0 || value > NEO__CU_MAX_CELLS) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
+    neo__cu_clear();
     neo__set_length_kernel<<<1, 1, 0, s>>>(len, value);
     return neo__cu_launched();
 }
@@ -2882,7 +2924,7 @@ static int neo__cu_occupancy(int *cache, const void *fn, int threads, size_t sme
     cudaError_t e = smem ? cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) : cudaSuccess;
     if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, threads, smem);
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
-    if (e != cudaSuccess) return NEO_ERR_DEVICE;
+    if (e != cudaSuccess) return neo__cu_fail();
     *cache = n > 0 ? n : 1;
     return NEO_OK;
 }
@@ -2904,8 +2946,8 @@ static int neo__cu_grow(neo__cuda *st, int stream, void **buf, size_t *have, siz
         st->retired = r;
         r[st->n_retired++] = *buf;
     } else if (*buf) {
-        if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return NEO_ERR_DEVICE;
-        if (cudaFree(*buf) != cudaSuccess) return NEO_ERR_DEVICE;
+        if (cudaStreamSynchronize(st->stream[stream]) != cudaSuccess) return neo__cu_fail();
+        if (cudaFree(*buf) != cudaSuccess) return neo__cu_fail();
     }
     *buf = NULL;
     *have = 0;
@@ -3043,14 +3085,11 @@ static int neo__cu_launch_split(neo__cuda *st, int stream, cudaStream_t s, const
     void *args[] = {p};
     if (cudaLaunchKernel(fn, dim3((unsigned)(H * pl->QT), (unsigned)pl->S, (unsigned)pl->ZC), dim3(NEO__CU_THREADS), args,
                          pl->smem, s) != cudaSuccess)
-        return NEO_ERR_DEVICE;
-    if ((rc = neo__cu_launched()) != NEO_OK) return rc;
+        return neo__cu_fail();
     const int     P = pl->S < 8 ? 1 : p->dv <= 64 ? 4 : p->dv <= 128 ? 2 : 1;
     neo__cu_merge mp = {st->work[stream], p->state, p->out, p->sinks, (int)pl->S, p->nq, p->G, p->n_head, p->h0, p->dv, p->accumulate, P};
     void *margs[] = {&mp};
-    if (neo__cu_launch(st, (const void *)neo__attn_merge, dim3((unsigned)(H * p->nq)), dim3(256), 0, s, margs) != NEO_OK)
-        return NEO_ERR_DEVICE;
-    return neo__cu_launched();
+    return neo__cu_launch(st, (const void *)neo__attn_merge, dim3((unsigned)(H * p->nq)), dim3(256), 0, s, margs);
 }
 
 static int neo__cu_attend_ok(const neo__attn_args *a) {
@@ -3071,7 +3110,8 @@ static int neo__cu_range(const neo__attn_args *a, int *nq, int *c1) {
     const long long last = (long long)a->pos0 + a->n_tokens; /* one past the last visible cell */
     *nq = (int)nql;
     *c1 = a->len || last >= a->c1 ? a->c1 : (int)(last > a->c0 ? last : a->c0);
-    return nql <= (1 << 30);
+    /* the kernels number a call's queries over all its KV heads in an int */
+    return nql <= (1 << 30) && nql * (a->h1 - a->h0) <= 0x7fffffffLL;
 }
 
 /* validation, the plan (forced in part by f), the launches */
@@ -3079,7 +3119,8 @@ static int neo__cu_attend_plan(neo__cuda *st, const neo__attn_args *a, int strea
     int          ok, rc;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok || !neo__cu_attend_ok(a)) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     const int G = a->n_head / a->n_head_kv, H = a->h1 - a->h0;
     int       nq, c1;
     if (!neo__cu_range(a, &nq, &c1)) return NEO_ERR_INVALID_ARG;
@@ -3175,8 +3216,8 @@ static int neo__cu_bt_slot(neo__cuda *st, size_t bytes, char **slot, cudaEvent_t
     if (bytes > st->bt_slot) {
         const size_t want = (bytes + bytes / 2 + 4095) & ~(size_t)4095;
         for (int i = 0; i < NEO__CU_BT_SLOTS; i++)
-            if (st->bt_done[i] && cudaEventSynchronize(st->bt_done[i]) != cudaSuccess) return NEO_ERR_DEVICE;
-        if (st->bt_host && cudaFreeHost(st->bt_host) != cudaSuccess) return NEO_ERR_DEVICE;
+            if (st->bt_done[i] && cudaEventSynchronize(st->bt_done[i]) != cudaSuccess) return neo__cu_fail();
+        if (st->bt_host && cudaFreeHost(st->bt_host) != cudaSuccess) return neo__cu_fail();
         st->bt_host = NULL;
         st->bt_slot = 0;
         if (cudaHostAlloc((void **)&st->bt_host, want * NEO__CU_BT_SLOTS, cudaHostAllocPortable) != cudaSuccess) {
@@ -3187,8 +3228,8 @@ static int neo__cu_bt_slot(neo__cuda *st, size_t bytes, char **slot, cudaEvent_t
         st->bt_slot = want;
     }
     const int i = st->bt_next;
-    if (!st->bt_done[i] && cudaEventCreateWithFlags(&st->bt_done[i], cudaEventDisableTiming) != cudaSuccess) return NEO_ERR_DEVICE;
-    if (cudaEventSynchronize(st->bt_done[i]) != cudaSuccess) return NEO_ERR_DEVICE;
+    if (!st->bt_done[i] && cudaEventCreateWithFlags(&st->bt_done[i], cudaEventDisableTiming) != cudaSuccess) return neo__cu_fail();
+    if (cudaEventSynchronize(st->bt_done[i]) != cudaSuccess) return neo__cu_fail();
     st->bt_next = (i + 1) % NEO__CU_BT_SLOTS;
     *slot = st->bt_host + (size_t)i * st->bt_slot;
     *ev = st->bt_done[i];
@@ -3316,7 +3357,7 @@ static int neo__cu_bt_end(neo__cuda *st, int stream, neo__cu_stage *g, char **de
         return rc;
     *dev = (char *)st->bt_dev[stream];
     if (cudaMemcpyAsync(*dev, g->host, g->bytes, cudaMemcpyHostToDevice, s) != cudaSuccess || cudaEventRecord(g->ev, s) != cudaSuccess)
-        return NEO_ERR_DEVICE;
+        return neo__cu_fail();
     return NEO_OK;
 }
 
@@ -3365,7 +3406,7 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
     void               *args[] = {(void *)&t};
     const dim3          grid((unsigned)g.blocks), block((unsigned)g.pl.threads);
     rc = neo__cu_launch(st, fn, grid, block, g.pl.smem, s, args); /* with len too: each block reads its length after its wait */
-    return rc != NEO_OK ? rc : neo__cu_launched();
+    return rc;
 }
 
 /* Every entry of b: each tensor-core group in one launch, the other entries one attend each. */
@@ -3373,7 +3414,8 @@ static int neo__cu_attend_batch_plan(neo__cuda *st, const neo__attn_batch *b, in
     int          ok, rc;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok || !b || b->n < 1 || !b->entries) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     if ((rc = neo__cu_batch_keys(st, b, f)) != NEO_OK) return rc;
     for (int i = 0; i < b->n; i++) {
         int key = st->bt_key[i], m = 0;
@@ -3413,7 +3455,8 @@ static int neo__cu_append_batch(void *state, const neo__append_args *a, int n, i
             if ((rc = neo__cu_append(state, &a[i], stream)) != NEO_OK) return rc;
         return NEO_OK;
     }
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     const size_t  tab = (size_t)n * sizeof(neo__cu_app);
     neo__cu_stage sg;
     char         *dev;
@@ -3426,6 +3469,7 @@ static int neo__cu_append_batch(void *state, const neo__append_args *a, int n, i
         start[i + 1] = start[i] + P[i].n_all * P[i].nh;
     }
     if ((rc = neo__cu_bt_end(st, stream, &sg, &dev)) != NEO_OK) return rc;
+    neo__cu_clear();
     neo__append_batch_kernel<<<dim3((unsigned)blocks, 2), 128, 0, s>>>((const neo__cu_app *)dev, (const int *)(dev + tab), n);
     return neo__cu_launched();
 }
@@ -3496,7 +3540,8 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
     if (!ok || !neo__matvec_ok(m)) return NEO_ERR_INVALID_ARG;
     const int epi = m->epilogue;
     if (!m->d) return NEO_OK;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     neo__cu_mv a;
     a.y = m->y;
     a.w = m->w;
@@ -3528,8 +3573,7 @@ static int neo__cu_matvec(void *state, const neo__matvec_args *m, int stream) {
     const long long blocks = ((long long)a.units + 8 / a.R - 1) / (8 / a.R);
     if (blocks > 0x7fffffffLL) return NEO_ERR_INVALID_ARG;
     void *args[] = {&a};
-    if (neo__cu_launch(st, fn, dim3((unsigned)blocks), dim3(256), 0, s, args) != NEO_OK) return NEO_ERR_DEVICE;
-    return neo__cu_launched();
+    return neo__cu_launch(st, fn, dim3((unsigned)blocks), dim3(256), 0, s, args);
 }
 
 /* The decode loop's step as a graph. Thread-local capture: another thread's unsafe calls (an
@@ -3539,8 +3583,9 @@ static int neo__cu_graph_begin(void *state, int stream) {
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
+    return neo__cu_status(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
 }
 static int neo__cu_graph_end(void *state, int stream, void **graph) {
     int             ok;
@@ -3550,6 +3595,8 @@ static int neo__cu_graph_end(void *state, int stream, void **graph) {
     cudaGraphExec_t ge = NULL;
     if (!ok || !graph) return NEO_ERR_INVALID_ARG;
     *graph = NULL;
+    neo__cu_on neo__on(st->device); /* the graph is instantiated on the current device */
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
     const cudaError_t e = cudaStreamEndCapture(s, &g);
     if (e != cudaSuccess || !g) { /* an op broke the capture */
         if (g) (void)cudaGraphDestroy(g);
@@ -3570,12 +3617,13 @@ static int neo__cu_graph_launch(void *state, void *graph, int stream) {
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok || !graph) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
-    return cudaGraphLaunch((cudaGraphExec_t)graph, s) == cudaSuccess ? NEO_OK : NEO_ERR_DEVICE;
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
+    return neo__cu_status(cudaGraphLaunch((cudaGraphExec_t)graph, s));
 }
 static void neo__cu_graph_free(void *state, void *graph) {
     if (!state || !graph) return;
-    (void)cudaSetDevice(((neo__cuda *)state)->device);
+    neo__cu_on neo__on(((neo__cuda *)state)->device);
     (void)cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
@@ -3584,7 +3632,9 @@ static int neo__cu_argmax(void *state, int *out, const float *x, int n, int stre
     neo__cuda   *st = (neo__cuda *)state;
     cudaStream_t s = neo__cu_stream(st, stream, &ok);
     if (!ok || !out || !x || n < 1) return NEO_ERR_INVALID_ARG;
-    if (cudaSetDevice(st->device) != cudaSuccess) return NEO_ERR_DEVICE;
+    neo__cu_on neo__on(st->device);
+    if (!neo__on.ok) return NEO_ERR_DEVICE;
+    neo__cu_clear();
     neo__argmax_kernel<<<1, 1024, 0, s>>>(out, x, n);
     return neo__cu_launched();
 }
@@ -3599,8 +3649,9 @@ static int neo__cu_argmax(void *state, int *out, const float *x, int n, int stre
 static int neo__cu_init_why(int device, void *engine_stream, void **state, char *why, size_t why_size) {
     int rc = neo__cu_init(device, engine_stream, state);
     if (rc != NEO_OK && why && why_size) {
-        int         n = 0;
+        int         n = 0, prev = -1; /* the thread's device, set back after the probe below */
         cudaError_t e = cudaGetDeviceCount(&n);
+        if (e == cudaSuccess && cudaGetDevice(&prev) != cudaSuccess) prev = -1;
         if (e != cudaSuccess) snprintf(why, why_size, "%s", cudaGetErrorString(e));
         else if (device < 0 || device >= n) snprintf(why, why_size, "no CUDA device %d (%d present)", device, n);
         else if (rc == NEO_ERR_NO_MEMORY) snprintf(why, why_size, "out of host memory");
@@ -3612,6 +3663,7 @@ static int neo__cu_init_why(int device, void *engine_stream, void **state, char 
             if (major < 8) snprintf(why, why_size, "compute capability %d.%d; the kernels need 8.0 or later", major, minor);
             else snprintf(why, why_size, "no kernel image for compute capability %d.%d in this build (CUDA_ARCHS)", major, minor);
         } else snprintf(why, why_size, "CUDA stream, event or attribute setup failed");
+        if (prev >= 0) (void)cudaSetDevice(prev);
         (void)cudaGetLastError();
     }
     return rc;
