@@ -569,9 +569,9 @@ NEO_ATTN_API neo_status neo_layer_set_gpu_heads(neo_layer *layer, int gpu_heads)
    at a time to the layer with the most host heads (the lowest index on a tie), so layers of one
    shape end up with host heads that differ by at most one. The most GPU bytes is searched for
    exactly when the heads that fit come in at most 8 sizes (a model's layers have one, or two
-   with sliding-window layers whose n_ctx is the window) and the search ends within 2^20 steps;
-   otherwise each size in turn, from the largest, takes as many heads as fit. Either way no layer
-   could take one more head within the budget. descs[i].gpu_heads is ignored. gpu_bytes is for
+   with sliding-window layers whose n_ctx is the window); a search that reaches 2^20 steps keeps
+   the best placement found by then. With more sizes each size in turn, from the largest, takes
+   as many heads as fit. Either way no layer could take one more head within the budget. descs[i].gpu_heads is ignored. gpu_bytes is for
    the KV cache alone: a GPU runtime also holds the stream-back's two chunks of
    NEO_ATTN_STAGE_BYTES, the split partials' workspace (grown with the calls, up to 512 MiB a
    stream), the batch calls' tables, and a session its model's weights; leave them room. Returns the number of KV heads placed on the host (0 = everything
