@@ -2628,6 +2628,27 @@ int main(int argc, char **argv) {
     CHECK(s == NEO_OK, "init without an engine stream gave %d", s);
     OPS.release(own);
 
+    /* an error left pending by the engine (a failed cudaMalloc, not sticky) is not a launch's own,
+       and the calls leave the thread's current device as it was */
+    {
+        void *big = NULL;
+        int  *dlen = NULL, got = -1, dev = -1, sl, sy;
+        s = OPS.dev_alloc(ST, (void **)&dlen, 3 * sizeof(int));
+        CHECK(s == NEO_OK, "dev_alloc gave %d", s);
+        if (s == NEO_OK) {
+            CHECK(cudaMalloc(&big, (size_t)1 << 50) != cudaSuccess, "a 1 PiB cudaMalloc succeeded");
+            sl = OPS.set_length(ST, dlen, 5, NEO__STREAM_MAIN); /* a <<<>>> launch */
+            sy = OPS.stream_sync(ST, NEO__STREAM_MAIN);
+            CU(cudaMemcpy(&got, dlen, sizeof got, cudaMemcpyDeviceToHost));
+            CU(cudaGetDevice(&dev));
+            CHECK(sl == NEO_OK && sy == NEO_OK && got == 5 && dev == 0, "after a pending error: set_length %d, sync %d, "
+                  "length %d, current device %d", sl, sy, got, dev);
+            add_result("pending error", "an engine's failed cudaMalloc before a launch: the launch is ok", -1, -1,
+                       sl == NEO_OK && sy == NEO_OK && got == 5 && dev == 0);
+            OPS.dev_free(ST, dlen);
+        }
+    }
+
     const acase *cases = quick ? cases_quick : cases_full;
     const size_t n_cases = quick ? sizeof cases_quick / sizeof *cases_quick : sizeof cases_full / sizeof *cases_full;
     size_t       n_only = 0;
