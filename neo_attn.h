@@ -562,20 +562,21 @@ NEO_ATTN_API neo_status neo_layer_set_gpu_heads(neo_layer *layer, int gpu_heads)
 
 /* Placement from a GPU byte budget: writes gpu_heads[i] (as neo_layer_desc.gpu_heads: 0 = all,
    NEO_GPU_HEADS_NONE = none) for each of the n_layers layers so that their GPU KV bytes at their
-   n_ctx (n_ctx * (head_dim + head_dim_v) * the kv_type's size a head) fit in gpu_bytes, as much
-   KV as possible is on the GPU, and host heads are spread evenly over the layers. The rule: of
-   the placements that fit, one with the most GPU bytes, and of those the one with the most heads
-   of the largest size on the GPU, then of the next size, and so on; the heads of one size go one
-   at a time to the layer with the most host heads (the lowest index on a tie), so layers of one
-   shape end up with host heads that differ by at most one. The most GPU bytes is searched for
-   exactly when the heads that fit come in at most 8 sizes (a model's layers have one, or two
-   with sliding-window layers whose n_ctx is the window); a search that reaches 2^20 steps keeps
-   the best placement found by then. With more sizes each size in turn, from the largest, takes
-   as many heads as fit. Either way no layer could take one more head within the budget. descs[i].gpu_heads is ignored. gpu_bytes is for
-   the KV cache alone: a GPU runtime also holds the stream-back's two chunks of
+   n_ctx (n_ctx * (head_dim + head_dim_v) * the kv_type's size a head) fit in gpu_bytes, as much KV
+   as possible is on the GPU, and host heads are spread evenly over the layers. The rule: of the
+   placements that fit, one with the most GPU bytes, and of those the one with the most heads of the
+   largest size on the GPU, then of the next size, and so on; the heads of one size go one at a time
+   to the layer with the most host heads (the lowest index on a tie), so layers of one shape end up
+   with host heads that differ by at most one. The most GPU bytes is searched for exactly when the
+   heads that fit come in at most 8 sizes (a model's layers have one, or two with sliding-window
+   layers whose n_ctx is the window); a search that reaches 2^20 steps keeps the best placement
+   found by then. With more sizes each size in turn, from the largest, takes as many heads as fit.
+   Either way no layer could take one more head within the budget. descs[i].gpu_heads is ignored.
+   gpu_bytes is for the KV cache alone: a GPU runtime also holds the stream-back's two chunks of
    NEO_ATTN_STAGE_BYTES, the split partials' workspace (grown with the calls, up to 512 MiB a
-   stream), the batch calls' tables, and a session its model's weights; leave them room. Returns the number of KV heads placed on the host (0 = everything
-   fits), or -1 for bad arguments (NULL pointers, n_layers < 1, an invalid descriptor). */
+   stream), the batch calls' tables, and a session its model's weights; leave them room. Returns the
+   number of KV heads placed on the host (0 = everything fits), or -1 for bad arguments (NULL
+   pointers, n_layers < 1, an invalid descriptor). */
 NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, size_t gpu_bytes, int *gpu_heads);
 
 /* One token for each of n (>= 1) distinct layers (n sequences' caches for the same model layer) in
@@ -3549,7 +3550,8 @@ NEO_ATTN__PRIVATE int neo__standin_graph_launch(void *state, void *graph, int st
 /* NULL, or what is wrong with d (for the log). */
 NEO_ATTN__PRIVATE const char *neo__check_runtime_desc(const neo_runtime_desc *d) {
     if (d->n_threads < 0 || d->n_threads > 1024) return "n_threads must be in [0, 1024]";
-    if ((d->gpu != 0 && d->gpu != 1) || (d->gpu && d->gpu_device < 0)) return "gpu must be 0 or 1, and gpu_device >= 0 with gpu = 1";
+    if ((d->gpu != 0 && d->gpu != 1) || (d->gpu && d->gpu_device < 0))
+        return "gpu must be 0 or 1, and gpu_device >= 0 with gpu = 1";
     if ((d->gpu_standin != 0 && d->gpu_standin != 1) || (d->gpu_standin && !d->gpu))
         return "gpu_standin must be 0 or 1, and 1 only with gpu = 1";
     if ((unsigned)d->cpu_isa > (unsigned)NEO_CPU_AMX) return "cpu_isa is not one of its enum's values";

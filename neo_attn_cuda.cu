@@ -2684,8 +2684,8 @@ static int neo__cu_append_ok(const neo__append_args *a) {
     /* the first destination is needed unless the second takes every head */
     if (!(second && a->h2 == a->h0) && (!a->k || !a->v || a->kv_h0 < 0 || a->h0 < a->kv_h0)) return 0;
     if ((uintptr_t)a->len % 4 || (a->row0 == -1 ? !a->len : a->row0 < 0 || a->n_tokens > a->kv_cells - a->row0)) return 0;
-    return a->src_k && a->src_v && a->n_tokens >= 1 && a->h0 >= 0 && a->h1 > a->h0 && a->h1 <= a->n_head_kv && a->head_dim >= 1 &&
-           a->head_dim <= NEO__CU_MAX_DIM && a->head_dim_v >= 1 && a->head_dim_v <= NEO__CU_MAX_DIM &&
+    return a->src_k && a->src_v && a->n_tokens >= 1 && a->h0 >= 0 && a->h1 > a->h0 && a->h1 <= a->n_head_kv &&
+           a->head_dim >= 1 && a->head_dim <= NEO__CU_MAX_DIM && a->head_dim_v >= 1 && a->head_dim_v <= NEO__CU_MAX_DIM &&
            a->kv_cells <= NEO__CU_MAX_CELLS && a->kv_type >= NEO_TYPE_F16 && a->kv_type <= NEO_TYPE_F32;
 }
 
@@ -3228,7 +3228,8 @@ static int neo__cu_bt_slot(neo__cuda *st, size_t bytes, char **slot, cudaEvent_t
         st->bt_slot = want;
     }
     const int i = st->bt_next;
-    if (!st->bt_done[i] && cudaEventCreateWithFlags(&st->bt_done[i], cudaEventDisableTiming) != cudaSuccess) return neo__cu_fail();
+    if (!st->bt_done[i] && cudaEventCreateWithFlags(&st->bt_done[i], cudaEventDisableTiming) != cudaSuccess)
+        return neo__cu_fail();
     if (cudaEventSynchronize(st->bt_done[i]) != cudaSuccess) return neo__cu_fail();
     st->bt_next = (i + 1) % NEO__CU_BT_SLOTS;
     *slot = st->bt_host + (size_t)i * st->bt_slot;
@@ -3661,7 +3662,8 @@ static int neo__cu_init_why(int device, void *engine_stream, void **state, char 
             (void)cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
             (void)cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
             if (major < 8) snprintf(why, why_size, "compute capability %d.%d; the kernels need 8.0 or later", major, minor);
-            else snprintf(why, why_size, "no kernel image for compute capability %d.%d in this build (CUDA_ARCHS)", major, minor);
+            else
+                snprintf(why, why_size, "no kernel image for compute capability %d.%d in this build (CUDA_ARCHS)", major, minor);
         } else snprintf(why, why_size, "CUDA stream, event or attribute setup failed");
         if (prev >= 0) (void)cudaSetDevice(prev);
         (void)cudaGetLastError();

@@ -4,8 +4,9 @@
    with neo_session_step, so that every attention layer keeps its KV cache in neo_attn (split
    between GPU and host memory with --gpu-heads-frac), together with run.c's BPE tokenizer and
    top-p sampler. With -i it is llama2.c's run.c in generate mode: the same flags (-t -p -s -n -i
-   -z; not run.c's -m and -y) and, byte for byte, the same text on stdout. Without -i it is a chat that keeps growing one session: every line you type
-   is appended to it and the model carries on from there (/reset, /stats, /quit).
+   -z; not run.c's -m and -y) and, byte for byte, the same text on stdout. Without -i it is a chat
+   that keeps growing one session: every line you type is appended to it and the model carries on
+   from there (/reset, /stats, /quit).
 
    Build (from the repository root):
        cc -std=c11 -O2 -I. examples/mini-chat/mini_chat.c -o mini-chat -lm -lpthread
