@@ -5097,13 +5097,19 @@ NEO_ATTN__PRIVATE void neo__batch_host_args(const neo_layer *L, neo__attn_args *
     a->h1 = L->n_head_kv;
 }
 
+/* The first layer given in layers[0..n), whose runtime says why a batch is refused (a NULL layer
+   among them too); NULL when there is none. */
+NEO_ATTN__PRIVATE const neo_layer *neo__batch_first(neo_layer *const *layers, int n) {
+    for (int i = 0; layers && i < n; i++)
+        if (layers[i]) return layers[i];
+    return NULL;
+}
+
 /* NEO_OK when layers[0..n) are n distinct layers of one runtime and one shape and p, r are given. */
 NEO_ATTN__PRIVATE neo_status neo__batch_check(neo_layer *const *layers, int n, const void *p, const void *r, const char *fn) {
-    const neo_layer   *L0 = NULL;
+    const neo_layer   *L0 = neo__batch_first(layers, n);
     const char        *why = NULL;
     unsigned long long mark;
-    if (!layers || n < 1) return NEO_ERR_INVALID_ARG;
-    for (int i = 0; i < n && !L0; i++) L0 = layers[i]; /* the first layer given: its runtime logs */
     if (!L0) return NEO_ERR_INVALID_ARG;
     mark = ++L0->rt->batch_mark;
     if (!p || !r) why = "an activation pointer is NULL";
@@ -5579,14 +5585,8 @@ NEO_ATTN__PRIVATE size_t neo__plan_next_size(const neo_layer_desc *descs, int n_
     return next;
 }
 
-/* Host heads of the layers whose heads are `size` bytes; gpu[i]: heads of layer i on the GPU. */
-NEO_ATTN__PRIVATE size_t neo__plan_host(const neo_layer_desc *descs, int n_layers, size_t size, const int *gpu) {
-    size_t n = 0;
-    for (int i = 0; i < n_layers; i++) n += neo__head_bytes(&descs[i]) == size ? (size_t)(descs[i].n_head_kv - gpu[i]) : 0;
-    return n;
-}
-
-/* Host heads above t over the layers whose heads are `size` bytes; gpu[i]: heads of layer i on the GPU. */
+/* Host heads above t over the layers whose heads are `size` bytes (t = 0: all their host heads);
+   gpu[i]: heads of layer i on the GPU. */
 NEO_ATTN__PRIVATE size_t neo__plan_above(const neo_layer_desc *descs, int n_layers, size_t size, const int *gpu, int t) {
     size_t n = 0;
     for (int i = 0; i < n_layers; i++) {
@@ -5634,7 +5634,7 @@ NEO_ATTN__PUBLIC int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layer
     for (int i = 0; i < n_layers; i++) gpu_heads[i] = 0; /* heads on the GPU so far */
     memset(&p, 0, sizeof p);
     for (; p.n < NEO__PLAN_SIZES && (s = neo__plan_next_size(descs, n_layers, s, gpu_bytes)) != 0; p.n++)
-        p.size[p.n] = s, p.heads[p.n] = neo__plan_host(descs, n_layers, s, gpu_heads);
+        p.size[p.n] = s, p.heads[p.n] = neo__plan_above(descs, n_layers, s, gpu_heads, 0);
     for (int g = p.n - 1; g >= 0; g--) {
         size_t b = p.size[g] > (size_t)-1 / p.heads[g] ? (size_t)-1 : p.size[g] * p.heads[g];
         p.rest[g] = p.rest[g + 1] > (size_t)-1 - b ? (size_t)-1 : p.rest[g + 1] + b;
@@ -5647,7 +5647,7 @@ NEO_ATTN__PUBLIC int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layer
     for (int pass = p.found ? 0 : 1; pass < 2; pass++) {
         s = (size_t)-1;
         for (int g = 0; (s = neo__plan_next_size(descs, n_layers, s, gpu_bytes)) != 0; g++) {
-            size_t c = neo__plan_host(descs, n_layers, s, gpu_heads), fit = left / s;
+            size_t c = neo__plan_above(descs, n_layers, s, gpu_heads, 0), fit = left / s;
             c = pass == 0 && p.best[g] < c ? p.best[g] : c;
             c = fit < c ? fit : c;
             neo__plan_spread(descs, n_layers, s, c, gpu_heads);
@@ -5688,13 +5688,11 @@ NEO_ATTN__PRIVATE neo_status neo__runtime_sync(neo_runtime *rt) {
     return s == NEO_OK && full ? NEO_ERR_FULL : s;
 }
 
-/* The batch calls take the runtime's one-call-at-a-time flag like the single ones (see neo__enter). */
-/* The runtime of the first layer given, which says why a batch is refused (a NULL layer among
-   them too); none when no layer is given. */
+/* The batch calls take the runtime's one-call-at-a-time flag like the single ones (see neo__enter):
+   the runtime of the first layer given. */
 NEO_ATTN__PRIVATE neo_runtime *neo__batch_rt(neo_layer *const *layers, int n) {
-    for (int i = 0; layers && i < n; i++)
-        if (layers[i]) return layers[i]->rt;
-    return NULL;
+    const neo_layer *L0 = neo__batch_first(layers, n);
+    return L0 ? L0->rt : NULL;
 }
 NEO_ATTN__PUBLIC neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v) {
     neo_runtime *rt = neo__batch_rt(layers, n);
