@@ -2335,10 +2335,10 @@ static int neo__cu_fail(void) {
 }
 /* A call's result as a status: a failure as neo__cu_fail. */
 static int neo__cu_status(cudaError_t e) { return e == cudaSuccess ? NEO_OK : neo__cu_fail(); }
+/* The same, telling an allocation that failed apart. */
 static int neo__cu_err(cudaError_t e) {
-    if (e == cudaSuccess) return NEO_OK;
-    (void)cudaGetLastError();
-    return e == cudaErrorMemoryAllocation ? NEO_ERR_DEVICE_MEMORY : NEO_ERR_DEVICE;
+    const int s = neo__cu_status(e);
+    return e == cudaErrorMemoryAllocation ? NEO_ERR_DEVICE_MEMORY : s;
 }
 /* A <<<>>> launch reports its error only as the last error, which may hold an earlier call's
    (the engine's): cleared just before such a launch, read just after it. */
@@ -2348,15 +2348,15 @@ static int  neo__cu_launched(void) { return cudaGetLastError() == cudaSuccess ? 
 /* The calls run on the runtime's GPU and leave the calling thread's current device as they found
    it: an engine may drive several GPUs from one thread. */
 struct neo__cu_on {
-    int prev, ok;
-    explicit neo__cu_on(int device) : prev(-1), ok(0) {
+    int prev, ok, set; /* set: this scope made device current, and puts prev back */
+    explicit neo__cu_on(int device) : prev(-1), ok(0), set(0) {
         if (cudaGetDevice(&prev) != cudaSuccess) prev = -1, (void)cudaGetLastError();
-        ok = prev == device || cudaSetDevice(device) == cudaSuccess;
-        if (!ok) (void)cudaGetLastError();
+        if (prev == device) ok = 1;
+        else if (cudaSetDevice(device) == cudaSuccess) ok = 1, set = prev >= 0;
+        else (void)cudaGetLastError();
     }
     ~neo__cu_on() {
-        int cur = -1;
-        if (prev >= 0 && cudaGetDevice(&cur) == cudaSuccess && cur != prev) (void)cudaSetDevice(prev);
+        if (set) (void)cudaSetDevice(prev);
     }
     neo__cu_on(const neo__cu_on &) = delete;
     neo__cu_on &operator=(const neo__cu_on &) = delete;
