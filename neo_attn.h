@@ -621,8 +621,9 @@ typedef struct neo_model_info {
     size_t weight_bytes;     /* float32 weights held */
 } neo_model_info;
 
-/* Reads a whole checkpoint. NEO_ERR_IO if the file cannot be opened or read, NEO_ERR_FORMAT if
-   its header is implausible or its size is not exactly what the header implies. */
+/* Reads a whole checkpoint. NEO_ERR_IO if the file cannot be opened or read or is not a regular
+   file (a FIFO or a device is refused at once, not waited on), NEO_ERR_FORMAT if its header is
+   implausible or its size is not exactly what the header implies. */
 NEO_ATTN_API neo_status neo_model_load(const char *path, neo_model **out);
 /* The same from memory; the bytes are copied, so data may be freed after the call. */
 NEO_ATTN_API neo_status neo_model_load_memory(const void *data, size_t size, neo_model **out);
@@ -978,6 +979,16 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
+#endif
+
+#if defined(__unix__) || defined(__APPLE__)
+#define NEO__POSIX_FILES 1 /* neo_model_load opens without blocking and takes regular files only */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#else
+#define NEO__POSIX_FILES 0
 #endif
 
 #if !NEO_ATTN_NO_SIMD && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -2743,6 +2754,15 @@ NEO_ATTN__PRIVATE int neo__chunk_size(int len, int n_heads) {
     return c;
 }
 
+/* The most chunks neo__chunk_plan gives a head over at most n cells: big chunks have at least
+   NEO__MIN_CHUNK cells and small ones at least half that, so a range of len cells has at most
+   len / (NEO__MIN_CHUNK / 2) + 1 of them, and never more than NEO__MAX_CHUNKS. A layer's decode
+   partials and merge counters are sized by this at its n_ctx. */
+NEO_ATTN__PRIVATE int neo__max_chunks(int n) {
+    int c = n / (NEO__MIN_CHUNK / 2) + 1;
+    return c < NEO__MAX_CHUNKS ? c : NEO__MAX_CHUNKS;
+}
+
 /* Sets J's decode chunks over len cells of each of n_heads heads: big chunks of neo__chunk_size,
    then, at the end of each head's range, small chunks of a quarter of that, about NEO__MIN_TASKS of
    them in all (at least one a head). The pool takes every head's big chunks first and the small
@@ -3937,9 +3957,9 @@ NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_
         goto fail;
     nq = (size_t)neo__max_queries(L->group);
     if (rt->kern.tile_pv && neo__tile_fits(L->kv_type, L->head_dim, L->head_dim_v, (int)nq)) neo__tiles_permit(rt);
-    partial = (size_t)L->n_head * NEO__MAX_CHUNKS * ((size_t)L->head_dim_v + 2);
+    partial = (size_t)L->n_head * (size_t)neo__max_chunks(L->n_ctx) * ((size_t)L->head_dim_v + 2);
     if ((s = neo__rt_reserve(rt, neo__scratch_floats(&rt->kern, L->kv_type, L->head_dim, L->head_dim_v, (int)nq), partial,
-                             (size_t)L->n_head_kv * 2 * NEO__MAX_CHUNKS)) != NEO_OK)
+                             (size_t)L->n_head_kv * 2 * (size_t)neo__max_chunks(L->n_ctx))) != NEO_OK)
         goto fail;
     if (rt->gpu && L->gpu_heads < L->n_head_kv && (s = neo__split_prepare(L)) != NEO_OK) goto fail;
     *out = L;
@@ -5836,48 +5856,90 @@ NEO_ATTN__PUBLIC neo_status neo_model_load_memory(const void *data, size_t size,
     return NEO_OK;
 }
 
+/* A checkpoint file open for reading. On POSIX systems a descriptor: opened without blocking and
+   then taken only if it is a regular file, since fopen on a FIFO with no writer never returns;
+   elsewhere stdio, where a file whose end cannot be sought is refused. */
+typedef struct neo__rfile {
+#if NEO__POSIX_FILES
+    int fd;
+#else
+    FILE *f;
+#endif
+} neo__rfile;
+NEO_ATTN__PRIVATE neo_status neo__rfile_open(neo__rfile *rf, const char *path, size_t *size) {
+#if NEO__POSIX_FILES
+    struct stat sb;
+    if ((rf->fd = open(path, O_RDONLY | O_NONBLOCK)) < 0) return NEO_ERR_IO;
+    if (fstat(rf->fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= 0 && (unsigned long long)sb.st_size <= (size_t)-1) {
+        *size = (size_t)sb.st_size;
+        return NEO_OK;
+    }
+    close(rf->fd);
+#else
+    long n;
+    if (!(rf->f = fopen(path, "rb"))) return NEO_ERR_IO;
+    if (fseek(rf->f, 0, SEEK_END) == 0 && (n = ftell(rf->f)) >= 0 && fseek(rf->f, 0, SEEK_SET) == 0) {
+        *size = (size_t)n;
+        return NEO_OK;
+    }
+    fclose(rf->f);
+#endif
+    return NEO_ERR_IO;
+}
+/* Reads n bytes into p: NEO_OK, NEO_ERR_FORMAT at an early end (the file shrank), NEO_ERR_IO. */
+NEO_ATTN__PRIVATE neo_status neo__rfile_read(neo__rfile *rf, void *p, size_t n) {
+#if NEO__POSIX_FILES
+    for (size_t got = 0; got < n;) {
+        size_t  ask = n - got < ((size_t)1 << 30) ? n - got : ((size_t)1 << 30);
+        ssize_t r = read(rf->fd, (char *)p + got, ask);
+        if (r == 0) return NEO_ERR_FORMAT;
+        if (r < 0 && errno != EINTR) return NEO_ERR_IO;
+        got += r > 0 ? (size_t)r : 0;
+    }
+    return NEO_OK;
+#else
+    return fread(p, 1, n, rf->f) == n ? NEO_OK : ferror(rf->f) ? NEO_ERR_IO : NEO_ERR_FORMAT;
+#endif
+}
+NEO_ATTN__PRIVATE void neo__rfile_close(neo__rfile *rf) {
+#if NEO__POSIX_FILES
+    close(rf->fd);
+#else
+    fclose(rf->f);
+#endif
+}
+
 NEO_ATTN__PUBLIC neo_status neo_model_load(const char *path, neo_model **out) {
     unsigned char hdr[NEO__CKPT_HEADER];
     neo_model    *m = NULL;
-    FILE         *f;
-    long          size;
-    size_t        want;
-    neo_status    s = NEO_ERR_FORMAT;
+    neo__rfile    rf;
+    size_t        size, want;
+    neo_status    s;
     if (!out) return NEO_ERR_INVALID_ARG;
     *out = NULL;
     if (!path) return NEO_ERR_INVALID_ARG;
-    if (!(f = fopen(path, "rb"))) return NEO_ERR_IO;
-    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        s = NEO_ERR_IO; /* not a regular, seekable file */
-        goto done;
-    }
-    if ((size_t)size < NEO__CKPT_HEADER) goto done;
-    if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr) {
-        s = NEO_ERR_IO;
-        goto done;
-    }
+    if ((s = neo__rfile_open(&rf, path, &size)) != NEO_OK) return s;
+    s = NEO_ERR_FORMAT;
+    if (size < NEO__CKPT_HEADER) goto done;
+    if ((s = neo__rfile_read(&rf, hdr, sizeof hdr)) != NEO_OK) goto done;
     if (!(m = (neo_model *)neo__calloc(NULL, sizeof *m))) {
         s = NEO_ERR_NO_MEMORY;
         goto done;
     }
     if ((s = neo__ckpt_parse(hdr, &m->info, &want)) != NEO_OK) goto done;
     s = NEO_ERR_FORMAT;
-    if ((size_t)size != want) goto done;
+    if (size != want) goto done;
     if (!(m->data = (float *)neo__alloc(NULL, want - NEO__CKPT_HEADER))) {
         s = NEO_ERR_NO_MEMORY;
         goto done;
     }
-    if (fread(m->data, 1, want - NEO__CKPT_HEADER, f) != want - NEO__CKPT_HEADER) {
-        s = ferror(f) ? NEO_ERR_IO : NEO_ERR_FORMAT; /* shrank while we read it */
-        goto done;
-    }
+    if ((s = neo__rfile_read(&rf, m->data, want - NEO__CKPT_HEADER)) != NEO_OK) goto done;
     m->n_floats = (want - NEO__CKPT_HEADER) / 4;
     neo__ckpt_map(m);
     *out = m;
     m = NULL;
-    s = NEO_OK;
 done:
-    fclose(f);
+    neo__rfile_close(&rf);
     neo_model_destroy(m);
     return s;
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define N_GEN 40
@@ -289,6 +290,29 @@ static void truncations(const unsigned char *good, size_t size, const char *name
     snprintf(what, sizeof what, "%s plus four bytes", name);
     expect_format(b, size + 4, what);
     free(b);
+}
+
+/* paths that are not a checkpoint file: NEO_ERR_IO at once, nothing loaded. A FIFO with no writer
+   would block a plain fopen forever: the alarm ends the test there instead. */
+static void test_loader_paths(void) {
+    char path[4200];
+    neo_model *m = NULL;
+    check_context("loader: paths that are not a regular file");
+    snprintf(path, sizeof path, "%s/none.bin", tmp_dir);
+    CHECK_STATUS(neo_model_load(path, &m), NEO_ERR_IO);
+    CHECK(m == NULL);
+    CHECK_STATUS(neo_model_load(tmp_dir, &m), NEO_ERR_IO); /* a directory */
+    CHECK(m == NULL);
+    snprintf(path, sizeof path, "%s/fifo", tmp_dir);
+    if (CHECK(mkfifo(path, 0600) == 0)) {
+        alarm(60);
+        CHECK_STATUS(neo_model_load(path, &m), NEO_ERR_IO);
+        alarm(0);
+        CHECK(m == NULL);
+        unlink(path);
+    }
+    CHECK_STATUS(neo_model_load("/dev/null", &m), NEO_ERR_IO); /* a device */
+    CHECK(m == NULL);
 }
 
 static void test_loader_synthetic(neo_runtime *rt) {
@@ -749,6 +773,7 @@ int main(int argc, char **argv) {
     rd.n_threads = 2;
     if (CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) {
         test_matvec_args(rt);
+        test_loader_paths();
         test_loader_synthetic(rt);
         test_stories(rt);
     }

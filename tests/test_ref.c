@@ -955,7 +955,7 @@ static void test_nonfinite(void) {
 }
 
 /* A decode's chunk plan over len cells from c0 for n_heads heads (neo__chunk_plan, neo__chunk_of):
-   1 to NEO__MAX_CHUNKS chunks a head, and, for up to 8 heads, every task a distinct (head, chunk)
+   1 to neo__max_chunks(len) chunks a head (what a layer of len cells reserves), and, for up to 8 heads, every task a distinct (head, chunk)
    whose cells, in chunk order, tile [c0, c0 + len) with no chunk empty. */
 static void check_chunk_plan(int len, int n_heads, int c0) {
     neo__attn_args a;
@@ -965,7 +965,7 @@ static void check_chunk_plan(int len, int n_heads, int c0) {
     a.c0 = c0, a.c1 = c0 + len, a.h0 = 0, a.h1 = n_heads;
     J.a = &a;
     neo__chunk_plan(&J, len, n_heads);
-    if (!CHECK(J.n_chunks >= 1 && J.n_chunks <= NEO__MAX_CHUNKS && J.n_big >= 1 && J.n_big <= J.n_chunks &&
+    if (!CHECK(J.n_chunks >= 1 && J.n_chunks <= neo__max_chunks(len) && J.n_big >= 1 && J.n_big <= J.n_chunks &&
                (J.chunk <= NEO__MAX_CHUNK || J.chunk % NEO__BLOCK == 0))) {
         fprintf(stderr, "    length %d, %d heads: %d chunks of %d cells, %d big\n", len, n_heads, J.n_chunks, J.chunk, J.n_big);
         return;
@@ -1004,6 +1004,17 @@ static void test_int_range(void) {
             check_chunk_plan(lens[i], heads[j], 0);
             check_chunk_plan(lens[i], heads[j], INT_MAX - lens[i]); /* ending at the top of the int range */
         }
+    { /* every length where a layer's reservation is below NEO__MAX_CHUNKS chunks a head */
+        int len, bad = 0;
+        for (len = 1; len <= NEO__MAX_CHUNKS * (NEO__MIN_CHUNK / 2) + NEO__MIN_CHUNK && !bad; len++)
+            for (j = 0; j < (int)(sizeof heads / sizeof *heads) && !bad; j++) {
+                neo__attn_job J;
+                memset(&J, 0, sizeof J);
+                neo__chunk_plan(&J, len, heads[j]);
+                if (J.n_chunks > neo__max_chunks(len)) bad = len;
+            }
+        if (!CHECK(!bad)) fprintf(stderr, "    length %d: more chunks than neo__max_chunks\n", bad);
+    }
     for (i = 0; i < N_ISA; i++) rt[i] = isa_ok[i] ? rts[i][2] : NULL;
     rt[P_STANDIN] = rts_gpu[3];
     rt[P_CUDA] = rt_cuda;
