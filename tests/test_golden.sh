@@ -157,12 +157,24 @@ le32() { printf "\\$(printf %03o "$1")\\000\\000\\000"; }
 { le32 2; head -c 4 /dev/zero; le32 2; printf 'hi'; } >"$T/bad/tok1.bin"
 load_error "a model of one token" "needs at least 3" "$T/bad/vocab1.bin" -z "$T/bad/tok1.bin" -n 8 -i hi
 load_error "a model of one token, chat mode" "needs at least 3" "$T/bad/vocab1.bin" -z "$T/bad/tok1.bin" -n 8
-# a prompt that cannot fit the context: refused before it is encoded (5000 bytes need at least 715
-# tokens of at most 7 bytes), or after (1000 bytes that take a token each)
-long=$(head -c 5000 /dev/zero | tr '\000' a)
-load_error "a 5000-byte prompt: refused before encoding" "needs at least 715 tokens" "$MODEL" -z "$TOK" -i "$long"
+# a prompt longer than the context runs as in run.c: at most -n positions (0 or past seq_len 512:
+# 512), each printing the prompt's next token. 1000 tildes are BOS, " " (printed as nothing after
+# BOS) and a token a tilde: -n 0 prints 511 of them, -n 20 19.
 tildes=$(head -c 1000 /dev/zero | tr '\000' '~')
-load_error "a prompt of 1002 tokens" "the prompt is 1002 tokens" "$MODEL" -z "$TOK" -i "$tildes"
+{ head -c 511 /dev/zero | tr '\000' '~'; echo; } >"$T/tildes511.txt"
+{ head -c 19 /dev/zero | tr '\000' '~'; echo; } >"$T/tildes19.txt"
+golden "a prompt of 1002 tokens, -n 0: its first 511 tokens" "$T/tildes511.txt" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 0 -i "$tildes"
+golden "a prompt of 1002 tokens, -n 20: its first 19" "$T/tildes19.txt" "$BIN" "$MODEL" -z "$TOK" -t 0 -n 20 -i "$tildes"
+# 5000 bytes of "a": whatever tokens they merge into, 511 of them print a prefix of the prompt
+long=$(head -c 5000 /dev/zero | tr '\000' a)
+if timeout_bin "$MODEL" -z "$TOK" -t 0 -n 0 -i "$long" >"$T/out" 2>"$T/err" </dev/null; then l_rc=0; else l_rc=$?; fi
+l_text=$(head -n 1 "$T/out")
+if [ "$l_rc" -eq 0 ] && [ "$(wc -l <"$T/out" | tr -d ' ')" = 1 ] && [ ${#l_text} -ge 511 ] && [ ${#l_text} -le 5000 ] &&
+    [ -z "$(printf '%s' "$l_text" | tr -d a)" ]; then
+    pass "a 5000-byte prompt, -n 0: a prefix of it, ${#l_text} bytes"
+else
+    fail "a 5000-byte prompt, -n 0: exit $l_rc, ${#l_text} bytes on stdout's first line" "$T/err"
+fi
 
 # --- flags ---------------------------------------------------------------------------------------
 load_error "--gpu-heads-frac without --gpu: refused" "--gpu-heads-frac needs --gpu or --gpu-standin" \
@@ -194,6 +206,37 @@ if "$BIN" --help >"$T/out" 2>"$T/err" </dev/null && grep -q -- "--gpu-heads-frac
     pass "--help prints usage, exit 0"
 else
     fail "--help" "$T/err"
+fi
+# a flag replaces its variable, which is then not read: a bad one does not stop the run, nor --help
+if NEO_THREADS=lots NEO_PIPELINE=x "$BIN" --help >"$T/out" 2>"$T/err" </dev/null && grep -q -- "--gpu-heads-frac" "$T/out"; then
+    pass "--help with bad NEO_THREADS and NEO_PIPELINE: usage, exit 0"
+else
+    fail "--help with bad NEO_THREADS and NEO_PIPELINE" "$T/err"
+fi
+golden "bad NEO_THREADS, NEO_PIPELINE, NEO_CUDA_GRAPHS under their flags" "$GREEDY" env NEO_THREADS=lots NEO_PIPELINE=x \
+    NEO_CUDA_GRAPHS=maybe "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --threads 1 --neo-pipeline on --cuda-graphs off
+# the GPU share is one setting: the last flag of the two wins, and a flag replaces both variables
+# (stories260K: 4 KV heads a layer, 2 KB a head at 512 cells of f32)
+share() { # NAME EXPECTED_HEADS ARGS...: the greedy text, and the stats line's heads
+    s_name=$1
+    s_heads=$2
+    shift 2
+    golden "$s_name" "$GREEDY" "$@" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --gpu-standin
+    if grep -qF "KV heads per layer $s_heads" "$T/err"; then pass "$s_name: $s_heads"; else fail "$s_name: not $s_heads" "$T/err"; fi
+}
+share "NEO_GPU_KV_BUDGET=0 under --gpu-heads-frac 0.5" "2 GPU + 2 CPU" env NEO_GPU_KV_BUDGET=0 "$BIN" --gpu-heads-frac 0.5
+share "NEO_GPU_HEADS_FRAC=0.25 under --gpu-kv-budget 0" "0 GPU + 4 CPU" env NEO_GPU_HEADS_FRAC=0.25 "$BIN" --gpu-kv-budget 0
+share "--gpu-kv-budget 0 then --gpu-heads-frac 0.5" "2 GPU + 2 CPU" "$BIN" --gpu-kv-budget 0 --gpu-heads-frac 0.5
+share "--gpu-heads-frac 0.5 then --gpu-kv-budget 0" "0 GPU + 4 CPU" "$BIN" --gpu-heads-frac 0.5 --gpu-kv-budget 0
+share "NEO_GPU_HEADS_FRAC=0.5 and NEO_GPU_KV_BUDGET=0: the budget" "0 GPU + 4 CPU" env NEO_GPU_HEADS_FRAC=0.5 NEO_GPU_KV_BUDGET=0 "$BIN"
+# CUDA graphs need a GPU runtime, as a GPU share does
+load_error "--cuda-graphs on without --gpu: refused" "--cuda-graphs on needs --gpu or --gpu-standin" \
+    "$MODEL" -z "$TOK" -t 0 -n 16 -i "$PROMPT" --cuda-graphs on
+golden "NEO_CUDA_GRAPHS=on without a GPU" "$GREEDY" env NEO_CUDA_GRAPHS=on "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT"
+if grep -qF "NEO_CUDA_GRAPHS is ignored without --gpu or --gpu-standin" "$T/err"; then
+    pass "NEO_CUDA_GRAPHS without a GPU: a warning on stderr"
+else
+    fail "NEO_CUDA_GRAPHS without a GPU: no warning" "$T/err"
 fi
 # --gpu: the greedy text with a GPU build, else a clear message (the reason, then what to do)
 if "$BIN" "$MODEL" -z "$TOK" -t 0 -n 256 -i "$PROMPT" --gpu >"$T/out" 2>"$T/err" </dev/null; then

@@ -352,7 +352,7 @@ static int encode(Tokenizer *t, const char *text, int bos, int eos, int *tokens,
 }
 
 /* The fewest tokens encode can make of text_len bytes, found without encoding them, so that a
-   prompt that cannot fit the context is refused before the work. (Not one more for BOS: run.c
+   chat line that cannot fit what is left of the context is refused before the work. (Not one more for BOS: run.c
    merges BOS like any token, and a tokenizer may let it merge.) */
 static long min_tokens(const Tokenizer *t, size_t text_len) {
     if (t->max_token_bytes <= 0) return 0;
@@ -636,11 +636,12 @@ static int *plan_gpu_heads(const neo_model_info *c, neo_type kv_type, long long 
     if (d && gh) host = neo_plan_gpu_heads(d, c->n_layers, (size_t)budget, gh);
     free(d);
     if (host < 0) {
-        fprintf(stderr, "mini-chat: --gpu-kv-budget %lld: no placement (out of memory or a model shape neo_attn refuses)\n", budget);
+        fprintf(stderr, "mini-chat: a GPU KV budget of %lld bytes: no placement (out of memory or a model shape "
+                        "neo_attn refuses)\n", budget);
         free(gh);
         return NULL;
     }
-    fprintf(stderr, "mini-chat: --gpu-kv-budget %lld: %d of %d KV heads in host memory\n", budget, host,
+    fprintf(stderr, "mini-chat: a GPU KV budget of %lld bytes: %d of %d KV heads in host memory\n", budget, host,
             c->n_layers * c->n_kv_heads);
     return gh;
 }
@@ -769,19 +770,11 @@ static void safe_printf(const char *piece) {
 static int generate(Transformer *t, Tokenizer *tok, Sampler *sampler, const char *prompt, int steps) {
     int num_prompt_tokens = 0;
     size_t prompt_len = strlen(prompt);
-    if (min_tokens(tok, prompt_len) > t->n_ctx) {
-        fprintf(stderr, "mini-chat: the prompt (%zu bytes) needs at least %ld tokens; the context holds %d\n",
-                prompt_len, min_tokens(tok, prompt_len), t->n_ctx);
-        return -1;
-    }
+    /* as run.c: the whole prompt is encoded and at most steps (<= n_ctx) positions run, so a
+       prompt longer than that prints its first steps - 1 tokens */
     int *prompt_tokens = malloc((prompt_len + 3) * sizeof(int));   /* + BOS, EOS, NUL */
     if (!prompt_tokens || encode(tok, prompt, 1, 0, prompt_tokens, &num_prompt_tokens) != 0) {
         fprintf(stderr, "mini-chat: out of memory\n");
-        free(prompt_tokens);
-        return -1;
-    }
-    if (num_prompt_tokens > t->n_ctx) {
-        fprintf(stderr, "mini-chat: the prompt is %d tokens; the context holds %d\n", num_prompt_tokens, t->n_ctx);
         free(prompt_tokens);
         return -1;
     }
@@ -961,13 +954,14 @@ static void usage(FILE *out) {
             "MODEL is a llama2.c checkpoint (a regular file); default: stories260K.bin in $NEO_MODEL (a file\n"
             "or a directory), models/ or tests/data/.\n"
             "Options (as llama2.c run.c):\n"
-            "  -t <float>  temperature in [0,inf], default 1.0 (0 = greedy; below 1e-6 greedy too)\n"
+            "  -t <float>  temperature, 0 or more, default 1.0 (0 = greedy; below 1e-6 greedy too)\n"
             "  -p <float>  p value in top-p (nucleus) sampling in [0,1], default 0.9\n"
             "  -s <int>    random seed, default time(NULL)\n"
             "  -n <int>    number of steps to run for, default 256. 0 = max_seq_len\n"
             "  -i <string> input prompt: generate once and exit, as run.c (no -i: chat)\n"
             "  -z <string> tokenizer, default tok512.bin beside the model\n"
-            "neo_attn options (the environment variable is used when the flag is not given):\n"
+            "neo_attn options (the environment variable is used when the flag is not given; of\n"
+            "--gpu-heads-frac and --gpu-kv-budget the last given wins, and either replaces both variables):\n"
             "  --kv-type f16|bf16|f32     KV cache storage, default f32 (matches run.c exactly)\n"
             "  --gpu-heads-frac <float>   share of KV heads in GPU memory, in [0,1]; default 1 = all, no split;\n"
             "                             below 1 at least one head stays on each side (NEO_GPU_HEADS_FRAC);\n"
@@ -1135,23 +1129,11 @@ int main(int argc, char **argv) {
     neo.gpu = 0;                          /* --gpu: 0 = CPU only */
     neo.gpu_standin = 0;                  /* --gpu-standin: 0 = a real GPU when --gpu */
 
-    /* the environment first, so that a flag wins */
-    const char *env, *frac_from = NULL;   /* where a GPU share came from, if anywhere */
-    if ((env = getenv("NEO_GPU_HEADS_FRAC")) && env[0]) {
-        if (parse_frac(env, &neo.gpu_heads_frac) != 0) return bad_value("NEO_GPU_HEADS_FRAC", env);
-        frac_from = "NEO_GPU_HEADS_FRAC";
-    }
-    if ((env = getenv("NEO_GPU_KV_BUDGET")) && env[0]) {
-        if (parse_bytes(env, &neo.gpu_kv_budget) != 0) return bad_value("NEO_GPU_KV_BUDGET", env);
-        frac_from = "NEO_GPU_KV_BUDGET";
-    }
-    if ((env = getenv("NEO_PIPELINE")) && env[0] && parse_pipeline(env, &neo.pipeline) != 0)
-        return bad_value("NEO_PIPELINE", env);
-    if ((env = getenv("NEO_THREADS")) && env[0] && parse_threads(env, &neo.n_threads) != 0)
-        return bad_value("NEO_THREADS", env);
-    if ((env = getenv("NEO_CUDA_GRAPHS")) && env[0] && parse_on_off(env, &neo.graphs) != 0)
-        return bad_value("NEO_CUDA_GRAPHS", env);
-
+    /* the flags, then the environment for what no flag set: a bad variable under a flag that
+       replaces it is never read. --gpu-heads-frac and --gpu-kv-budget are one setting, the GPU
+       share: the last of them given wins, and either replaces both variables. */
+    const char *env, *share_from = NULL;  /* where the GPU share came from, if anywhere */
+    int set_pipeline = 0, set_threads = 0, set_graphs = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -1214,18 +1196,36 @@ int main(int argc, char **argv) {
             if (parse_kv_type(value, &neo.kv_type) != 0) return bad_value("--kv-type", value);
         } else if (strcmp(name, "--gpu-heads-frac") == 0) {
             if (parse_frac(value, &neo.gpu_heads_frac) != 0) return bad_value("--gpu-heads-frac", value);
-            frac_from = "--gpu-heads-frac";
+            neo.gpu_kv_budget = -1;
+            share_from = "--gpu-heads-frac";
         } else if (strcmp(name, "--gpu-kv-budget") == 0) {
             if (parse_bytes(value, &neo.gpu_kv_budget) != 0) return bad_value("--gpu-kv-budget", value);
-            frac_from = "--gpu-kv-budget";
+            share_from = "--gpu-kv-budget";
         } else if (strcmp(name, "--neo-pipeline") == 0) {
             if (parse_pipeline(value, &neo.pipeline) != 0) return bad_value("--neo-pipeline", value);
+            set_pipeline = 1;
         } else if (strcmp(name, "--cuda-graphs") == 0) {
             if (parse_on_off(value, &neo.graphs) != 0) return bad_value("--cuda-graphs", value);
+            set_graphs = 1;
         } else {
             if (parse_threads(value, &neo.n_threads) != 0) return bad_value("--threads", value);
+            set_threads = 1;
         }
     }
+    if (!share_from && (env = getenv("NEO_GPU_HEADS_FRAC")) && env[0]) {
+        if (parse_frac(env, &neo.gpu_heads_frac) != 0) return bad_value("NEO_GPU_HEADS_FRAC", env);
+        share_from = "NEO_GPU_HEADS_FRAC";
+    }
+    if ((!share_from || share_from[0] != '-') && (env = getenv("NEO_GPU_KV_BUDGET")) && env[0]) {
+        if (parse_bytes(env, &neo.gpu_kv_budget) != 0) return bad_value("NEO_GPU_KV_BUDGET", env);
+        share_from = "NEO_GPU_KV_BUDGET"; /* over NEO_GPU_HEADS_FRAC: a budget is "instead" */
+    }
+    if (!set_pipeline && (env = getenv("NEO_PIPELINE")) && env[0] && parse_pipeline(env, &neo.pipeline) != 0)
+        return bad_value("NEO_PIPELINE", env);
+    if (!set_threads && (env = getenv("NEO_THREADS")) && env[0] && parse_threads(env, &neo.n_threads) != 0)
+        return bad_value("NEO_THREADS", env);
+    if (!set_graphs && (env = getenv("NEO_CUDA_GRAPHS")) && env[0] && parse_on_off(env, &neo.graphs) != 0)
+        return bad_value("NEO_CUDA_GRAPHS", env);
 
     /* run.c's clamping. Its seed is atoi() stored in an unsigned long long, so only 0 means "time" */
     unsigned long long rng_seed = (unsigned long long)(long long)seed;
@@ -1240,15 +1240,22 @@ int main(int argc, char **argv) {
                 (double)MINI_CHAT_MIN_TEMPERATURE);
         temperature = 0.0f;
     }
-    /* with the CPU alone every KV head is in host memory: a GPU share would be silently ignored */
-    if (frac_from && !neo.gpu && !neo.gpu_standin) {
-        if (frac_from[0] == '-') { /* a flag */
-            fprintf(stderr, "mini-chat: %s needs --gpu or --gpu-standin (on the CPU alone every KV head is in host "
-                            "memory)\n", frac_from);
-            return 1;
+    /* with the CPU alone every KV head is in host memory and there is no graph to capture: a GPU
+       share or graphs would be silently ignored. A flag is refused; a variable is set for every
+       run, so it is ignored with a warning. */
+    if (!neo.gpu && !neo.gpu_standin) {
+        const char *gpu_only[2] = {share_from, neo.graphs ? (set_graphs ? "--cuda-graphs on" : "NEO_CUDA_GRAPHS") : NULL};
+        for (int k = 0; k < 2; k++) {
+            if (!gpu_only[k]) continue;
+            if (gpu_only[k][0] == '-') {
+                fprintf(stderr, "mini-chat: %s needs --gpu or --gpu-standin (on the CPU alone every KV head is in "
+                                "host memory)\n", gpu_only[k]);
+                return 1;
+            }
+            fprintf(stderr, "mini-chat: %s is ignored without --gpu or --gpu-standin\n", gpu_only[k]);
         }
-        fprintf(stderr, "mini-chat: %s is ignored without --gpu or --gpu-standin\n", frac_from);
         neo.gpu_kv_budget = -1;
+        neo.graphs = 0;
     }
 
     char *found_model = NULL, *found_tokenizer = NULL;
