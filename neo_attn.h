@@ -5776,8 +5776,8 @@ NEO_ATTN__PRIVATE int32_t neo__le32(const unsigned char *p) {
 
 /* Validates a checkpoint header and gives the exact file size it implies. */
 NEO_ATTN__PRIVATE neo_status neo__ckpt_parse(const unsigned char *h, neo_model_info *mi, size_t *file_bytes) {
-    int32_t f[7];
-    size_t  L, dim, hid, kv, voc, hs, n, t, total;
+    int32_t  f[7];
+    uint64_t L, dim, hid, kv, voc, hs, n, t, total;
     for (int i = 0; i < 7; i++) f[i] = neo__le32(h + 4 * i);
     memset(mi, 0, sizeof *mi);
     mi->dim = f[0];
@@ -5788,25 +5788,27 @@ NEO_ATTN__PRIVATE neo_status neo__ckpt_parse(const unsigned char *h, neo_model_i
     mi->shared_classifier = f[5] > 0;
     mi->vocab_size = f[5] == INT32_MIN ? 0 : f[5] < 0 ? -f[5] : f[5];
     mi->seq_len = f[6];
-    /* bounds far above any llama2.c model keep every size below well inside size_t */
+    /* bounds far above any llama2.c model keep every size below 2^50 in 64-bit arithmetic; a file
+       larger than this machine's size_t (a 32-bit one) is refused before any size_t product */
     if (mi->dim < 1 || mi->dim > 65536 || mi->hidden_dim < 1 || mi->hidden_dim > 262144 || mi->n_layers < 1 ||
         mi->n_layers > 1024 || mi->n_heads < 1 || mi->n_kv_heads < 1 || mi->n_kv_heads > mi->n_heads ||
         mi->n_heads % mi->n_kv_heads || mi->dim % mi->n_heads || (mi->dim / mi->n_heads) % 2 || mi->vocab_size < 1 ||
         mi->vocab_size > (1 << 22) || mi->seq_len < 1 || mi->seq_len > (1 << 24))
         return NEO_ERR_FORMAT;
-    L = (size_t)mi->n_layers;
-    dim = (size_t)mi->dim;
-    hid = (size_t)mi->hidden_dim;
-    hs = dim / (size_t)mi->n_heads;
-    kv = hs * (size_t)mi->n_kv_heads;
-    voc = (size_t)mi->vocab_size;
+    L = (uint64_t)mi->n_layers;
+    dim = (uint64_t)mi->dim;
+    hid = (uint64_t)mi->hidden_dim;
+    hs = dim / (uint64_t)mi->n_heads;
+    kv = hs * (uint64_t)mi->n_kv_heads;
+    voc = (uint64_t)mi->vocab_size;
     /* emb, rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3, rms_final, rope tables, [wcls] */
     n = voc * dim + L * dim + L * dim * dim + 2 * L * dim * kv + L * dim * dim + L * dim + 3 * L * dim * hid + dim;
-    t = (size_t)mi->seq_len * (hs / 2) * 2;
+    t = (uint64_t)mi->seq_len * (hs / 2) * 2;
     if (!mi->shared_classifier) t += voc * dim;
-    if (!neo__add(n, t, &total) || !neo__mul(total, 4, &total) || !neo__add(total, NEO__CKPT_HEADER, &total)) return NEO_ERR_FORMAT;
-    mi->weight_bytes = (n + (mi->shared_classifier ? 0 : voc * dim)) * 4;
-    *file_bytes = total;
+    total = (n + t) * 4 + NEO__CKPT_HEADER;
+    if (total > (size_t)-1) return NEO_ERR_FORMAT;
+    mi->weight_bytes = (size_t)((n + (mi->shared_classifier ? 0 : voc * dim)) * 4);
+    *file_bytes = (size_t)total;
     return NEO_OK;
 }
 

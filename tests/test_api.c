@@ -1639,7 +1639,7 @@ static void test_plan(void) {
         r = neo_plan_gpu_heads(m, 32, (size_t)200 * 32768 * 256 * 2 + 12345, gh);
         CHECK(r == 56);
         for (int i = 0; i < 32; i++) CHECK(gh[i] == 6 || gh[i] == 7);
-        CHECK(neo_plan_gpu_heads(m, 32, (size_t)1 << 50, gh) == 0 && gh[5] == 0);
+        CHECK(neo_plan_gpu_heads(m, 32, (size_t)-1, gh) == 0 && gh[5] == 0);
         CHECK(neo_plan_gpu_heads(m, 32, 0, gh) == 256 && gh[31] == NEO_GPU_HEADS_NONE);
     }
     check_context("neo_plan_gpu_heads: sliding-window layers (heads of two sizes)");
