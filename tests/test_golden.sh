@@ -149,6 +149,10 @@ mkfifo "$T/bad/fifo"
 load_error "FIFO as the model" "not a regular file" "$T/bad/fifo" -z "$TOK" -i "$PROMPT"
 load_error "FIFO as the tokenizer" "not a regular file" "$MODEL" -z "$T/bad/fifo" -i "$PROMPT"
 load_error "directory as the model" "not a regular file" "$T/bad" -z "$TOK" -i "$PROMPT"
+# llama2.c's version 1 and 2 exports: the magic 0x616b3432 (little-endian "24ka"), a version, then
+# their own header; the message says which export run.c reads
+{ printf '24ka'; printf '\002\000\000\000'; head -c 248 /dev/zero; } >"$T/bad/v2.bin"
+load_error "a version 2 export" "export.py --version 0" "$T/bad/v2.bin" -z "$TOK" -i "$PROMPT"
 # a model of one token (which the library accepts) and a tokenizer of one: mini-chat needs <unk>,
 # BOS and EOS. Header {dim 8, hidden 8, 1 layer, 2 heads, 2 KV heads, vocab 1, seq_len 8}, then
 # zero weights: 480 floats, and the RoPE tables, 8 x 4 / 2 x 2 floats.

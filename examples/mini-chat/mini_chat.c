@@ -669,17 +669,25 @@ static int build_transformer(Transformer *t, const char *checkpoint_path, const 
     }
     neo_runtime_get_info(t->rt, &t->rt_info);
 
+    /* opened here too for the reason in words (the library says NEO_ERR_IO) and the file's first
+       bytes: llama2.c's later export formats start with a magic the loader cannot take */
     char why[128];
-    FILE *f = open_regular_file(checkpoint_path, why, sizeof why);   /* a FIFO would block the load */
+    unsigned char magic[4] = {0};
+    FILE *f = open_regular_file(checkpoint_path, why, sizeof why);
     if (!f) {
         fprintf(stderr, "mini-chat: %s: cannot load the model: %s\n", checkpoint_path, why);
         free_transformer(t);
         return -1;
     }
+    size_t n_magic = fread(magic, 1, sizeof magic, f);
     fclose(f);
     st = neo_model_load(checkpoint_path, &t->model);
     if (st != NEO_OK) {
-        fprintf(stderr, "mini-chat: %s: cannot load the model: %s\n", checkpoint_path, neo_status_string(st));
+        fprintf(stderr, "mini-chat: %s: cannot load the model: %s%s\n", checkpoint_path, neo_status_string(st),
+                st == NEO_ERR_FORMAT && n_magic == 4 && memcmp(magic, "24ka", 4) == 0 /* 0x616b3432, LE */
+                    ? " (a llama2.c export of version 1 or later; run.c and mini-chat read the legacy format, "
+                      "export.py --version 0)"
+                    : "");
         free_transformer(t);
         return -1;
     }
