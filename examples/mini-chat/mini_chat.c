@@ -352,8 +352,8 @@ static int encode(Tokenizer *t, const char *text, int bos, int eos, int *tokens,
 }
 
 /* The fewest tokens encode can make of text_len bytes, found without encoding them, so that a
-   chat line that cannot fit what is left of the context is refused before the work. (Not one more for BOS: run.c
-   merges BOS like any token, and a tokenizer may let it merge.) */
+   chat line that cannot fit what is left of the context is refused before the work. (Not one
+   more for BOS: run.c merges BOS like any token, and a tokenizer may let it merge.) */
 static long min_tokens(const Tokenizer *t, size_t text_len) {
     if (t->max_token_bytes <= 0) return 0;
     return (long)((text_len + (size_t)t->max_token_bytes - 1) / (size_t)t->max_token_bytes);
@@ -1252,15 +1252,15 @@ int main(int argc, char **argv) {
        share or graphs would be silently ignored. A flag is refused; a variable is set for every
        run, so it is ignored with a warning. */
     if (!neo.gpu && !neo.gpu_standin) {
-        const char *gpu_only[2] = {share_from, neo.graphs ? (set_graphs ? "--cuda-graphs on" : "NEO_CUDA_GRAPHS") : NULL};
+        const char *what[2] = {share_from, neo.graphs ? (set_graphs ? "--cuda-graphs on" : "NEO_CUDA_GRAPHS") : NULL};
+        const char *why[2] = {"on the CPU alone every KV head is in host memory", "a graph holds GPU work"};
         for (int k = 0; k < 2; k++) {
-            if (!gpu_only[k]) continue;
-            if (gpu_only[k][0] == '-') {
-                fprintf(stderr, "mini-chat: %s needs --gpu or --gpu-standin (on the CPU alone every KV head is in "
-                                "host memory)\n", gpu_only[k]);
+            if (!what[k]) continue;
+            if (what[k][0] == '-') {
+                fprintf(stderr, "mini-chat: %s needs --gpu or --gpu-standin (%s)\n", what[k], why[k]);
                 return 1;
             }
-            fprintf(stderr, "mini-chat: %s is ignored without --gpu or --gpu-standin\n", gpu_only[k]);
+            fprintf(stderr, "mini-chat: %s is ignored without --gpu or --gpu-standin\n", what[k]);
         }
         neo.gpu_kv_budget = -1;
         neo.graphs = 0;
