@@ -305,7 +305,9 @@
    worker that has no core at the moment: such a worker misses the job and the others take its
    tasks, so asking for more threads than the machine has free cores costs little. An engine
    with a pool of its own passes it instead (neo_runtime_desc.parallel_for): the runtime then
-   starts no threads and runs every parallel job through it, output unchanged. CPU attention
+   starts no threads and runs every parallel job through it, output unchanged. A job too small to
+   be worth a wake-up (under 65536 multiply-adds, such as a decode over a few cells) runs on the
+   calling thread, with the runtime's pool or the engine's. CPU attention
    splits every KV head's cells into chunks whose size depends only on the context length, and
    merges the chunks pairwise up a fixed tree, so the output is bitwise identical for any thread
    count on a given CPU path (scalar, AVX2, AVX-512 or AMX; neo_runtime_desc.cpu_isa can force one).

@@ -292,6 +292,20 @@ static void truncations(const unsigned char *good, size_t size, const char *name
     free(b);
 }
 
+/* the host's argmax, as the CUDA one (test_cuda_ops): the lowest index of the largest value, NaN
+   never winning, 0 when nothing beats -inf */
+static void test_host_argmax(void) {
+    static const float ties[] = {1.0f, 3.0f, -2.0f, 3.0f, 3.0f}, nan_around[] = {NAN, -5.0f, 7.0f, NAN, 7.0f};
+    static const float ninf[] = {-INFINITY, -INFINITY, -INFINITY};
+    int o = -1;
+    check_context("host argmax");
+    CHECK(neo__host_argmax(&o, ties, 5) == NEO_OK && o == 1);
+    o = -1;
+    CHECK(neo__host_argmax(&o, nan_around, 5) == NEO_OK && o == 2);
+    o = -1;
+    CHECK(neo__host_argmax(&o, ninf, 3) == NEO_OK && o == 0);
+}
+
 /* paths that are not a checkpoint file: NEO_ERR_IO at once, nothing loaded. A FIFO with no writer
    would block a plain fopen forever: the alarm ends the test there instead. */
 static void test_loader_paths(void) {
@@ -321,19 +335,23 @@ static void test_loader_synthetic(neo_runtime *rt) {
         {18, 24, 1, 4, 2, 32, 8},  /* dim % n_heads != 0 */
         {16, 24, 1, 2, 4, 32, 8},  /* n_kv_heads > n_heads */
         {24, 24, 1, 6, 4, 32, 8},  /* n_heads % n_kv_heads != 0 */
-        {16, 24, 1, 32, 32, 32, 8} /* head_size 0 */
+        {16, 24, 1, 32, 32, 32, 8}, /* head_size 0 */
+        {6, 24, 1, 2, 2, 32, 8}     /* head_size 3: RoPE turns pairs of dimensions */
     };
     static const char *bad_names[] = {"dim % n_heads != 0", "n_kv_heads > n_heads", "n_heads % n_kv_heads != 0",
-                                      "n_heads > dim"};
+                                      "n_heads > dim", "an odd head size"};
     synth_cfg ok = {16, 24, 2, 4, 2, 32, 8}, un = {16, 24, 2, 4, 2, -32, 8};
     size_t size, usize;
     unsigned char *b;
     int i;
 
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < (int)(sizeof bad / sizeof *bad); i++) {
         b = synth_build(&bad[i], 1, &size);
         if (!CHECK(b != NULL)) continue;
         expect_format(b, size, bad_names[i]);
+        /* head size 3: also at the size the loader's own formula would give, RoPE tables of
+           seq_len * (3 / 2) * 2 floats, 8 fewer than run.c reads */
+        if (i == 4) expect_format(b, size - 8 * sizeof(float), "an odd head size, the tables rounded down");
         free(b);
     }
 
@@ -656,6 +674,32 @@ static void test_session_graph_truncate(neo_model *m) {
         }
         neo_session_destroy(a), neo_session_destroy(b);
     }
+    /* a session of 6 tokens, with and without graphs, stepped past full: NEO_ERR_FULL, 6 tokens,
+       and the same logits after a truncation */
+    for (int c = 0; c < 2; c++) {
+        neo_session     *a = NULL, *b = NULL;
+        neo_session_desc sd = {0};
+        int              ok = 1;
+        sd.kv_type = NEO_TYPE_F32, sd.gpu_heads = 2, sd.pipeline = pipes[2 * c], sd.n_ctx = 6;
+        check_context("session graphs past full, %s", c ? "ON" : "OFF");
+        if (CHECK_STATUS(neo_session_create(rt, m, &sd, &a), NEO_OK)) {
+            sd.graphs = 1;
+            if (CHECK_STATUS(neo_session_create(rt, m, &sd, &b), NEO_OK)) {
+                for (int i = 0; i < 6 && ok; i++)
+                    ok = CHECK_STATUS(neo_session_step(a, 7 + i, la), NEO_OK) && CHECK_STATUS(neo_session_step(b, 7 + i, lb), NEO_OK);
+                for (int i = 0; i < 2 && ok; i++) {
+                    CHECK_STATUS(neo_session_step(a, 3, la), NEO_ERR_FULL);
+                    CHECK_STATUS(neo_session_step(b, 3, lb), NEO_ERR_FULL);
+                }
+                CHECK(neo_session_length(a) == 6 && neo_session_length(b) == 6);
+                CHECK_STATUS(neo_session_truncate(a, 4), NEO_OK);
+                CHECK_STATUS(neo_session_truncate(b, 4), NEO_OK);
+                if (CHECK_STATUS(neo_session_step(a, 9, la), NEO_OK) && CHECK_STATUS(neo_session_step(b, 9, lb), NEO_OK))
+                    CHECK(memcmp(la, lb, sizeof la) == 0 && neo_session_length(b) == 5 && b->graph != NULL);
+            }
+        }
+        neo_session_destroy(a), neo_session_destroy(b);
+    }
     neo_runtime_destroy(rt);
 }
 
@@ -773,6 +817,7 @@ int main(int argc, char **argv) {
     rd.n_threads = 2;
     if (CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) {
         test_matvec_args(rt);
+        test_host_argmax();
         test_loader_paths();
         test_loader_synthetic(rt);
         test_stories(rt);

@@ -498,7 +498,10 @@ NEO_TEST_ORACLE static void reference(const tcase *c, const float *q, int n_tok,
 
 /* n_tok 0: decode; else prefill of n_tok queries. Every layer against the reference, and bitwise
    against the first layer of the same CPU path. */
-static void tc_query(tcase *c, int n_tok) {
+static void tc_query_q(tcase *c, int n_tok, const float *qv);
+static void tc_query(tcase *c, int n_tok) { tc_query_q(c, n_tok, NULL); }
+/* the same with the queries given: qv: [n_tok or 1][n_head][head_dim], NULL = random */
+static void tc_query_q(tcase *c, int n_tok, const float *qv) {
     int cap = neo__prefill_tokens(c->d.n_head / c->d.n_head_kv) + 1;
     if (quick && n_tok > cap && n_tok <= c->len) n_tok = cap;
     int nq = n_tok ? n_tok : 1, i, first[N_PATH] = {-1, -1, -1, -1, -1, -1};
@@ -507,7 +510,8 @@ static void tc_query(tcase *c, int n_tok) {
     float *q = (float *)malloc(nqe * sizeof(float)), *out = (float *)malloc((size_t)c->n * no * sizeof(float));
     double *ref = (double *)malloc(no * sizeof(double));
     if (!CHECK(q && out && ref)) goto done;
-    rng_fill(q, nqe, -2.0f, 2.0f);
+    if (qv) memcpy(q, qv, nqe * sizeof(float));
+    else rng_fill(q, nqe, -2.0f, 2.0f);
     for (e = 0; e < (size_t)c->n * no; e++) out[e] = u2f(0x7FC0DEADu); /* a missed write stays NaN */
     if (c->len == 0 || nq > c->len) {
         for (i = 0; i < c->n; i++)
@@ -636,6 +640,49 @@ static void test_options(void) {
                 tc_append(&c, 33), tc_both(&c, 33);
                 tc_append(&c, 700), tc_both(&c, 9);
             }
+            tc_close(&c);
+        }
+    }
+}
+
+/* Scores far from 0, where the softmax must subtract its running maximum, and the sink's when the
+   sink is larger (exp overflows float past 88.7): every score near -120; one cell's near +120 and
+   the others' near 0 (the first cell, which a maximum must not skip); a sink of 89.5 over scores
+   near 0 with values near 1e30, so that the output, near 1e-8, is all in the sink's tail. K rows
+   are a random direction k0 plus noise, and q is a multiple of k0. Decode and a prefill of 2. */
+static void test_large_scores(void) {
+    static const char *names[] = {"every score near -120", "the first cell's score near +120", "a sink 89.5 above the scores"};
+    int t, kind, j, e, h;
+    for (kind = 0; kind < 3; kind++) {
+        for (t = 0; t < 3; t++) {
+            char name[96];
+            tcase c;
+            float sinks[4], k0[64], *k = NULL, *v = NULL, q[2 * 4 * 64];
+            const int n = 300, hd = 64;
+            neo_layer_desc d = shape(4, 1, hd, 0, n, (neo_type)t);
+            if (kind == 2 && t == NEO_TYPE_F16) continue; /* values of 1e30 are past f16 */
+            if (kind == 2) sinks[0] = sinks[1] = sinks[2] = sinks[3] = 89.5f, d.sinks = sinks;
+            snprintf(name, sizeof name, "large scores: %s, kv_type %d", names[kind], t);
+            if (tc_open(&c, &d, 0, name) && CHECK((k = (float *)malloc(sizeof(float) * n * hd)) != NULL) &&
+                CHECK((v = (float *)malloc(sizeof(float) * n * hd)) != NULL)) {
+                float beta = 0.0f, kk = 0.0f;
+                rng_fill(k0, hd, -1.0f, 1.0f);
+                for (e = 0; e < hd; e++) kk += k0[e] * k0[e];
+                for (j = 0; j < n; j++)
+                    for (e = 0; e < hd; e++) {
+                        float noise = rng_f(-0.05f, 0.05f);
+                        k[j * hd + e] = kind == 1 ? (j == 0 ? k0[e] : noise) : k0[e] + noise;
+                        v[j * hd + e] = rng_f(-2.0f, 2.0f) * (kind == 2 ? 1e30f : 1.0f);
+                    }
+                /* score = beta * kk / sqrt(hd) for k0 itself */
+                beta = kind == 2 ? 0.0f : (kind == 0 ? -120.0f : 120.0f) * 8.0f / kk;
+                for (h = 0; h < 2 * 4; h++)
+                    for (e = 0; e < hd; e++) q[h * hd + e] = beta * k0[e] + (kind == 2 ? rng_f(-1e-3f, 1e-3f) : 0.0f);
+                tc_append_vals(&c, k, v, n);
+                tc_query_q(&c, 0, q);
+                tc_query_q(&c, 2, q);
+            }
+            free(k), free(v);
             tc_close(&c);
         }
     }
@@ -2007,6 +2054,7 @@ int main(void) {
     timed("shared stage chunks", test_stage_shared);
     timed("in place", test_in_place);
     timed("non-finite", test_nonfinite);
+    timed("large scores", test_large_scores);
     timed("int range", test_int_range);
 #if NEO_TEST_CUDA
     timed("INT_MAX on GPU", test_int_max_gpu);
