@@ -260,7 +260,34 @@ for kv in f16 bf16; do
     fi
 done
 
+# --- sampling edges ------------------------------------------------------------------------------
+# -p 1 is no top-p, as -p 0 (run.c samples the whole distribution for both)
+if "$BIN" "$MODEL" -z "$TOK" -t 1 -p 0 -s 42 -n 256 -i "$PROMPT" >"$T/p0.txt" 2>"$T/err" </dev/null; then
+    golden "-p 1.0 samples as -p 0" "$T/p0.txt" "$BIN" "$MODEL" -z "$TOK" -t 1 -p 1.0 -s 42 -n 256 -i "$PROMPT"
+else
+    fail "-p 0: exit status" "$T/err"
+fi
+# a top-p so small that no token passes run.c's cutoff: the most likely token, so the greedy text
+golden "-t 10000 -p 0.00001: no token past the cutoff, the most likely" "$GREEDY" \
+    "$BIN" "$MODEL" -z "$TOK" -t 10000 -p 0.00001 -s 1 -n 256 -i "$PROMPT"
+
 # --- interactive mode on a scripted stdin --------------------------------------------------------
+# the counts of /stats: two lines of 5 and 4 tokens (BOS with the first only), replies of 5
+if printf 'Once upon a time\nHello\n/stats\n' | "$BIN" "$MODEL" -n 5 -t 0 >"$T/out" 2>"$T/err"; then i_rc=0; else i_rc=$?; fi
+if [ "$i_rc" -eq 0 ] && grep -qF "[stats] 18 tokens run" "$T/out" && grep -qF "last reply 5 tokens" "$T/out" &&
+    grep -qF "context 18 of 512 tokens" "$T/out"; then
+    pass "chat: /stats counts 18 tokens run, a last reply of 5, a context of 18"
+else
+    fail "chat: /stats counts (exit $i_rc)" "$T/out"
+fi
+# a reply that fills the context ends with a marker; later lines are refused, and the chat exits 0
+if printf 'Once upon a time\nThe\nThe\n' | "$BIN" "$MODEL" -n 0 -t 1.0 -s 5 >"$T/out" 2>"$T/err"; then i_rc=0; else i_rc=$?; fi
+if [ "$i_rc" -eq 0 ] && grep -qF "[the context is full (512 tokens); type /reset to start over]" "$T/out" &&
+    [ "$(grep -cF "[the context is full: 512 of 512 tokens used" "$T/out")" = 2 ]; then
+    pass "chat: a reply that fills the context, then two lines refused, exit 0"
+else
+    fail "chat: filling the context (exit $i_rc)" "$T/err"
+fi
 if printf 'Once upon a time\n/stats\n/reset\nHello\n/quit\n' |
     "$BIN" "$MODEL" -n 30 -t 0 >"$T/out" 2>"$T/err"; then i_rc=0; else i_rc=$?; fi
 if [ "$i_rc" -ne 0 ]; then
