@@ -161,8 +161,9 @@ static void test_tok512(const char *dir) {
     free(file);
 }
 
-/* a tokenizer file of n tokens: pieces from a small alphabet (some empty, some repeated), scores
-   from a few values so that ties are common, some NaN, -inf or at run.c's -1e10 floor */
+/* a tokenizer file of n tokens: pieces from a small alphabet or whole UTF-8 codepoints (some
+   empty, some repeated), scores from a few values so that ties are common, some NaN, -inf or at
+   run.c's -1e10 floor */
 static unsigned char *random_tokenizer(int n, size_t *size) {
     static const float scores[] = {0.0f, 1.0f, 1.0f, 2.0f, -1.0f, -1e10f, -2e10f, 3.0f};
     size_t cap = 4 + (size_t)n * (8 + 6), off = 4;
@@ -176,7 +177,12 @@ static unsigned char *random_tokenizer(int n, size_t *size) {
         int32_t len = (int32_t)(rnd() % 6);
         if (rnd() % 16 == 0) sc = rnd() & 1 ? NAN : -INFINITY;
         if (i >= 3 && i < 259 && rnd() % 4 != 0) len = 1, piece[0] = (char)(i - 3 == 0 ? 'z' : i - 3);
-        else
+        else if (rnd() % 8 == 0) { /* a whole 2-, 3- or 4-byte codepoint, as random_text writes them */
+            static const char *const cps[] = {"\xC3\xA9", "\xE4\xBD\xA0", "\xF0\x9F\x98\x80"};
+            const char *cp = cps[rnd() % 3];
+            len = (int32_t)strlen(cp);
+            memcpy(piece, cp, (size_t)len);
+        } else
             for (int j = 0; j < len; j++) piece[j] = "ab c"[rnd() % 4];
         if (i == 3 + ' ' && rnd() % 2) len = 1, piece[0] = ' ';
         memcpy(b + off, &sc, 4);
