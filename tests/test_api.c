@@ -1537,8 +1537,8 @@ out:
    query's output is its decode's, on a CPU runtime and on split stand-in layers --- */
 
 static void test_prefill_slices(void) {
-    enum { NH = 8, NKV = 2, HD = 16, N = 37 };
-    static float k[N * NKV * HD], v[N * NKV * HD], q[N * NH * HD], o[N * NH * HD], one[NH * HD];
+    enum { NH = 8, NKV = 2, HD = 16, DV = 8, N = 37 }; /* head_dim_v apart from head_dim: q and out strides differ */
+    static float k[N * NKV * HD], v[N * NKV * DV], q[N * NH * HD], o[N * NH * DV], one[NH * DV];
     int          r;
     fill(k, sizeof k / sizeof *k, 0.5f), fill(v, sizeof v / sizeof *v, -1.0f), fill(q, sizeof q / sizeof *q, 0.25f);
     for (r = 0; r < 3; r++) { /* CPU, stand-in OFF, stand-in ON */
@@ -1548,24 +1548,124 @@ static void test_prefill_slices(void) {
         neo_layer_desc   d = base_desc();
         int              t, worst_ok = 1;
         rd.n_threads = 2, rd.gpu = r > 0, rd.gpu_standin = r > 0;
-        d.n_head = NH, d.n_head_kv = NKV, d.head_dim = HD, d.n_ctx = N, d.gpu_heads = 1, d.pipeline = r == 2 ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
+        d.n_head = NH, d.n_head_kv = NKV, d.head_dim = HD, d.head_dim_v = DV, d.n_ctx = N, d.gpu_heads = 1, d.pipeline = r == 2 ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
         check_context("prefill in slices of %d tokens, runtime %d", NEO__PREFILL_SLICE / NH, r);
         if (CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK) && CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) &&
             CHECK_STATUS(neo_attn_append(l, k, v, N), NEO_OK)) {
-            poison(o, N * NH * HD);
+            poison(o, N * NH * DV);
             CHECK_STATUS(neo_attn_prefill(l, q, N, o), NEO_OK);
             CHECK(neo_layer_length(l) == N);
             for (t = N - 1; t >= 0; t--) { /* token t is the decode of a layer of t + 1 cells */
                 int e;
                 CHECK_STATUS(neo_layer_truncate(l, t + 1), NEO_OK);
                 CHECK_STATUS(neo_attn_decode(l, q + (size_t)t * NH * HD, one), NEO_OK);
-                for (e = 0; e < NH * HD; e++) worst_ok &= fabsf(o[(size_t)t * NH * HD + e] - one[e]) <= 1e-5f * (1.0f + fabsf(one[e]));
+                for (e = 0; e < NH * DV; e++) worst_ok &= fabsf(o[(size_t)t * NH * DV + e] - one[e]) <= 1e-5f * (1.0f + fabsf(one[e]));
             }
             CHECK(worst_ok);
         }
         neo_layer_destroy(l);
         neo_runtime_destroy(rt);
     }
+}
+
+/* --- AUTO asks again: a decided layer measures afresh when its length has doubled since it
+   decided (single and batch calls) and when its heads move, and not otherwise; a layer shorter
+   than a stream-back chunk times OFF and ON only; the choice is the fastest time the line shows,
+   and the hybrid's share OFF / (ON + OFF) within [0.05, 0.95] --- */
+
+static int auto_lines; /* "AUTO:" lines since reset */
+static char auto_last[256];
+static void auto_log(void *user, neo_log_level level, const char *msg) {
+    (void)user, (void)level;
+    if (strncmp(msg, "AUTO:", 5) == 0) auto_lines++, snprintf(auto_last, sizeof auto_last, "%s", msg);
+}
+
+/* the last AUTO line against its own figures */
+static int auto_line_ok(int cells, int host_heads) {
+    char   name[16], want[64];
+    double on = 0, off = 0, hyb = -1, share = -1;
+    int    from = -1;
+    const char *p = strstr(auto_last, " runs ");
+    snprintf(want, sizeof want, " with %d of 4 KV heads on the host", host_heads);
+    if (!p || !strstr(auto_last, want) || sscanf(p, " runs %15s from %d cells (ON %lf us, OFF %lf us", name, &from, &on, &off) != 4)
+        return 0;
+    if ((p = strstr(auto_last, "HYBRID ")) != NULL && strstr(p, " at a CPU share of ") &&
+        sscanf(p, "HYBRID %lf us at a CPU share of %lf", &hyb, &share) != 2)
+        return 0;
+    if (from != cells) return 0;
+    if (hyb >= 0) { /* the share from the medians as printed (0.1 us), so within rounding */
+        double r = off / (on + off);
+        r = r < 0.05 ? 0.05 : r > 0.95 ? 0.95 : r;
+        if (fabs(share - r) > 0.02 + 0.1 / (on + off)) return 0;
+    }
+    {
+        double best = on < off ? on : off;
+        const char *fastest = on < off ? "ON" : "OFF";
+        if (hyb >= 0 && hyb < best) best = hyb, fastest = "HYBRID";
+        /* printed times 0.1 apart or more: the choice is the fastest */
+        if ((on - best >= 0.1 || !strcmp(fastest, "ON")) && (off - best >= 0.1 || !strcmp(fastest, "OFF")) &&
+            (hyb < 0 || hyb - best >= 0.1 || !strcmp(fastest, "HYBRID")))
+            return strcmp(name, fastest) == 0;
+    }
+    return 1;
+}
+
+static void test_auto_again(void) {
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL;
+    neo_layer       *l = NULL;
+    neo_layer_desc   d = {0};
+    static float     k[64 * 4 * 16], v[64 * 4 * 16], q[8 * 16], o[8 * 16];
+    int              j, ok = 1;
+    fill(k, 64 * 4 * 16, 0.5f), fill(v, 64 * 4 * 16, -1.0f), fill(q, 8 * 16, 0.25f);
+    rd.gpu = 1, rd.gpu_standin = 1, rd.n_threads = 2, rd.log = auto_log;
+    d.n_head = 8, d.n_head_kv = 4, d.head_dim = 16, d.n_ctx = 64, d.gpu_heads = 2, d.pipeline = NEO_PIPELINE_AUTO;
+    check_context("AUTO asks again");
+    auto_lines = 0;
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK) || !CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) ||
+        !CHECK_STATUS(neo_attn_append(l, k, v, 16), NEO_OK))
+        goto done;
+    /* 16 cells, under a chunk of 64: OFF and ON three times each, then the line, no hybrid */
+    for (j = 0; j < 6 && ok; j++) ok = CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK);
+    CHECK(auto_lines == 1 && auto_line_ok(16, 2) && !strstr(auto_last, "HYBRID"));
+    for (j = 0; j < 12 && ok; j++) ok = CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK); /* decided: quiet */
+    CHECK_STATUS(neo_attn_append(l, k, v, 15), NEO_OK);
+    for (j = 0; j < 6 && ok; j++) ok = CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK); /* 31 cells: not yet doubled */
+    CHECK(auto_lines == 1);
+    CHECK_STATUS(neo_attn_append(l, k, v, 1), NEO_OK); /* 32: doubled, asked again */
+    for (j = 0; j < 6 && ok; j++) ok = CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK);
+    CHECK(auto_lines == 2 && auto_line_ok(32, 2));
+    CHECK_STATUS(neo_attn_append(l, k, v, 32), NEO_OK); /* 64, a whole chunk: the hybrid is timed too */
+    for (j = 0; j < 9 && ok; j++) ok = CHECK_STATUS(neo_attn_decode_batch(&l, 1, q, o), NEO_OK);
+    CHECK(auto_lines == 3 && auto_line_ok(64, 2) && strstr(auto_last, "HYBRID") != NULL);
+    CHECK_STATUS(neo_layer_set_gpu_heads(l, 1), NEO_OK); /* moved: asked again */
+    for (j = 0; j < 9 && ok; j++) ok = CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK);
+    CHECK(auto_lines == 4 && auto_line_ok(64, 3));
+    for (j = 0; j < 9 && ok; j++) ok = CHECK_STATUS(neo_attn_decode_batch(&l, 1, q, o), NEO_OK);
+    CHECK(auto_lines == 4);
+    if (auto_lines != 4 || !auto_line_ok(64, 3)) fprintf(stderr, "    %d lines, the last: %s\n", auto_lines, auto_last);
+    /* the rules on given timings (medians of three, one sample far off): the hybrid's share, kept
+       in [0.05, 0.95], and the choice, the hybrid only when faster than both */
+    if (ok) {
+        static const struct { double off, on, hyb; float share; int choice; } cs[] = {
+            {30, 10, 20, 0.75f, NEO_PIPELINE_ON},   {30, 10, 5, 0.75f, NEO_PIPELINE_HYBRID},
+            {10, 30, 20, 0.25f, NEO_PIPELINE_OFF},  {10, 30, 25, 0.25f, NEO_PIPELINE_OFF},
+            {100, 1, 50, 0.95f, NEO_PIPELINE_ON},   {1, 100, 0.5, 0.05f, NEO_PIPELINE_HYBRID}};
+        for (j = 0; j < (int)(sizeof cs / sizeof *cs); j++) {
+            for (int i = 0; i < NEO__AUTO_PROBES; i++) {
+                double far = i == 1 ? 1000.0 : 1.0; /* the median ignores it */
+                l->auto_us[0][i] = cs[j].off * far, l->auto_us[1][i] = cs[j].on * far, l->auto_us[2][i] = cs[j].hyb * far;
+            }
+            check_context("AUTO's rules, case %d", j);
+            CHECK(l->len >= l->stage_cells && neo__auto_hybrid(l) == 1 && fabsf(l->auto_share - cs[j].share) < 1e-6f);
+            l->auto_n = 3 * NEO__AUTO_PROBES;
+            neo__auto_decide(l);
+            CHECK(l->auto_decided && l->auto_choice == cs[j].choice);
+        }
+    }
+done:
+    neo_layer_destroy(l);
+    neo_runtime_destroy(rt);
 }
 
 /* --- the v1 calls: placement, moving heads, batches, sync --- */
@@ -1933,6 +2033,7 @@ int main(void) {
     test_failed_sync_logs();
     test_one_call_at_a_time();
     test_prefill_slices();
+    test_auto_again();
     check_context("%s", "");
     return check_summary("test_api");
 }

@@ -1826,6 +1826,7 @@ static void graph_replays(gcap *g, const neo_layer_desc *d, int len0, int trunc)
         g_copy(g, dk, k, nk), g_copy(g, dv, v, nv), g_copy(g, dq, q, nq), g_copy(g, dout, out, no);
         g_replay(g);
         CHECK_STATUS(neo_runtime_sync(g->rt), full ? NEO_ERR_FULL : NEO_OK);
+        if (full) CHECK_STATUS(neo_runtime_sync(g->rt), NEO_OK); /* the flag was cleared when read */
         if (!full) {
             for (e = 0; e < nk; e++) c.ks[(size_t)c.len * nk + e] = stored(d->kv_type, k[e]);
             for (e = 0; e < nv; e++) c.vs[(size_t)c.len * nv + e] = stored(d->kv_type, v[e]);
@@ -1944,6 +1945,7 @@ static void graph_on(gcap *g) {
     graph_replays(g, &d[0], 280, 100);
     graph_replays(g, &d[1], 150, 0);
     graph_replays(g, &d[2], 60, 7);
+    graph_replays(g, &d[2], d[2].n_ctx, 100); /* captured full: the replays refuse until truncated */
     graph_replays(g, &d[3], d[3].n_ctx - 40, 0);
     d[0].gpu_heads = 1; /* OFF: the host heads attended in place */
     graph_replays(g, &d[0], 250, 0);
@@ -1995,6 +1997,19 @@ static void graph_on(gcap *g) {
                  CHECK_STATUS(neo_attn_append(split[i], dk, dk, 1), NEO_OK);
         }
         if (ok) graph_refusals(g, l, split, NEO_ATTN_NO_THREADS ? 3 : 1, dq, dout);
+        check_context("graph: two appends of one layer (%s)", g->cuda ? "cuda" : "stand-in");
+        if (ok && g_begin(g)) { /* the layer is read back once a sync, however many appends it has */
+            CHECK_STATUS(neo_attn_append(l, dk, dk, 1), NEO_OK);
+            CHECK_STATUS(neo_attn_append(l, dk, dk, 1), NEO_OK);
+            if (g_end(g)) {
+                for (int r = 1; r <= 2; r++) {
+                    g_replay(g);
+                    CHECK_STATUS(neo_runtime_sync(g->rt), NEO_OK);
+                    CHECK(neo_layer_length(l) == 1 + 2 * r);
+                }
+                g_drop(g);
+            }
+        }
         neo_layer_destroy(l);
         for (int i = 0; i < 3; i++) neo_layer_destroy(split[i]);
         g_free(g, dq), g_free(g, dout), g_free(g, dk);
