@@ -1934,6 +1934,48 @@ done:
     g_free(g, dk), g_free(g, dv), g_free(g, dq), g_free(g, dout);
 }
 
+/* The first batch call of a runtime, captured: three split OFF layers, each two entries of the
+   batched attend (its device heads, its host heads in place), replayed twice against the same
+   layers' eager single decodes (one token each, appended eagerly between replays). */
+static void graph_batch_first(gcap *g) {
+    enum { NB = 3 };
+    neo_layer_desc d = shape(4, 2, 32, 0, 16, NEO_TYPE_F32);
+    neo_layer     *l[NB] = {NULL, NULL, NULL};
+    float          k[2 * 32], q[NB * 4 * 32], out[NB * 4 * 32], one[4 * 32];
+    double         oned[4 * 32];
+    float         *dk = g_alloc(g, 2 * 32), *dq = g_alloc(g, NB * 4 * 32), *dout = g_alloc(g, NB * 4 * 32), *done1 = g_alloc(g, 4 * 32);
+    int            ok = CHECK(dk && dq && dout && done1);
+    check_context("graph: a runtime's first batch, captured (%s)", g->cuda ? "cuda" : "stand-in");
+    d.gpu_heads = 1, d.pipeline = NEO_PIPELINE_OFF;
+    for (int i = 0; i < NB && ok; i++) ok = CHECK_STATUS(neo_layer_create(g->rt, &d, &l[i]), NEO_OK);
+    for (int i = 0; i < NB && ok; i++) {
+        rng_fill(k, 2 * 32, -2.0f, 2.0f), g_copy(g, dk, k, 2 * 32);
+        ok = CHECK_STATUS(neo_attn_append(l[i], dk, dk, 1), NEO_OK);
+    }
+    if (ok && g_begin(g)) {
+        CHECK_STATUS(neo_attn_decode_batch(l, NB, dq, dout), NEO_OK);
+        if (g_end(g)) {
+            for (int r = 0; r < 2; r++) {
+                rng_fill(q, NB * 4 * 32, -2.0f, 2.0f), g_copy(g, dq, q, NB * 4 * 32);
+                g_replay(g);
+                CHECK_STATUS(neo_runtime_sync(g->rt), NEO_OK);
+                g_copy(g, out, dout, NB * 4 * 32);
+                for (int i = 0; i < NB; i++) {
+                    CHECK_STATUS(neo_attn_decode(l[i], dq + (size_t)i * 4 * 32, done1), NEO_OK);
+                    g_copy(g, one, done1, 4 * 32);
+                    for (int e = 0; e < 4 * 32; e++) oned[e] = one[e];
+                    CHECK(rel_err(out + (size_t)i * 4 * 32, oned, 4 * 32) < 1e-5);
+                    rng_fill(k, 2 * 32, -2.0f, 2.0f), g_copy(g, dk, k, 2 * 32);
+                    CHECK_STATUS(neo_attn_append(l[i], dk, dk, 1), NEO_OK);
+                }
+            }
+            g_drop(g);
+        }
+    }
+    for (int i = 0; i < NB; i++) neo_layer_destroy(l[i]);
+    g_free(g, dk), g_free(g, dq), g_free(g, dout), g_free(g, done1);
+}
+
 static void graph_on(gcap *g) {
     static const float sinks[8] = {0.5f, -1.0f, 2.0f, 0.0f, 1.5f, -0.5f, 3.0f, 0.25f};
     neo_layer_desc d[4];
@@ -2021,6 +2063,14 @@ static void test_graphs(void) {
     memset(&g, 0, sizeof g);
     g.rt = rts_gpu[1];
     if (g.rt) graph_on(&g);
+    { /* on a fresh runtime, the captured batch is the first: it has only what it reserves */
+        neo_runtime_desc rd = {0};
+        memset(&g, 0, sizeof g);
+        rd.gpu = 1, rd.gpu_standin = 1, rd.n_threads = 2;
+        check_context("graph runtime, stand-in");
+        if (CHECK_STATUS(neo_runtime_create(&rd, &g.rt), NEO_OK)) graph_batch_first(&g), graph_batch(&g);
+        neo_runtime_destroy(g.rt);
+    }
 #if NEO_TEST_CUDA
     if (rt_cuda) {
         neo_runtime_desc rd = {0};
