@@ -2050,6 +2050,11 @@ static void graph_on(gcap *g) {
                     CHECK(neo_layer_length(l) == 1 + 2 * r);
                 }
                 g_drop(g);
+                /* no capture now: eager calls run as eager ones, whatever the last call was */
+                CHECK_STATUS(neo_attn_prefill(l, dq, 1, dout), NEO_OK);
+                CHECK_STATUS(neo_attn_decode(l, dq, dout), NEO_OK);
+                CHECK_STATUS(neo_layer_truncate(l, 5), NEO_OK);
+                CHECK(neo_layer_length(l) == 5);
             }
         }
         neo_layer_destroy(l);
