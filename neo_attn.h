@@ -3935,7 +3935,7 @@ NEO_ATTN__PRIVATE void       neo__layer_destroy(neo_layer *L);
 NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_desc *desc, neo_layer **out) {
     neo_layer  *L;
     neo_status  s;
-    size_t      partial, nq;
+    size_t      partial, nq, chunks;
     const char *why;
     if ((s = neo__check_layer_desc(desc, &why)) != NEO_OK) {
         neo__log(rt, NEO_LOG_ERROR, "neo_layer_create: %s", why);
@@ -3959,9 +3959,10 @@ NEO_ATTN__PRIVATE neo_status neo__layer_create(neo_runtime *rt, const neo_layer_
         goto fail;
     nq = (size_t)neo__max_queries(L->group);
     if (rt->kern.tile_pv && neo__tile_fits(L->kv_type, L->head_dim, L->head_dim_v, (int)nq)) neo__tiles_permit(rt);
-    partial = (size_t)L->n_head * (size_t)neo__max_chunks(L->n_ctx) * ((size_t)L->head_dim_v + 2);
+    chunks = (size_t)neo__max_chunks(L->n_ctx);
+    partial = (size_t)L->n_head * chunks * ((size_t)L->head_dim_v + 2);
     if ((s = neo__rt_reserve(rt, neo__scratch_floats(&rt->kern, L->kv_type, L->head_dim, L->head_dim_v, (int)nq), partial,
-                             (size_t)L->n_head_kv * 2 * (size_t)neo__max_chunks(L->n_ctx))) != NEO_OK)
+                             (size_t)L->n_head_kv * 2 * chunks)) != NEO_OK)
         goto fail;
     if (rt->gpu && L->gpu_heads < L->n_head_kv && (s = neo__split_prepare(L)) != NEO_OK) goto fail;
     *out = L;
