@@ -1589,8 +1589,7 @@ static int auto_line_ok(int cells, int host_heads) {
     snprintf(want, sizeof want, " with %d of 4 KV heads on the host", host_heads);
     if (!p || !strstr(auto_last, want) || sscanf(p, " runs %15s from %d cells (ON %lf us, OFF %lf us", name, &from, &on, &off) != 4)
         return 0;
-    if ((p = strstr(auto_last, "HYBRID ")) != NULL && strstr(p, " at a CPU share of ") &&
-        sscanf(p, "HYBRID %lf us at a CPU share of %lf", &hyb, &share) != 2)
+    if ((p = strstr(auto_last, ", HYBRID ")) != NULL && sscanf(p, ", HYBRID %lf us at a CPU share of %lf", &hyb, &share) != 2)
         return 0;
     if (from != cells) return 0;
     if (hyb >= 0) { /* the share from the medians as printed (0.1 us), so within rounding */
@@ -1621,6 +1620,19 @@ static void test_auto_again(void) {
     rd.gpu = 1, rd.gpu_standin = 1, rd.n_threads = 2, rd.log = auto_log;
     d.n_head = 8, d.n_head_kv = 4, d.head_dim = 16, d.n_ctx = 64, d.gpu_heads = 2, d.pipeline = NEO_PIPELINE_AUTO;
     check_context("AUTO asks again");
+    { /* the checker itself, on lines of each choice (which one a machine's timings give varies) */
+        static const struct { const char *line; int ok; } ls[] = {
+            {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs ON from 64 cells (ON 3.0 us, OFF 9.0 us, HYBRID 5.0 us at a CPU share of 0.75)", 1},
+            {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs HYBRID from 64 cells (ON 3.0 us, OFF 9.0 us, HYBRID 2.0 us at a CPU share of 0.75)", 1},
+            {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs OFF from 64 cells (ON 3.0 us, OFF 9.0 us, HYBRID 2.0 us at a CPU share of 0.75)", 0},
+            {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs HYBRID from 64 cells (ON 3.0 us, OFF 9.0 us, HYBRID 2.0 us at a CPU share of 0.25)", 0},
+            {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs OFF from 64 cells (ON 9.0 us, OFF 3.0 us)", 1},
+            {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs ON from 64 cells (ON 9.0 us, OFF 3.0 us)", 0}};
+        for (j = 0; j < (int)(sizeof ls / sizeof *ls); j++) {
+            snprintf(auto_last, sizeof auto_last, "%s", ls[j].line);
+            CHECK(auto_line_ok(64, 2) == ls[j].ok);
+        }
+    }
     auto_lines = 0;
     if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK) || !CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) ||
         !CHECK_STATUS(neo_attn_append(l, k, v, 16), NEO_OK))
