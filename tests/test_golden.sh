@@ -271,6 +271,16 @@ fi
 golden "-t 10000 -p 0.00001: no token past the cutoff, the most likely" "$GREEDY" \
     "$BIN" "$MODEL" -z "$TOK" -t 10000 -p 0.00001 -s 1 -n 256 -i "$PROMPT"
 
+# the logits are divided by the temperature: a small one leaves the most likely token all the
+# probability (the greedy text), a large one spreads it nearly evenly (anything but the greedy text)
+golden "-t 0.00001 -p 0: the greedy text" "$GREEDY" "$BIN" "$MODEL" -z "$TOK" -t 0.00001 -p 0 -s 42 -n 256 -i "$PROMPT"
+if "$BIN" "$MODEL" -z "$TOK" -t 100000 -p 0 -s 42 -n 256 -i "$PROMPT" >"$T/out" 2>"$T/err" </dev/null &&
+    [ -s "$T/out" ] && ! cmp -s "$T/out" "$GREEDY"; then
+    pass "-t 100000 -p 0: not the greedy text"
+else
+    fail "-t 100000 -p 0: the greedy text, or an error" "$T/err"
+fi
+
 # --- interactive mode on a scripted stdin --------------------------------------------------------
 # the counts of /stats: two lines of 5 and 4 tokens (BOS with the first only), replies of 5
 if printf 'Once upon a time\nHello\n/stats\n' | "$BIN" "$MODEL" -n 5 -t 0 >"$T/out" 2>"$T/err"; then i_rc=0; else i_rc=$?; fi
