@@ -98,8 +98,8 @@ def main():
     lib_dir = os.path.join(out, "lib")
     os.makedirs(lib_dir)
     base = build(src, [], args.entry, lib_dir)
-    if args.patch:
-        subprocess.run(["patch", "-s", "-p1", "-i", os.path.abspath(args.patch)], cwd=src, check=True)
+    if args.patch and subprocess.run(["patch", "-s", "-p1", "-i", os.path.abspath(args.patch)], cwd=src).returncode != 0:
+        sys.exit(f"kernel_code: {args.patch} does not apply to this tree")
     print(f"{'build':<28} {'regs':>4} {'spill':>5}  instructions changed against the library's "
           "(prologue / tiles / merge)")
     print(f"{'library':<28} {base[0]:>4} {base[1]:>5}  " +
