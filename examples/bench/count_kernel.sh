@@ -1,31 +1,36 @@
 #!/bin/bash
-# count_kernel.sh - count_kernel.patch's knob sets beside the library on one GPU, in one call: a
-# copy of the tree with the patch applied, one bench build (sm_90) a knob set, built side by side,
-# then the Llama-3-8B 4k sweep (bench --sections sweep --sweep-ctx 4096) of every build in turn,
-# round after round, and last a table of the planner's row (eager), graph and graph-gm at the
-# planner's split count (column 0), every round's figure in µs a call. NEO_XP_F alone is left
-# out: the single-attend kernels' code is byte for byte the library's with it (only the batch
-# kernels, which copy the larger parameter block, change). cm is C=1 with M=1 (the build that
-# was faster), c2m2 and u1m2 the two smaller changes of each side together.
+# count_kernel.sh - a kernel patch's knob sets beside the library on one GPU, in one call: a copy of
+# the tree with the patch applied, one bench build (sm_90) a knob set, built side by side, then the
+# Llama-3-8B 4k sweep (bench --sections sweep --sweep-ctx 4096) of every build in turn, round after
+# round, and last a table of the planner's row (eager), graph and graph-gm at the planner's split
+# count (column 0), every round's figure in µs a call.
 #   bash examples/bench/count_kernel.sh [rounds] [ctx]    defaults 3, 4096; raw rows and table in
 #                                                          $OUT (default /tmp/neo-count)/count_kernel.txt
+# PATCH (default examples/bench/count_kernel.patch) and SETS (name:flags, flags joined by '+'; a
+# set with no flags is the library) choose what is timed. The default sets are count_kernel.patch's
+# knobs: NEO_XP_F alone is left out (the single-attend kernels' code is byte for byte the library's
+# with it; only the batch kernels, which copy the larger parameter block, change); cm is C=1 with
+# M=1 (the build that was faster), c2m2 and u1m2 the two smaller changes of each side together.
+# merge_loads.patch's rewrite beside the library:
+#   PATCH=examples/bench/merge_loads.patch SETS="lib: l1:-DNEO_XP_LOADS=1" bash examples/bench/count_kernel.sh
 # Rounds stop early at 480 s, so that the whole script ends within 10 minutes. Reuses builds
-# already in /tmp/neo-count-src.
+# already in /tmp/neo-count-src-NAME, NAME the patch's.
 set -u
 ROUNDS=${1:-3}
 CTX=${2:-4096}
 OUT=${OUT:-/tmp/neo-count}
-SRC=/tmp/neo-count-src
+PATCH=${PATCH:-examples/bench/count_kernel.patch}
+SRC=/tmp/neo-count-src-$(basename "$PATCH" .patch)
 R=$OUT/count_kernel.txt
 mkdir -p "$OUT"
-SETS="lib: c1:-DNEO_XP_C=1 c2:-DNEO_XP_C=2 m1:-DNEO_XP_M=1 m2:-DNEO_XP_M=2 u1:-DNEO_XP_U=1 cm:-DNEO_XP_C=1+-DNEO_XP_M=1 c2m2:-DNEO_XP_C=2+-DNEO_XP_M=2 u1m2:-DNEO_XP_U=1+-DNEO_XP_M=2"
+SETS=${SETS:-"lib: c1:-DNEO_XP_C=1 c2:-DNEO_XP_C=2 m1:-DNEO_XP_M=1 m2:-DNEO_XP_M=2 u1:-DNEO_XP_U=1 cm:-DNEO_XP_C=1+-DNEO_XP_M=1 c2m2:-DNEO_XP_C=2+-DNEO_XP_M=2 u1m2:-DNEO_XP_U=1+-DNEO_XP_M=2"}
 if [ ! -d "$SRC" ]; then
     mkdir -p "$SRC"
     tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C "$SRC"
     if command -v patch >/dev/null; then
-        (cd "$SRC" && patch -s -p1 <examples/bench/count_kernel.patch)
+        (cd "$SRC" && patch -s -p1 <"$PATCH")
     else
-        (cd "$SRC" && git apply examples/bench/count_kernel.patch)
+        (cd "$SRC" && git apply "$PATCH")
     fi || { echo "count_kernel: the patch does not apply"; rm -rf "$SRC"; exit 1; }
 fi
 for s in $SETS; do
