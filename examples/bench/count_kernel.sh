@@ -20,6 +20,7 @@ ROUNDS=${1:-3}
 CTX=${2:-4096}
 OUT=${OUT:-/tmp/neo-count}
 PATCH=${PATCH:-examples/bench/count_kernel.patch}
+PATCH=$(cd "$(dirname "$PATCH")" && pwd)/$(basename "$PATCH") # applied from inside the copy
 SRC=/tmp/neo-count-src-$(basename "$PATCH" .patch)
 R=$OUT/count_kernel.txt
 mkdir -p "$OUT"

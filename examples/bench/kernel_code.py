@@ -104,7 +104,7 @@ def main():
           "(prologue / tiles / merge)")
     print(f"{'library':<28} {base[0]:>4} {base[1]:>5}  " +
           (" / ".join(str(len(r)) for r in regions(base[2])) + " instructions" if base[2] else "(no nvdisasm)"))
-    for n, v in enumerate(args.variants or [""]):
+    for n, v in enumerate(args.variants or ([""] if args.patch else [])):  # "": the patch with no flags
         work = os.path.join(out, f"v{n}")
         os.makedirs(work)
         regs, spill, sass = build(src, [f for f in v.split("+") if f], args.entry, work)
