@@ -6,33 +6,42 @@
 # count (column 0), every round's figure in µs a call.
 #   bash examples/bench/count_kernel.sh [rounds] [ctx]    defaults 3, 4096; raw rows and table in
 #                                                          $OUT (default /tmp/neo-count)/count_kernel.txt
-# PATCH (default examples/bench/count_kernel.patch) and SETS (name:flags, flags joined by '+'; a
-# set with no flags is the library) choose what is timed. The default sets are count_kernel.patch's
-# knobs: NEO_XP_F alone is left out (the single-attend kernels' code is byte for byte the library's
-# with it; only the batch kernels, which copy the larger parameter block, change); cm is C=1 with
-# M=1 (the build that was faster), c2m2 and u1m2 the two smaller changes of each side together.
-# merge_loads.patch's rewrite beside the library:
-#   PATCH=examples/bench/merge_loads.patch SETS="lib: l1:-DNEO_XP_LOADS=1" bash examples/bench/count_kernel.sh
+# PATCH (default examples/bench/count_kernel.patch; several, separated by spaces, are applied in
+# turn) and SETS (name:flags, flags joined by '+'; a set with no flags is the library) choose what
+# is timed. The default sets are count_kernel.patch's knobs: NEO_XP_F alone is left out (the
+# single-attend kernels' code is byte for byte the library's with it; only the batch kernels, which
+# copy the larger parameter block, change); cm is C=1 with M=1 (the build that was faster), c2m2 and
+# u1m2 the two smaller changes of each side together. merge_loads.patch's and score_chains.patch's
+# knobs beside the library (five builds, three rounds in about 7 minutes):
+#   PATCH="examples/bench/merge_loads.patch examples/bench/score_chains.patch" \
+#   SETS="lib: l1:-DNEO_XP_LOADS=1 a1:-DNEO_XP_ARR=1 l1a1:-DNEO_XP_LOADS=1+-DNEO_XP_ARR=1 sc2:-DNEO_XP_SC=2" \
+#       bash examples/bench/count_kernel.sh
 # Rounds stop early at 480 s, so that the whole script ends within 10 minutes. Reuses builds
-# already in /tmp/neo-count-src-NAME, NAME the patch's.
+# already in /tmp/neo-count-src-NAME, NAME the patches' joined by '+'.
 set -u
 ROUNDS=${1:-3}
 CTX=${2:-4096}
 OUT=${OUT:-/tmp/neo-count}
 PATCH=${PATCH:-examples/bench/count_kernel.patch}
-PATCH=$(cd "$(dirname "$PATCH")" && pwd)/$(basename "$PATCH") # applied from inside the copy
-SRC=/tmp/neo-count-src-$(basename "$PATCH" .patch)
+PATCHES="" NAME=""
+for f in $PATCH; do # absolute, as they are applied from inside the copy
+    PATCHES="$PATCHES $(cd "$(dirname "$f")" && pwd)/$(basename "$f")"
+    NAME="$NAME${NAME:++}$(basename "$f" .patch)"
+done
+SRC=/tmp/neo-count-src-$NAME
 R=$OUT/count_kernel.txt
 mkdir -p "$OUT"
 SETS=${SETS:-"lib: c1:-DNEO_XP_C=1 c2:-DNEO_XP_C=2 m1:-DNEO_XP_M=1 m2:-DNEO_XP_M=2 u1:-DNEO_XP_U=1 cm:-DNEO_XP_C=1+-DNEO_XP_M=1 c2m2:-DNEO_XP_C=2+-DNEO_XP_M=2 u1m2:-DNEO_XP_U=1+-DNEO_XP_M=2"}
 if [ ! -d "$SRC" ]; then
     mkdir -p "$SRC"
     tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C "$SRC"
-    if command -v patch >/dev/null; then
-        (cd "$SRC" && patch -s -p1 <"$PATCH")
-    else
-        (cd "$SRC" && git apply "$PATCH")
-    fi || { echo "count_kernel: the patch does not apply"; rm -rf "$SRC"; exit 1; }
+    for f in $PATCHES; do
+        if command -v patch >/dev/null; then
+            (cd "$SRC" && patch -s -p1 <"$f")
+        else
+            (cd "$SRC" && git apply "$f")
+        fi || { echo "count_kernel: $f does not apply"; rm -rf "$SRC"; exit 1; }
+    done
 fi
 for s in $SETS; do
     n=${s%%:*} d=${s#*:}
