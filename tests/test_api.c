@@ -938,6 +938,14 @@ static void test_capture_refusals(void) {
     CHECK_STATUS(neo__standin_capture_end(rt, &g), NEO_OK);
     CHECK(g && g->n == 1 && neo_layer_length(l) == 1);
     neo__standin_graph_free(rt, g);
+    /* the capture is over: a session's eager step (which takes no capture's check on entry) runs
+       eagerly, its 2 layers' decodes counted now and its cache a token longer on the host */
+    check_context("capture refusals: an eager step after the capture");
+    {
+        neo_layer_info li;
+        if (CHECK_STATUS(neo_session_step(s, 1, logits), NEO_OK) && CHECK_STATUS(neo_session_get_info(s, &li), NEO_OK))
+            CHECK(li.n_decode == 2 && neo_session_length(s) == 1 && neo_layer_length(s->layers[0]) == 1);
+    }
 done:
     neo_session_destroy(s);
     neo_layer_destroy(l), neo_layer_destroy(hy);
