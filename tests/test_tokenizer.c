@@ -1,4 +1,4 @@
-/* test_tokenizer.c - mini-chat's tokenizer (examples/mini-chat/mini_chat.c, included whole).
+/* test_tokenizer.c - mini-chat's tokenizer and top-p sampler (examples/mini-chat/mini_chat.c, included whole).
    - encode's heap-ordered merges against a straight copy of run.c's quadratic merge loop
      (old_encode below), on tok512.bin from NEO_MODEL_DIR (default tests/data) and on random
      vocabularies with tied, NaN, -inf and very low scores and empty pieces, for random ASCII,
@@ -6,8 +6,13 @@
    - run.c's own prompt ids for "Once upon a time" (NEO_MODEL_DIR/reference).
    - a vocabulary of fewer than 3 tokens is refused with a message; every id encode stores is
      in the vocabulary; min_tokens never exceeds what encode makes.
-   - a 256 KiB text encodes in well under the time the quadratic loop needed for 10 KiB. */
+   - a 256 KiB text encodes in well under the time the quadratic loop needed for 10 KiB.
+   - the top-p sampler (sample_topp) on distributions of exact binary fractions where run.c's
+     rule is decided by equality: a nucleus whose mass reaches top-p exactly takes one token more
+     (it must pass top-p), a token exactly at the cutoff (1 - top-p) / (n - 1) is kept, and a
+     coin on a token's upper edge takes the next one. */
 #define MINI_CHAT_NO_MAIN
+#define MINI_CHAT_SAMPLER
 #include "examples/mini-chat/mini_chat.c"
 
 #include "bpe_reference.h"
@@ -241,14 +246,41 @@ static void test_tiny_vocabulary(void) {
     }
 }
 
+/* sample_topp where run.c's comparisons meet equality (every sum below is exact in float) */
+static void test_topp_ties(void) {
+    ProbIndex pi[8];
+    /* mass 0.5 + 0.25 reaches top-p 0.75 exactly: the nucleus is the first three (0.9375), so a
+       coin of 0.9 (r = 0.84375) takes the third; had it stopped at two, r = 0.675 would take the second */
+    const float a[4] = {0.5f, 0.25f, 0.1875f, 0.0625f};
+    check_context("top-p: a nucleus that reaches top-p exactly takes one token more");
+    CHECK(sample_topp(a, 4, 0.75f, pi, 0.9f) == 2);
+    CHECK(sample_topp(a, 4, 0.75f, pi, 0.99f) == 2);
+    CHECK(sample_topp(a, 4, 0.75f, pi, 0.7f) == 1);   /* r = 0.65625 */
+    CHECK(sample_topp(a, 4, 0.75f, pi, 0.5f) == 0);   /* r = 0.46875 */
+    /* top-p 0.9375: the nucleus is all four (mass 1, so r is the coin); a coin on a token's upper
+       edge takes the next token (r < cdf) */
+    check_context("top-p: a coin on an edge");
+    CHECK(sample_topp(a, 4, 0.9375f, pi, 0.5f) == 1);
+    CHECK(sample_topp(a, 4, 0.9375f, pi, 0.75f) == 2);
+    /* top-p 0.5 over 3 tokens: the cutoff is 0.25 exactly, and both 0.25 tokens are kept; the
+       first of them completes the nucleus, so a coin of 0.9 (r = 0.675) takes one of them, where
+       a cutoff that dropped them would always give token 0 */
+    const float b[3] = {0.5f, 0.25f, 0.25f};
+    check_context("top-p: tokens at the cutoff are kept");
+    const int t = sample_topp(b, 3, 0.5f, pi, 0.9f);
+    CHECK(t == 1 || t == 2);
+    CHECK(sample_topp(b, 3, 0.5f, pi, 0.3f) == 0);     /* r = 0.225 */
+}
+
 int main(void) {
     const char *env = getenv("NEO_MODEL_DIR");
     const char *seed = getenv("NEO_TEST_SEED");
     rng_state = seed && *seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     printf("test_tokenizer: seed %llu (NEO_TEST_SEED=%llu repeats this run)\n", (unsigned long long)rng_state,
            (unsigned long long)rng_state);
-    (void)decode; /* mini-chat's, unused here */
+    (void)decode, (void)build_sampler, (void)free_sampler, (void)sample; /* mini-chat's, unused here */
     test_tiny_vocabulary();
+    test_topp_ties();
     test_tok512(env && *env ? env : "tests/data");
     test_random_vocabularies();
     check_context("%s", "");

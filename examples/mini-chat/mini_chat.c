@@ -18,7 +18,8 @@
    Model: https://huggingface.co/karpathy/tinyllamas/tree/main/stories260K (stories260K.bin, tok512.bin).
 
    Define MINI_CHAT_NO_MAIN before including this file to get only the tokenizer
-   (tests/fuzz_tokenizer.c does).
+   (tests/fuzz_tokenizer.c does), and MINI_CHAT_SAMPLER as well for the sampler beside it
+   (tests/test_tokenizer.c does).
 */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L   /* getline, clock_gettime, isatty */
@@ -436,6 +437,9 @@ static int build_tokenizer(Tokenizer *t, const char *path, int vocab_size, char 
     return rc;
 }
 
+#endif /* MINI_CHAT_NO_MAIN */
+
+#if !defined(MINI_CHAT_NO_MAIN) || defined(MINI_CHAT_SAMPLER)
 /* ---------------------------------------------------------------------------------------------
    Sampler: run.c's xorshift RNG, argmax, multinomial and top-p sampling
    --------------------------------------------------------------------------------------------- */
@@ -562,6 +566,9 @@ static int sample(Sampler *s, float *logits) {
     if (s->topp <= 0 || s->topp >= 1) return sample_mult(logits, s->vocab_size, coin);
     return sample_topp(logits, s->vocab_size, s->topp, s->probindex, coin);
 }
+#endif /* !MINI_CHAT_NO_MAIN || MINI_CHAT_SAMPLER */
+
+#ifndef MINI_CHAT_NO_MAIN
 
 /* ---------------------------------------------------------------------------------------------
    Transformer: the neo_attn runtime, model and session
