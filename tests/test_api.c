@@ -1742,15 +1742,18 @@ static void plan_case(const neo_layer_desc *d, int n) {
 
 static void test_plan(void) {
     static const int kv[3] = {1, 2, 3}, ctx[2] = {1, 3};
-    neo_layer_desc d[3], shapes[12];
+    neo_layer_desc d[3], shapes[18];
     int            g[3] = {5, 5, 5}, ns = 0;
     memset(shapes, 0, sizeof shapes);
+    /* heads of 4, 12 and 6 bytes a cell: sizes 4 to 36 bytes, some not multiples of others (4, 6,
+       18, 12), so that taking the largest heads first is not always the most bytes (one 6-byte
+       head and two 4-byte ones in 8 bytes: the two) */
     for (int a = 0; a < 3; a++)
         for (int c = 0; c < 2; c++)
-            for (int t = 0; t < 2; t++, ns++) {
+            for (int t = 0; t < 3; t++, ns++) {
                 neo_layer_desc *s = &shapes[ns];
-                s->n_head = s->n_head_kv = kv[a], s->head_dim = 1, s->head_dim_v = 1 + t, s->n_ctx = ctx[c];
-                s->kv_type = t ? NEO_TYPE_F32 : NEO_TYPE_F16, s->gpu_heads = t ? NEO_GPU_HEADS_NONE : 0; /* ignored */
+                s->n_head = s->n_head_kv = kv[a], s->head_dim = 1, s->head_dim_v = t ? 2 : 1, s->n_ctx = ctx[c];
+                s->kv_type = t == 1 ? NEO_TYPE_F32 : NEO_TYPE_F16, s->gpu_heads = t ? NEO_GPU_HEADS_NONE : 0; /* ignored */
             }
     check_context("neo_plan_gpu_heads, every small case");
     for (int x = 0; x < ns; x++) {
