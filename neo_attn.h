@@ -229,6 +229,8 @@
    over that joint read rate.
    neo_runtime_desc.gpu_standin = 1 runs the same orchestration on a host stand-in for the GPU
    (host memory, synchronous), which is how the split paths are tested where there is no GPU.
+   It also checks the orchestration's events: a stream's wait for an event not recorded since
+   that stream's last wait for it, which would order nothing on a GPU, fails (NEO_ERR_DEVICE).
    Many sequences: neo_attn_append_batch and neo_attn_decode_batch take one token for each of n
    layers of one shape (n sequences' caches of one model layer), with the host halves of all of
    them in one job of the pool and one join, the device halves together, and the results of n
@@ -2627,6 +2629,7 @@ struct neo_runtime {
     int          capturing;      /* 1 while the call in progress is being captured into a CUDA graph */
     struct neo_layer *graphed;   /* layers with a captured append (neo_layer.gnext): sync reads their lengths */
     struct neo__sgraph *sg_rec;  /* the stand-in's graph being recorded, or NULL (>>standin) */
+    unsigned     sg_ev[NEO__EVENTS][3]; /* the stand-in's events: records so far, the count each stream last waited for */
     struct neo__bells *bells;    /* captured both-halves calls and their listener (>>bells), made with the first */
     int         *lens;           /* pinned [2 * graphed layers]: their device lengths, read back by neo_runtime_sync */
     size_t       lens_bytes;
@@ -3375,8 +3378,29 @@ NEO_ATTN__PRIVATE int neo__standin_copy2d(void *state, void *dst, size_t dst_pit
 NEO_ATTN__PRIVATE int neo__standin_sync(void *state, int which) {
     return neo__sg_refuse((neo_runtime *)state) != NEO_OK ? NEO_ERR_UNSUPPORTED : neo__host_sync(state, which);
 }
-/* Events order nothing here; a capture holds them as a graph's edges, so a recording keeps none. */
-NEO_ATTN__PRIVATE int neo__standin_event(void *state, int a, int b) { return neo__host_record(state, a, b); }
+/* Events order nothing here (every op runs when it is queued), but the stand-in checks how the
+   library uses them: a stream waits only for an event recorded since its last wait for that
+   event, so that on a GPU each wait orders it after the record it is meant to (a wait for a
+   record that never came, or for one already waited for, orders nothing new and would leave a
+   race there). A capture holds events as a graph's edges, so a recording keeps none. */
+NEO_ATTN__PRIVATE int neo__standin_record(void *state, int event, int stream) {
+    neo_runtime *rt = (neo_runtime *)state;
+    if (event < 0 || event >= NEO__EVENTS || stream < NEO__STREAM_MAIN || stream > NEO__STREAM_COPY) return NEO_ERR_INVALID_ARG;
+    if (!rt->sg_rec) rt->sg_ev[event][0]++;
+    return NEO_OK;
+}
+NEO_ATTN__PRIVATE int neo__standin_wait(void *state, int stream, int event) {
+    neo_runtime *rt = (neo_runtime *)state;
+    if (event < 0 || event >= NEO__EVENTS || stream < NEO__STREAM_MAIN || stream > NEO__STREAM_COPY) return NEO_ERR_INVALID_ARG;
+    if (rt->sg_rec) return NEO_OK;
+    if (rt->sg_ev[event][0] == rt->sg_ev[event][1 + stream]) {
+        neo__log(rt, NEO_LOG_ERROR, "the GPU stand-in: stream %d waits for event %d, not recorded since its last wait for it",
+                 stream, event);
+        return NEO_ERR_DEVICE;
+    }
+    rt->sg_ev[event][1 + stream] = rt->sg_ev[event][0];
+    return NEO_OK;
+}
 
 /* A graph's handoff (neo__dev_attn.ring / answer), run or recorded. */
 NEO_ATTN__PRIVATE int neo__standin_bell(void *state, int kind, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
@@ -3476,8 +3500,8 @@ NEO_ATTN__PRIVATE void neo__standin_tables(neo__dev_mem *m, neo__dev_attn *t) {
     neo__host_tables(m, t);
     m->copy = neo__standin_copy;
     m->copy2d = neo__standin_copy2d;
-    m->record = neo__standin_event;
-    m->wait = neo__standin_event;
+    m->record = neo__standin_record;
+    m->wait = neo__standin_wait;
     m->event_sync = neo__standin_sync;
     m->stream_sync = neo__standin_sync;
     m->capturing = neo__standin_capturing;

@@ -967,6 +967,33 @@ done:
     free(buf);
 }
 
+/* The stand-in's check of the orchestration's events: a stream waits only for a record it has not
+   waited for yet, each stream for itself; events and streams out of range are refused. */
+static void test_standin_events(void) {
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL;
+    void            *S;
+    rd.log = test_log, rd.n_threads = 1, rd.gpu = 1, rd.gpu_standin = 1;
+    check_context("the stand-in's events");
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return;
+    S = rt->dev_state;
+    EXPECT_LOG((neo_status)rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_READY0), NEO_ERR_DEVICE, "event 1, not recorded since");
+    CHECK_STATUS((neo_status)rt->mem.record(S, NEO__EV_READY0, NEO__STREAM_MAIN), NEO_OK);
+    CHECK_STATUS((neo_status)rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_READY0), NEO_OK);
+    CHECK_STATUS((neo_status)rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_READY0), NEO_OK);
+    EXPECT_LOG((neo_status)rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_READY0), NEO_ERR_DEVICE, "stream 1 waits for event 1");
+    CHECK_STATUS((neo_status)rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_READY1), NEO_ERR_DEVICE);
+    CHECK_STATUS((neo_status)rt->mem.record(S, NEO__EV_READY0, NEO__STREAM_COPY), NEO_OK);
+    CHECK_STATUS((neo_status)rt->mem.record(S, NEO__EV_READY0, NEO__STREAM_COPY), NEO_OK);
+    CHECK_STATUS((neo_status)rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_READY0), NEO_OK);
+    CHECK_STATUS((neo_status)rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_READY0), NEO_ERR_DEVICE);
+    CHECK_STATUS((neo_status)rt->mem.record(S, NEO__EVENTS, NEO__STREAM_MAIN), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS((neo_status)rt->mem.record(S, NEO__EV_START, 2), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS((neo_status)rt->mem.wait(S, 2, NEO__EV_START), NEO_ERR_INVALID_ARG);
+    CHECK_STATUS((neo_status)rt->mem.wait(S, NEO__STREAM_MAIN, -1), NEO_ERR_INVALID_ARG);
+    neo_runtime_destroy(rt);
+}
+
 /* A split layer's HYBRID decode under a capture: recorded with the bell's ring and answer, the
    device part's attend from the cut of the length read at replay (at the layer's CPU share) and
    the merge, the capture valid; refused, the capture left valid, in a build without threads (no
@@ -2050,6 +2077,7 @@ int main(void) {
     }
     test_refusals_logged();
     test_capture_refusals();
+    test_standin_events();
     test_captured_hybrid();
     test_cpu_out_of_memory();
     test_failed_batch_counts_nothing();
