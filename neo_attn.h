@@ -2629,7 +2629,7 @@ struct neo_runtime {
     int          capturing;      /* 1 while the call in progress is being captured into a CUDA graph */
     struct neo_layer *graphed;   /* layers with a captured append (neo_layer.gnext): sync reads their lengths */
     struct neo__sgraph *sg_rec;  /* the stand-in's graph being recorded, or NULL (>>standin) */
-    unsigned     sg_ev[NEO__EVENTS][3]; /* the stand-in's events: records so far, the count each stream last waited for */
+    unsigned     sg_ev[NEO__EVENTS][3]; /* the stand-in's events: records, MAIN's and COPY's last waits (neo__standin_ev) */
     struct neo__bells *bells;    /* captured both-halves calls and their listener (>>bells), made with the first */
     int         *lens;           /* pinned [2 * graphed layers]: their device lengths, read back by neo_runtime_sync */
     size_t       lens_bytes;
@@ -3383,22 +3383,29 @@ NEO_ATTN__PRIVATE int neo__standin_sync(void *state, int which) {
    event, so that on a GPU each wait orders it after the record it is meant to (a wait for a
    record that never came, or for one already waited for, orders nothing new and would leave a
    race there). A capture holds events as a graph's edges, so a recording keeps none. */
+/* the event's counters (records so far, then the count each stream last waited for), or NULL
+   for an event or stream out of range */
+NEO_ATTN__PRIVATE unsigned *neo__standin_ev(void *state, int event, int stream) {
+    const int ok = event >= 0 && event < NEO__EVENTS && stream >= NEO__STREAM_MAIN && stream <= NEO__STREAM_COPY;
+    return ok ? ((neo_runtime *)state)->sg_ev[event] : NULL;
+}
 NEO_ATTN__PRIVATE int neo__standin_record(void *state, int event, int stream) {
-    neo_runtime *rt = (neo_runtime *)state;
-    if (event < 0 || event >= NEO__EVENTS || stream < NEO__STREAM_MAIN || stream > NEO__STREAM_COPY) return NEO_ERR_INVALID_ARG;
-    if (!rt->sg_rec) rt->sg_ev[event][0]++;
+    unsigned *e = neo__standin_ev(state, event, stream);
+    if (!e) return NEO_ERR_INVALID_ARG;
+    if (!((neo_runtime *)state)->sg_rec) e[0]++;
     return NEO_OK;
 }
 NEO_ATTN__PRIVATE int neo__standin_wait(void *state, int stream, int event) {
     neo_runtime *rt = (neo_runtime *)state;
-    if (event < 0 || event >= NEO__EVENTS || stream < NEO__STREAM_MAIN || stream > NEO__STREAM_COPY) return NEO_ERR_INVALID_ARG;
+    unsigned    *e = neo__standin_ev(state, event, stream);
+    if (!e) return NEO_ERR_INVALID_ARG;
     if (rt->sg_rec) return NEO_OK;
-    if (rt->sg_ev[event][0] == rt->sg_ev[event][1 + stream]) {
+    if (e[0] == e[1 + stream]) {
         neo__log(rt, NEO_LOG_ERROR, "the GPU stand-in: stream %d waits for event %d, not recorded since its last wait for it",
                  stream, event);
         return NEO_ERR_DEVICE;
     }
-    rt->sg_ev[event][1 + stream] = rt->sg_ev[event][0];
+    e[1 + stream] = e[0];
     return NEO_OK;
 }
 
