@@ -228,9 +228,14 @@
    together faster than either alone: with the share right, its host half costs the host bytes
    over that joint read rate.
    neo_runtime_desc.gpu_standin = 1 runs the same orchestration on a host stand-in for the GPU
-   (host memory, synchronous), which is how the split paths are tested where there is no GPU.
+   (host memory, each op run when queued), which is how the split paths are tested where there
+   is no GPU.
    It also checks the orchestration's events: a stream's wait for an event not recorded since
    that stream's last wait for it, which would order nothing on a GPU, fails (NEO_ERR_DEVICE).
+   gpu_standin = 2 or 3 runs one stream late (the runtime's copy stream, or the engine's): its
+   work waits until the other stream waits for it, or the host does (a sync, a free), so that
+   work ordered behind nothing it reads gets wrong data, as it may on a GPU. An engine's own
+   tests can run there too, writing q and reading out through its stream, or after a sync.
    Many sequences: neo_attn_append_batch and neo_attn_decode_batch take one token for each of n
    layers of one shape (n sequences' caches of one model layer), with the host halves of all of
    them in one job of the pool and one join, the device halves together, and the results of n
@@ -446,8 +451,10 @@ typedef struct neo_runtime_desc {
     void       *gpu_stream;  /* the engine's cudaStream_t to order against; NULL = the runtime makes its own,
                                 which is ordered with the legacy default stream */
     neo_cpu_isa cpu_isa;     /* AUTO = best the CPU has; forcing one it lacks is NEO_ERR_UNSUPPORTED */
-    int         gpu_standin; /* 1 with gpu = 1: a host stand-in plays the GPU (same orchestration, host
-                                memory, synchronous), so the split paths can be tested with no GPU */
+    int         gpu_standin; /* with gpu = 1, a host stand-in plays the GPU (same orchestration, host
+                                memory), so the split paths can be tested with no GPU: 1 runs each
+                                op when it is queued; 2 runs the runtime's copy stream late, 3 the
+                                engine's stream, as a GPU may (read results after neo_runtime_sync) */
     /* The engine's own parallel-for, or NULL for the runtime's pool. It must run task(arg, i,
        thread) for every i in [0, n_tasks) and return when all are done, with thread in
        [0, n_threads) and never the same for two tasks running at once (it picks per-thread
@@ -875,7 +882,8 @@ typedef struct neo__dev_attn {
     /* 1 = a launch returns at once and the device runs concurrently with the host, so the
        both-halves call enqueues all its device work before it takes part in the CPU half;
        0 = an op is done when it returns (the stand-in, or CUDA_LAUNCH_BLOCKING=1), so an
-       await_copy must not be enqueued before its flag is set */
+       await_copy must not be enqueued before its flag is set. Asked just before the call hands
+       its CPU half to the pool (the stand-in's late stream catches up there). */
     int  (*launch_async)(void *state);
     /* Optional, NULL = the header calls attend once per entry: every entry of b attended, as
        attend would each, in stream order. */
@@ -2629,7 +2637,10 @@ struct neo_runtime {
     int          capturing;      /* 1 while the call in progress is being captured into a CUDA graph */
     struct neo_layer *graphed;   /* layers with a captured append (neo_layer.gnext): sync reads their lengths */
     struct neo__sgraph *sg_rec;  /* the stand-in's graph being recorded, or NULL (>>standin) */
-    unsigned     sg_ev[NEO__EVENTS][3]; /* the stand-in's events: records, MAIN's and COPY's last waits (neo__standin_ev) */
+    struct neo__sgraph *sg_q;    /* the stand-in's late stream's ops, not run yet (gpu_standin 2 or 3), or NULL */
+    int          sg_late;        /* that stream, or -1 */
+    int          sg_now;         /* 1 while the stand-in runs queued or recorded ops: each runs when called */
+    unsigned     sg_ev[NEO__EVENTS][4]; /* the stand-in's events: records, MAIN's and COPY's last waits, records run (neo__standin_ev) */
     struct neo__bells *bells;    /* captured both-halves calls and their listener (>>bells), made with the first */
     int         *lens;           /* pinned [2 * graphed layers]: their device lengths, read back by neo_runtime_sync */
     size_t       lens_bytes;
@@ -3239,43 +3250,50 @@ NEO_ATTN__PRIVATE void neo__host_tables(neo__dev_mem *m, neo__dev_attn *t) {
 /* =============================================================================================
    >>standin: the test backend (neo_runtime_desc.gpu_standin): a GPU played on the host, so that
    the split paths and the device-side lengths run in CI with no GPU. Its memory is the host
-   backend's; its attention and append too; it adds the handoff, the lengths and a graph
-   recorder. Every op is done before it returns.
+   backend's; its attention and append too; it adds the handoff, the lengths, a graph recorder,
+   a check of the events and streams that run late. With gpu_standin = 1 every op is done before
+   it returns. With 2 (COPY late) or 3 (MAIN late) that stream's ops wait in a queue until the
+   other stream waits for an event recorded after them, or the host waits for that stream (a
+   sync, a free, a handoff to the host), as a GPU may run them: work that the library did not
+   order behind what it reads then reads what was there before, and the results are wrong.
    ============================================================================================= */
-/* A recorded graph: while neo_runtime.sg_rec is set, the ops a CUDA graph would hold (append,
-   attend, set_length, copy, merge, a bell's ring and answer) are recorded instead of run, and
-   neo__standin_replay runs them again in order, as a CUDA graph replays its kernels; an op that
-   would end a CUDA capture (a wait for the device, a flagged handoff) marks the recording broken. Tests drive it with the three functions
-   below; nothing else records. */
+/* Ops kept to run later. While neo_runtime.sg_rec is set, the ops a CUDA graph would hold
+   (append, attend, set_length, copy, merge, a bell's ring and answer, a host function, the
+   decode loop's host ops) are recorded instead of run, and neo__standin_replay runs them again in
+   order, as a CUDA graph replays its kernels; an op that would end a CUDA capture (a wait for the
+   device, a flagged handoff) marks the recording broken. Tests drive it with the three functions
+   below; nothing else records. The late stream's ops go to neo_runtime.sg_q the same way, with
+   its events' records and its 2D copies and awaited copies, and neo__sg_catch_up runs them. */
 enum { NEO__SG_APPEND, NEO__SG_ATTEND, NEO__SG_SET_LENGTH, NEO__SG_COPY, NEO__SG_MATVEC, NEO__SG_RING, NEO__SG_ANSWER, NEO__SG_HOST_FN,
-       NEO__SG_MERGE };
+       NEO__SG_MERGE, NEO__SG_COPY2D, NEO__SG_AWAIT, NEO__SG_RECORD };
 typedef struct neo__sg_op {
     int              kind;
     neo__append_args ap;
     neo__attn_args   at;
-    neo__matvec_args mv;             /* MATVEC: the decode loop's host matvec, fn(ctx, &mv) */
+    neo__matvec_args mv;             /* MATVEC: the decode loop's host op, fn(ctx, &mv) */
     neo__merge_args  mg;             /* MERGE */
     int            (*fn)(void *ctx, const neo__matvec_args *a);
     void            *ctx;
     int             *len;            /* SET_LENGTH */
     int              value;
-    void            *dst;            /* COPY, RING, ANSWER */
+    void            *dst;            /* COPY, COPY2D, RING, ANSWER, AWAIT */
     const void      *src;
     size_t           bytes;
-    size_t           dst_pitch, src_pitch, rows; /* RING, ANSWER (bytes is the width) */
-    unsigned        *bell;
+    size_t           dst_pitch, src_pitch, rows; /* COPY2D, RING, ANSWER, AWAIT (bytes is the width) */
+    unsigned        *bell;           /* RING, ANSWER; AWAIT: the flag */
     const int       *dlen;           /* RING */
     void           (*host_fn)(void *); /* HOST_FN */
     void            *arg;
+    int              event;          /* RECORD: the event, and which of its records it is: */
+    unsigned         count;          /* RECORD; AWAIT: the flag's value awaited */
 } neo__sg_op;
 typedef struct neo__sgraph {
-    neo__sg_op        *ops; /* [n] of [cap] */
-    int                n, cap, broken;
-    unsigned long long id;  /* numbers the recordings (neo__dev_mem.capturing) */
+    neo__sg_op        *ops;  /* [n] of [cap]; in the late stream's queue the first head have run */
+    int                n, cap, broken, head;
+    unsigned long long id;   /* numbers the recordings (neo__dev_mem.capturing) */
 } neo__sgraph;
 
-NEO_ATTN__PRIVATE int neo__sg_add(neo_runtime *rt, const neo__sg_op *op) {
-    neo__sgraph *g = rt->sg_rec;
+NEO_ATTN__PRIVATE int neo__sg_add(neo_runtime *rt, neo__sgraph *g, const neo__sg_op *op) {
     if (g->n == g->cap) {
         int         cap = g->cap ? 2 * g->cap : 16;
         neo__sg_op *ops = (neo__sg_op *)neo__alloc(&rt->alloc, sizeof *ops * (size_t)cap);
@@ -3287,23 +3305,36 @@ NEO_ATTN__PRIVATE int neo__sg_add(neo_runtime *rt, const neo__sg_op *op) {
     g->ops[g->n++] = *op;
     return NEO_OK;
 }
+/* Where an op on stream goes instead of running: the recording, the late stream's queue, or
+   nowhere (NULL: it runs now). A CPU runtime's decode loop asks too, and runs its ops. */
+NEO_ATTN__PRIVATE neo__sgraph *neo__sg_target(const neo_runtime *rt, int stream) {
+    if (rt->sg_rec) return rt->sg_rec;
+    return rt->sg_q && stream == rt->sg_late && !rt->sg_now ? rt->sg_q : NULL;
+}
+/* op on stream, kept (added to its target), or 0 when it is to run now; *s: the add's status */
+NEO_ATTN__PRIVATE int neo__sg_keep(neo_runtime *rt, int stream, const neo__sg_op *op, int *s) {
+    neo__sgraph *g = neo__sg_target(rt, stream);
+    if (!g) return 0;
+    *s = neo__sg_add(rt, g, op);
+    return 1;
+}
 /* What a CUDA capture cannot hold: the recording is broken and the op refused. */
 NEO_ATTN__PRIVATE int neo__sg_refuse(neo_runtime *rt) {
     if (!rt || !rt->sg_rec) return NEO_OK;
     rt->sg_rec->broken = 1;
     return NEO_ERR_UNSUPPORTED;
 }
+NEO_ATTN__PRIVATE int neo__sg_catch_up(neo_runtime *rt, int event, unsigned count);
 
 NEO_ATTN__PRIVATE int neo__standin_append(void *state, const neo__append_args *a, int stream) {
     neo_runtime     *rt = (neo_runtime *)state;
     neo__append_args b = *a;
     neo__sg_op       op;
-    if (rt->sg_rec) {
-        memset(&op, 0, sizeof op);
-        op.kind = NEO__SG_APPEND, op.ap = *a;
-        return neo__sg_add(rt, &op);
-    }
+    int              s;
     if (a->row0 < 0 && !a->len) return NEO_ERR_INVALID_ARG;
+    memset(&op, 0, sizeof op);
+    op.kind = NEO__SG_APPEND, op.ap = *a;
+    if (neo__sg_keep(rt, stream, &op, &s)) return s;
     if (a->row0 < 0) {
         b.row0 = a->len[0];
         if (a->n_tokens > a->kv_cells - b.row0) return a->len[1] = 1, NEO_OK;
@@ -3324,12 +3355,11 @@ NEO_ATTN__PRIVATE int neo__standin_attend(void *state, const neo__attn_args *a, 
     neo__attn_args b = *a;
     neo__sg_op     op;
     float         *zero;
+    int            s;
     if (!neo__cut_ok(a)) return NEO_ERR_INVALID_ARG;
-    if (rt->sg_rec) {
-        memset(&op, 0, sizeof op);
-        op.kind = NEO__SG_ATTEND, op.at = *a;
-        return neo__sg_add(rt, &op);
-    }
+    memset(&op, 0, sizeof op);
+    op.kind = NEO__SG_ATTEND, op.at = *a;
+    if (neo__sg_keep(rt, stream, &op, &s)) return s;
     if (a->len) {
         b.c1 = a->c1 < *a->len ? a->c1 : *a->len;
         b.pos0 = *a->len - a->n_tokens;
@@ -3348,51 +3378,68 @@ NEO_ATTN__PRIVATE int neo__standin_attend(void *state, const neo__attn_args *a, 
     return neo__host_attend(state, &b, stream);
 }
 NEO_ATTN__PRIVATE int neo__standin_set_length(void *state, int *len, int value, int stream) {
-    neo_runtime *rt = (neo_runtime *)state;
-    neo__sg_op   op;
-    (void)stream;
+    neo__sg_op op;
+    int        s;
     if (!len || value < 0) return NEO_ERR_INVALID_ARG;
-    if (rt->sg_rec) {
-        memset(&op, 0, sizeof op);
-        op.kind = NEO__SG_SET_LENGTH, op.len = len, op.value = value;
-        return neo__sg_add(rt, &op);
-    }
+    memset(&op, 0, sizeof op);
+    op.kind = NEO__SG_SET_LENGTH, op.len = len, op.value = value;
+    if (neo__sg_keep((neo_runtime *)state, stream, &op, &s)) return s;
     len[0] = value, len[1] = len[2] = 0;
     return NEO_OK;
 }
 NEO_ATTN__PRIVATE int neo__standin_copy(void *state, void *dst, const void *src, size_t bytes, int stream) {
-    neo_runtime *rt = (neo_runtime *)state;
-    neo__sg_op   op;
-    if (rt->sg_rec) {
-        memset(&op, 0, sizeof op);
-        op.kind = NEO__SG_COPY, op.dst = dst, op.src = src, op.bytes = bytes;
-        return neo__sg_add(rt, &op);
-    }
+    neo__sg_op op;
+    int        s;
+    memset(&op, 0, sizeof op);
+    op.kind = NEO__SG_COPY, op.dst = dst, op.src = src, op.bytes = bytes;
+    if (neo__sg_keep((neo_runtime *)state, stream, &op, &s)) return s;
     return neo__host_copy(state, dst, src, bytes, stream);
 }
 NEO_ATTN__PRIVATE int neo__standin_copy2d(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                                           size_t width, size_t rows, int stream) {
-    int s = neo__sg_refuse((neo_runtime *)state);
-    return s != NEO_OK ? s : neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
+    neo__sg_op op;
+    int        s = neo__sg_refuse((neo_runtime *)state);
+    if (s != NEO_OK) return s;
+    memset(&op, 0, sizeof op);
+    op.kind = NEO__SG_COPY2D, op.dst = dst, op.dst_pitch = dst_pitch, op.src = src, op.src_pitch = src_pitch;
+    op.bytes = width, op.rows = rows;
+    if (neo__sg_keep((neo_runtime *)state, stream, &op, &s)) return s;
+    return neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
 }
-NEO_ATTN__PRIVATE int neo__standin_sync(void *state, int which) {
-    return neo__sg_refuse((neo_runtime *)state) != NEO_OK ? NEO_ERR_UNSUPPORTED : neo__host_sync(state, which);
+/* The host waits for a stream: the late one catches up. */
+NEO_ATTN__PRIVATE int neo__standin_stream_sync(void *state, int stream) {
+    neo_runtime *rt = (neo_runtime *)state;
+    if (neo__sg_refuse(rt) != NEO_OK) return NEO_ERR_UNSUPPORTED;
+    return stream == rt->sg_late ? neo__sg_catch_up(rt, -1, 0) : NEO_OK;
 }
-/* Events order nothing here (every op runs when it is queued), but the stand-in checks how the
-   library uses them: a stream waits only for an event recorded since its last wait for that
-   event, so that on a GPU each wait orders it after the record it is meant to (a wait for a
-   record that never came, or for one already waited for, orders nothing new and would leave a
-   race there). A capture holds events as a graph's edges, so a recording keeps none. */
-/* the event's counters (records so far, then the count each stream last waited for), or NULL
-   for an event or stream out of range */
+/* Freeing memory waits for the device first, as cudaFree and cudaFreeHost do. */
+NEO_ATTN__PRIVATE void neo__standin_free(void *state, void *ptr) {
+    neo__sg_catch_up((neo_runtime *)state, -1, 0);
+    neo__host_free(state, ptr);
+}
+/* The stand-in checks how the library uses events: a stream waits only for an event recorded
+   since its last wait for that event, so that on a GPU each wait orders it after the record it
+   is meant to (a wait for a record that never came, or for one already waited for, orders
+   nothing new and would leave a race there). A record on the late stream is queued with its
+   number; a wait on the other stream runs the queue up to it. A capture holds events as a
+   graph's edges, so a recording keeps none. */
+/* the event's counters (records so far, the count MAIN and COPY last waited for, records run),
+   or NULL for an event or stream out of range */
 NEO_ATTN__PRIVATE unsigned *neo__standin_ev(void *state, int event, int stream) {
     const int ok = event >= 0 && event < NEO__EVENTS && stream >= NEO__STREAM_MAIN && stream <= NEO__STREAM_COPY;
     return ok ? ((neo_runtime *)state)->sg_ev[event] : NULL;
 }
 NEO_ATTN__PRIVATE int neo__standin_record(void *state, int event, int stream) {
-    unsigned *e = neo__standin_ev(state, event, stream);
+    neo_runtime *rt = (neo_runtime *)state;
+    unsigned    *e = neo__standin_ev(state, event, stream);
+    neo__sg_op   op;
+    int          s;
     if (!e) return NEO_ERR_INVALID_ARG;
-    if (!((neo_runtime *)state)->sg_rec) e[0]++;
+    if (rt->sg_rec) return NEO_OK;
+    memset(&op, 0, sizeof op);
+    op.kind = NEO__SG_RECORD, op.event = event, op.count = ++e[0];
+    if (neo__sg_keep(rt, stream, &op, &s)) return s;
+    e[3] = e[0];
     return NEO_OK;
 }
 NEO_ATTN__PRIVATE int neo__standin_wait(void *state, int stream, int event) {
@@ -3406,21 +3453,31 @@ NEO_ATTN__PRIVATE int neo__standin_wait(void *state, int stream, int event) {
         return NEO_ERR_DEVICE;
     }
     e[1 + stream] = e[0];
-    return NEO_OK;
+    /* the late stream's own records are before this wait in its queue, the other's have run */
+    return stream == rt->sg_late ? NEO_OK : neo__sg_catch_up(rt, event, e[0]);
+}
+NEO_ATTN__PRIVATE int neo__standin_event_sync(void *state, int event) {
+    neo_runtime *rt = (neo_runtime *)state;
+    unsigned    *e = neo__standin_ev(state, event, NEO__STREAM_MAIN);
+    if (neo__sg_refuse(rt) != NEO_OK) return NEO_ERR_UNSUPPORTED;
+    return e ? neo__sg_catch_up(rt, event, e[0]) : NEO_ERR_INVALID_ARG;
 }
 
-/* A graph's handoff (neo__dev_attn.ring / answer), run or recorded. */
+/* A graph's handoff (neo__dev_attn.ring / answer), run or recorded. The host waits on it, so the
+   late stream catches up first when it is the handoff's. */
 NEO_ATTN__PRIVATE int neo__standin_bell(void *state, int kind, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                                         size_t width, size_t rows, unsigned *bell, const int *len) {
     neo_runtime *rt = (neo_runtime *)state;
     neo__sg_op   op;
+    int          s;
     if (!bell || (kind == NEO__SG_RING && !len)) return NEO_ERR_INVALID_ARG;
     if (rt->sg_rec) {
         memset(&op, 0, sizeof op);
         op.kind = kind, op.dst = dst, op.dst_pitch = dst_pitch, op.src = src, op.src_pitch = src_pitch, op.bytes = width;
         op.rows = rows, op.bell = bell, op.dlen = len;
-        return neo__sg_add(rt, &op);
+        return neo__sg_add(rt, rt->sg_rec, &op);
     }
+    if (rt->sg_late == NEO__STREAM_MAIN && (s = neo__sg_catch_up(rt, -1, 0)) != NEO_OK) return s;
     if (kind == NEO__SG_RING) {
         unsigned seq = bell[NEO__BELL_SEQ] + 1;
         bell[NEO__BELL_SEQ] = seq;
@@ -3446,14 +3503,14 @@ NEO_ATTN__PRIVATE int neo__standin_answer(void *state, void *dst, size_t dst_pit
     return neo__standin_bell(state, NEO__SG_ANSWER, dst, dst_pitch, src, src_pitch, width, rows, bell, NULL);
 }
 NEO_ATTN__PRIVATE int neo__standin_host_fn(void *state, void (*fn)(void *), void *arg, int stream) {
-    neo_runtime *rt = (neo_runtime *)state;
-    neo__sg_op   op;
-    (void)stream;
+    neo__sg_op op;
+    int        s;
     if (!fn) return NEO_ERR_INVALID_ARG;
-    if (!rt->sg_rec) return fn(arg), NEO_OK;
     memset(&op, 0, sizeof op);
     op.kind = NEO__SG_HOST_FN, op.host_fn = fn, op.arg = arg;
-    return neo__sg_add(rt, &op);
+    if (neo__sg_keep((neo_runtime *)state, stream, &op, &s)) return s;
+    fn(arg);
+    return NEO_OK;
 }
 NEO_ATTN__PRIVATE int neo__standin_capturing(void *state, int stream, unsigned long long *id) {
     const neo_runtime *rt = (const neo_runtime *)state;
@@ -3461,9 +3518,14 @@ NEO_ATTN__PRIVATE int neo__standin_capturing(void *state, int stream, unsigned l
     if (id) *id = rt && rt->sg_rec ? rt->sg_rec->id : 0;
     return rt && rt->sg_rec != NULL;
 }
+/* The host's CPU half waits for this flag, so the late stream catches up first when it is the
+   copy's (it then runs all at once, as a GPU may). */
 NEO_ATTN__PRIVATE int neo__standin_copy_signal(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                                                size_t width, size_t rows, unsigned *flag, unsigned seq, int stream) {
-    if (neo__sg_refuse((neo_runtime *)state) != NEO_OK) return NEO_ERR_UNSUPPORTED;
+    neo_runtime *rt = (neo_runtime *)state;
+    int          s;
+    if (neo__sg_refuse(rt) != NEO_OK) return NEO_ERR_UNSUPPORTED;
+    if (stream == rt->sg_late && (s = neo__sg_catch_up(rt, -1, 0)) != NEO_OK) return s;
     neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
     __atomic_store_n(flag, seq, __ATOMIC_RELEASE);
     return NEO_OK;
@@ -3471,21 +3533,31 @@ NEO_ATTN__PRIVATE int neo__standin_copy_signal(void *state, void *dst, size_t ds
 /* The flag is set already, or by a CPU half the workers are finishing. */
 NEO_ATTN__PRIVATE int neo__standin_await_copy(void *state, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                                               size_t width, size_t rows, const unsigned *flag, unsigned seq, int stream) {
+    neo__sg_op op;
+    int        s;
     if (neo__sg_refuse((neo_runtime *)state) != NEO_OK) return NEO_ERR_UNSUPPORTED;
+    memset(&op, 0, sizeof op);
+    op.kind = NEO__SG_AWAIT, op.dst = dst, op.dst_pitch = dst_pitch, op.src = src, op.src_pitch = src_pitch;
+    op.bytes = width, op.rows = rows, op.bell = (unsigned *)(uintptr_t)flag, op.count = seq;
+    if (neo__sg_keep((neo_runtime *)state, stream, &op, &s)) return s;
     neo__spin_until(flag, seq);
     return neo__host_copy2d(state, dst, dst_pitch, src, src_pitch, width, rows, stream);
 }
 NEO_ATTN__PRIVATE int neo__standin_merge(void *state, const neo__merge_args *m, int stream) {
-    neo_runtime *rt = (neo_runtime *)state;
-    neo__sg_op   op;
-    if (!rt->sg_rec) return neo__host_merge(state, m, stream);
+    neo__sg_op op;
+    int        s;
     if (!neo__merge_ok(m)) return NEO_ERR_INVALID_ARG;
     memset(&op, 0, sizeof op);
     op.kind = NEO__SG_MERGE, op.mg = *m;
-    return neo__sg_add(rt, &op);
+    if (neo__sg_keep((neo_runtime *)state, stream, &op, &s)) return s;
+    return neo__host_merge(state, m, stream);
 }
+/* 0: the stand-in's ops run when they are called (neo__dev_attn.launch_async). A both-halves
+   call asks this just before it hands its CPU half to the pool, on which the stand-in's queued
+   attends would also run: the late stream catches up here, so that none is left to run while
+   the CPU half's tasks hold the pool waiting for their queries. */
 NEO_ATTN__PRIVATE int neo__standin_launch_async(void *state) {
-    (void)state;
+    neo__sg_catch_up((neo_runtime *)state, -1, 0);
     return 0;
 }
 /* One entry after the other. */
@@ -3505,12 +3577,14 @@ NEO_ATTN__PRIVATE int neo__standin_append_batch(void *state, const neo__append_a
 }
 NEO_ATTN__PRIVATE void neo__standin_tables(neo__dev_mem *m, neo__dev_attn *t) {
     neo__host_tables(m, t);
+    m->dev_free = neo__standin_free;
+    m->host_free = neo__standin_free;
     m->copy = neo__standin_copy;
     m->copy2d = neo__standin_copy2d;
     m->record = neo__standin_record;
     m->wait = neo__standin_wait;
-    m->event_sync = neo__standin_sync;
-    m->stream_sync = neo__standin_sync;
+    m->event_sync = neo__standin_event_sync;
+    m->stream_sync = neo__standin_stream_sync;
     m->capturing = neo__standin_capturing;
     t->append = neo__standin_append;
     t->attend = neo__standin_attend;
@@ -3526,11 +3600,55 @@ NEO_ATTN__PRIVATE void neo__standin_tables(neo__dev_mem *m, neo__dev_attn *t) {
     t->host_fn = neo__standin_host_fn;
 }
 
+/* One kept op, run now (neo_runtime.sg_now is set, so that it runs rather than being kept). */
+NEO_ATTN__PRIVATE int neo__sg_run(neo_runtime *rt, const neo__sg_op *op) {
+    const int M = NEO__STREAM_MAIN;
+    unsigned *e;
+    switch (op->kind) {
+    case NEO__SG_APPEND: return neo__standin_append(rt, &op->ap, M);
+    case NEO__SG_ATTEND: return neo__standin_attend(rt, &op->at, M);
+    case NEO__SG_SET_LENGTH: return neo__standin_set_length(rt, op->len, op->value, M);
+    case NEO__SG_COPY: return neo__host_copy(rt, op->dst, op->src, op->bytes, M);
+    case NEO__SG_COPY2D: return neo__host_copy2d(rt, op->dst, op->dst_pitch, op->src, op->src_pitch, op->bytes, op->rows, M);
+    case NEO__SG_MATVEC: return op->fn(op->ctx, &op->mv);
+    case NEO__SG_RING:
+    case NEO__SG_ANSWER:
+        return neo__standin_bell(rt, op->kind, op->dst, op->dst_pitch, op->src, op->src_pitch, op->bytes, op->rows, op->bell, op->dlen);
+    case NEO__SG_HOST_FN: return neo__standin_host_fn(rt, op->host_fn, op->arg, M);
+    case NEO__SG_MERGE: return neo__host_merge(rt, &op->mg, M);
+    case NEO__SG_AWAIT:
+        neo__spin_until(op->bell, op->count);
+        return neo__host_copy2d(rt, op->dst, op->dst_pitch, op->src, op->src_pitch, op->bytes, op->rows, M);
+    default: /* RECORD: the record has run (records of one event come from one stream, in order) */
+        e = rt->sg_ev[op->event];
+        if ((int)(op->count - e[3]) > 0) e[3] = op->count;
+        return NEO_OK;
+    }
+}
+/* Runs the late stream's queue in order until the event's record number count has run (event -1:
+   the whole queue). The first failure is returned, as a GPU reports a failed kernel at the next
+   wait; the rest still run. */
+NEO_ATTN__PRIVATE int neo__sg_catch_up(neo_runtime *rt, int event, unsigned count) {
+    neo__sgraph *q = rt->sg_q;
+    int          s = NEO_OK, r;
+    if (!q || rt->sg_now) return NEO_OK;
+    rt->sg_now = 1;
+    while (q->head < q->n && (event < 0 || (int)(count - rt->sg_ev[event][3]) > 0)) {
+        r = neo__sg_run(rt, &q->ops[q->head++]);
+        if (s == NEO_OK) s = r;
+    }
+    if (q->head == q->n) q->head = q->n = 0;
+    rt->sg_now = 0;
+    return s;
+}
+
 /* Tests: begin recording the stand-in's ops (as cudaStreamBeginCapture), end it (the recorded
    graph, or NEO_ERR_UNSUPPORTED when an op broke it), replay a graph, free it. */
 NEO_ATTN__PRIVATE neo_status neo__standin_capture_begin(neo_runtime *rt) {
     if (!rt || !rt->gpu || rt->mem.capturing != neo__standin_capturing || rt->sg_rec) return NEO_ERR_INVALID_ARG;
     static unsigned long long ids;
+    neo_status                s = (neo_status)neo__sg_catch_up(rt, -1, 0); /* a recording keeps no event */
+    if (s != NEO_OK) return s;
     rt->sg_rec = (neo__sgraph *)neo__calloc(&rt->alloc, sizeof *rt->sg_rec);
     if (!rt->sg_rec) return NEO_ERR_NO_MEMORY;
     rt->sg_rec->id = __atomic_add_fetch(&ids, 1, __ATOMIC_RELAXED);
@@ -3550,15 +3668,14 @@ NEO_ATTN__PRIVATE neo_status neo__standin_capture_end(neo_runtime *rt, neo__sgra
     neo__standin_graph_free(rt, r);
     return NEO_ERR_UNSUPPORTED;
 }
-/* The decode loop's host matvec under a recording: recorded (1) or to be run now (0). */
-NEO_ATTN__PRIVATE int neo__standin_record_mv(neo_runtime *rt, int (*fn)(void *, const neo__matvec_args *), void *ctx,
-                                             const neo__matvec_args *a, int *status) {
+/* The decode loop's host op (a matvec, a norm, the argmax) under a recording or on the late
+   MAIN: kept (1), or to be run now (0). */
+NEO_ATTN__PRIVATE int neo__standin_keep_mv(neo_runtime *rt, int (*fn)(void *, const neo__matvec_args *), void *ctx,
+                                           const neo__matvec_args *a, int *status) {
     neo__sg_op op;
-    if (!rt->sg_rec) return 0;
     memset(&op, 0, sizeof op);
     op.kind = NEO__SG_MATVEC, op.fn = fn, op.ctx = ctx, op.mv = *a;
-    *status = neo__sg_add(rt, &op);
-    return 1;
+    return neo__sg_keep(rt, NEO__STREAM_MAIN, &op, status);
 }
 /* The stand-in's step graphs (neo__dev_model's graph ops) are its recordings. */
 NEO_ATTN__PRIVATE int neo__standin_graph_begin(void *state, int stream) {
@@ -3575,20 +3692,12 @@ NEO_ATTN__PRIVATE int neo__standin_graph_end(void *state, int stream, void **gra
 NEO_ATTN__PRIVATE int neo__standin_graph_launch(void *state, void *graph, int stream);
 NEO_ATTN__PRIVATE void neo__standin_graph_drop(void *state, void *graph) { neo__standin_graph_free((neo_runtime *)state, (neo__sgraph *)graph); }
 
+/* A replay runs the graph's ops in order, all at once, after the late stream's queue. */
 NEO_ATTN__PRIVATE neo_status neo__standin_replay(neo_runtime *rt, const neo__sgraph *g) {
-    int s = NEO_OK;
-    for (int i = 0; i < g->n && s == NEO_OK; i++) {
-        const neo__sg_op *op = &g->ops[i];
-        s = op->kind == NEO__SG_APPEND   ? neo__standin_append(rt, &op->ap, NEO__STREAM_MAIN)
-            : op->kind == NEO__SG_ATTEND ? neo__standin_attend(rt, &op->at, NEO__STREAM_MAIN)
-            : op->kind == NEO__SG_COPY   ? neo__host_copy(rt, op->dst, op->src, op->bytes, NEO__STREAM_MAIN)
-            : op->kind == NEO__SG_MATVEC ? op->fn(op->ctx, &op->mv)
-            : op->kind == NEO__SG_RING || op->kind == NEO__SG_ANSWER
-                ? neo__standin_bell(rt, op->kind, op->dst, op->dst_pitch, op->src, op->src_pitch, op->bytes, op->rows, op->bell, op->dlen)
-            : op->kind == NEO__SG_HOST_FN ? neo__standin_host_fn(rt, op->host_fn, op->arg, NEO__STREAM_MAIN)
-            : op->kind == NEO__SG_MERGE   ? neo__host_merge(rt, &op->mg, NEO__STREAM_MAIN)
-                                          : neo__standin_set_length(rt, op->len, op->value, NEO__STREAM_MAIN);
-    }
+    int s = neo__sg_catch_up(rt, -1, 0), now = rt->sg_now;
+    rt->sg_now = 1;
+    for (int i = 0; i < g->n && s == NEO_OK; i++) s = neo__sg_run(rt, &g->ops[i]);
+    rt->sg_now = now;
     return (neo_status)s;
 }
 NEO_ATTN__PRIVATE int neo__standin_graph_launch(void *state, void *graph, int stream) {
@@ -3605,8 +3714,8 @@ NEO_ATTN__PRIVATE const char *neo__check_runtime_desc(const neo_runtime_desc *d)
     if (d->n_threads < 0 || d->n_threads > 1024) return "n_threads must be in [0, 1024]";
     if ((d->gpu != 0 && d->gpu != 1) || (d->gpu && d->gpu_device < 0))
         return "gpu must be 0 or 1, and gpu_device >= 0 with gpu = 1";
-    if ((d->gpu_standin != 0 && d->gpu_standin != 1) || (d->gpu_standin && !d->gpu))
-        return "gpu_standin must be 0 or 1, and 1 only with gpu = 1";
+    if (d->gpu_standin < 0 || d->gpu_standin > 3 || (d->gpu_standin && !d->gpu))
+        return "gpu_standin must be 0, 1, 2 or 3, and not 0 only with gpu = 1";
     if ((unsigned)d->cpu_isa > (unsigned)NEO_CPU_AMX) return "cpu_isa is not one of its enum's values";
     if (d->parallel_for && d->n_threads == 0) return "parallel_for needs n_threads, the size of the engine's pool";
     if (!d->allocator.alloc != !d->allocator.free) return "allocator needs both alloc and free, or neither";
@@ -3639,6 +3748,8 @@ NEO_ATTN__PRIVATE neo_status neo__rt_resolve(const neo_runtime_desc *desc, neo_r
 /* The backend's tables and state: the host's, the stand-in's, or CUDA's. */
 NEO_ATTN__PRIVATE neo_status neo__rt_backend(neo_runtime *rt, const neo_runtime_desc *d) {
     memset(&rt->model, 0, sizeof rt->model);
+    rt->sg_late = d->gpu_standin == 2 ? NEO__STREAM_COPY : d->gpu_standin == 3 ? NEO__STREAM_MAIN : -1;
+    if (rt->sg_late >= 0 && !(rt->sg_q = (neo__sgraph *)neo__calloc(&rt->alloc, sizeof *rt->sg_q))) return NEO_ERR_NO_MEMORY;
     if (d->gpu_standin) {
         neo__standin_tables(&rt->mem, &rt->attn);
         rt->model.graph_begin = neo__standin_graph_begin;
@@ -3735,12 +3846,14 @@ NEO_ATTN__PUBLIC void neo_runtime_destroy(neo_runtime *rt) {
     if (!rt || !neo__enter(rt, "neo_runtime_destroy")) return;
     a = rt->alloc;
     rt->mem.stream_sync(rt->dev_state, NEO__STREAM_MAIN);
+    rt->mem.stream_sync(rt->dev_state, NEO__STREAM_COPY);
     neo__pool_wait(&rt->pool); /* a detached CPU half writes the buffers freed below */
     neo__split_release(rt);
     neo__batch_release(rt);
     rt->mem.host_free(rt->dev_state, rt->lens);
     if (rt->sg_rec) neo__standin_graph_free(rt, rt->sg_rec);
     neo__bells_release(rt);
+    neo__standin_graph_free(rt, rt->sg_q);
     rt->mem.release(rt->dev_state);
     if (rt->scratch)
         for (int t = 0; t < rt->pool.n_threads; t++) neo__free(&a, rt->scratch[t]);
@@ -5456,7 +5569,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_gpu(neo_layer *const *layers, int n, con
     neo_runtime *rt = layers[0]->rt;
     neo__bgpu    G;
     neo_status   s = NEO_OK;
-    int          early = rt->attn.launch_async(rt->dev_state);
+    int          early = 0;
     neo__pool_wait(&rt->pool); /* the last ON batch's CPU half reads the batch arrays */
     if ((s = neo__batch_reserve(rt, n)) != NEO_OK) return neo__batch_failed(rt, s);
     memset(&G, 0, sizeof G);
@@ -5478,6 +5591,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_gpu(neo_layer *const *layers, int n, con
         if (rt->batch->mode[i] == NEO__BATCH_SINGLE) s = neo__attn_decode(layers[i], neo__batch_q(layers[i], q, i), neo__batch_out(layers[i], out, i));
     if (s == NEO_OK) {
         neo__pool_wait(&rt->pool); /* a single call's CPU half may still be on the workers */
+        if (G.n_on) early = rt->attn.launch_async(rt->dev_state); /* asked just before the CPU halves go to the pool */
         if (G.n_on) s = neo__batch_on(&G);
         if (s == NEO_OK && early) s = neo__batch_device(&G);
         neo__pool_help(&rt->pool);
@@ -6102,6 +6216,8 @@ NEO_ATTN__PRIVATE int neo__host_argmax(int *out, const float *x, int n) {
     *out = idx;
     return NEO_OK;
 }
+/* The host's argmax as a decode-loop op: *(int *)out = the argmax of a->x[a->n]. */
+NEO_ATTN__PRIVATE int neo__host_argmax_fn(void *out, const neo__matvec_args *a) { return neo__host_argmax((int *)out, a->x, a->n); }
 
 
 struct neo_session {
@@ -6298,13 +6414,13 @@ NEO_ATTN__PRIVATE int neo__host_norm_fn(void *unused, const neo__matvec_args *a)
     neo__rmsnorm_host(a->y, a->x, a->norm, a->n);
     return NEO_OK;
 }
-/* y = rmsnorm(x) * w on the host ([n] each), recorded like a matvec under the stand-in's capture */
+/* y = rmsnorm(x) * w on the host ([n] each), kept like a matvec by the stand-in (neo__standin_keep_mv) */
 NEO_ATTN__PRIVATE int neo__norm_host(neo_session *s, float *y, const float *x, const float *w, int n) {
     neo__matvec_args a;
     int              st;
     memset(&a, 0, sizeof a);
     a.y = y, a.x = x, a.norm = w, a.n = n;
-    return neo__standin_record_mv(s->rt, neo__host_norm_fn, NULL, &a, &st) ? st : neo__host_norm_fn(NULL, &a);
+    return neo__standin_keep_mv(s->rt, neo__host_norm_fn, NULL, &a, &st) ? st : neo__host_norm_fn(NULL, &a);
 }
 /* The backend's matvec (which appends a's token itself), or the host's followed by the append op. */
 NEO_ATTN__PRIVATE int neo__matvec(neo_session *s, const neo__matvec_args *a) {
@@ -6314,7 +6430,7 @@ NEO_ATTN__PRIVATE int neo__matvec(neo_session *s, const neo__matvec_args *a) {
     int              st;
     if (rt->model.matvec) return rt->model.matvec(rt->dev_state, a, NEO__STREAM_MAIN);
     h.app = NULL;
-    st = neo__standin_record_mv(rt, neo__host_matvec_fn, &s->mv, &h, &st) ? st : neo__host_matvec(&s->mv, &h);
+    st = neo__standin_keep_mv(rt, neo__host_matvec_fn, &s->mv, &h, &st) ? st : neo__host_matvec(&s->mv, &h);
     if (st != NEO_OK || !a->app) return st;
     p = *a->app;
     p.src_k = a->y + a->rope_q;
@@ -6434,6 +6550,18 @@ NEO_ATTN__PRIVATE neo_status neo__session_forward(neo_session *s, int token, int
     return NEO_OK;
 }
 
+/* s->next = the argmax of the step's logits [V], on the device, or on the host (kept by the
+   stand-in like a matvec). */
+NEO_ATTN__PRIVATE neo_status neo__argmax(neo_session *s, int V) {
+    neo_runtime     *rt = s->rt;
+    neo__matvec_args a;
+    int              st;
+    if (rt->model.argmax) return (neo_status)rt->model.argmax(rt->dev_state, s->next, s->logits, V, NEO__STREAM_MAIN);
+    memset(&a, 0, sizeof a);
+    a.x = s->logits, a.n = V;
+    return (neo_status)(neo__standin_keep_mv(rt, neo__host_argmax_fn, s->next, &a, &st) ? st : neo__host_argmax(s->next, s->logits, V));
+}
+
 /* A step that hands back either the logits (logits set) or their argmax (next set). */
 NEO_ATTN__PRIVATE neo_status neo__session_step(neo_session *s, int token, float *logits, int *next) {
     neo_runtime *rt;
@@ -6457,8 +6585,7 @@ NEO_ATTN__PRIVATE neo_status neo__session_step(neo_session *s, int token, float 
     neo__counts_keep(s->layers, s->m->info.n_layers);
     if ((st = neo__session_forward(s, token, pos)) == NEO_OK) {
         if (logits) st = neo__dev_copy(rt, logits, s->logits, sizeof(float) * (size_t)V);
-        else if ((st = (neo_status)(rt->model.argmax ? rt->model.argmax(rt->dev_state, s->next, s->logits, V, NEO__STREAM_MAIN)
-                                                     : neo__host_argmax(s->next, s->logits, V))) == NEO_OK)
+        else if ((st = neo__argmax(s, V)) == NEO_OK)
             st = neo__dev_copy(rt, next, s->next, sizeof(int));
         if (st == NEO_OK) st = neo__dev_sync(rt);
     }

@@ -213,7 +213,10 @@ static void test_runtime(void) {
     rd.gpu_standin = 1; /* the stand-in needs gpu = 1 */
     CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
     CHECK(rt == NULL);
-    rd.gpu = 1, rd.gpu_standin = 2;
+    rd.gpu_standin = 3; /* a late stream too */
+    CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
+    CHECK(rt == NULL);
+    rd.gpu = 1, rd.gpu_standin = 4;
     CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_ERR_INVALID_ARG);
     CHECK(rt == NULL);
     rd.gpu_standin = -1;
@@ -992,6 +995,70 @@ static void test_standin_events(void) {
     CHECK_STATUS((neo_status)rt->mem.wait(S, 2, NEO__EV_START), NEO_ERR_INVALID_ARG);
     CHECK_STATUS((neo_status)rt->mem.wait(S, NEO__STREAM_MAIN, -1), NEO_ERR_INVALID_ARG);
     neo_runtime_destroy(rt);
+}
+
+/* The stand-in's late streams (gpu_standin 2: COPY, 3: MAIN): an op there waits until the other
+   stream waits for an event recorded after it (and no longer: what comes after that record
+   stays queued), until the host waits for the late stream (its sync, an event's sync, a free,
+   the both-halves call's catch-up), while a sync of the other stream leaves it queued; an op
+   that fails there is reported where the queue runs. */
+static void test_standin_late(void) {
+    for (int mode = 2; mode <= 3; mode++) {
+        neo_runtime_desc rd = {0};
+        neo_runtime     *rt = NULL;
+        neo_layer       *l = NULL;
+        neo_layer_desc   d = base_desc();
+        neo__attn_args   a;
+        static float     k[2 * 16], v[2 * 16], q[8 * 16], out[8 * 16];
+        int              late = mode == 2 ? NEO__STREAM_COPY : NEO__STREAM_MAIN, other = 1 - late, src = 7, dst = 0, dst2 = 0;
+        int              lens[3] = {0, 0, 0};
+        void            *S, *p = NULL;
+        rd.log = test_log, rd.n_threads = 1, rd.gpu = 1, rd.gpu_standin = mode;
+        check_context("the stand-in's late stream, gpu_standin %d", mode);
+        if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) continue;
+        S = rt->dev_state;
+        /* a wait runs the queue up to its record, not past it */
+        CHECK_STATUS((neo_status)rt->mem.copy(S, &dst, &src, sizeof src, late), NEO_OK);
+        CHECK_STATUS((neo_status)rt->mem.record(S, NEO__EV_READY0, late), NEO_OK);
+        CHECK_STATUS((neo_status)rt->mem.copy(S, &dst2, &src, sizeof src, late), NEO_OK);
+        CHECK(dst == 0 && dst2 == 0);
+        CHECK_STATUS((neo_status)rt->mem.wait(S, late, NEO__EV_READY0), NEO_OK); /* its own record: nothing runs */
+        CHECK(dst == 0);
+        CHECK_STATUS((neo_status)rt->mem.wait(S, other, NEO__EV_READY0), NEO_OK);
+        CHECK(dst == 7 && dst2 == 0);
+        CHECK_STATUS((neo_status)rt->mem.stream_sync(S, other), NEO_OK);
+        CHECK(dst2 == 0);
+        CHECK_STATUS((neo_status)rt->mem.stream_sync(S, late), NEO_OK);
+        CHECK(dst2 == 7);
+        /* the other stream's ops run at once; an event's sync; a free; the catch-up */
+        src = 8;
+        CHECK_STATUS((neo_status)rt->mem.copy(S, &dst, &src, sizeof src, other), NEO_OK);
+        CHECK(dst == 8);
+        CHECK_STATUS((neo_status)rt->mem.copy(S, &dst2, &src, sizeof src, late), NEO_OK);
+        CHECK_STATUS((neo_status)rt->mem.record(S, NEO__EV_USED0, late), NEO_OK);
+        CHECK_STATUS((neo_status)rt->mem.event_sync(S, NEO__EV_USED0), NEO_OK);
+        CHECK(dst2 == 8);
+        src = 9;
+        CHECK_STATUS((neo_status)rt->mem.copy(S, &dst, &src, sizeof src, late), NEO_OK);
+        CHECK_STATUS((neo_status)rt->mem.dev_alloc(S, &p, 16), NEO_OK);
+        CHECK(dst == 8);
+        rt->mem.dev_free(S, p);
+        CHECK(dst == 9);
+        src = 10;
+        CHECK_STATUS((neo_status)rt->mem.copy(S, &dst, &src, sizeof src, late), NEO_OK);
+        CHECK(rt->attn.launch_async(S) == 0 && dst == 10);
+        /* a queued attend that finds no cell at its length fails where the queue runs */
+        if (CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) && CHECK_STATUS(neo_attn_append(l, k, v, 1), NEO_OK)) {
+            CHECK_STATUS(neo_runtime_sync(rt), NEO_OK);
+            neo__layer_args(l, &a, q, 1, out, 1);
+            a.k = l->k_dev, a.v = l->v_dev, a.len = lens;
+            CHECK_STATUS((neo_status)rt->attn.attend(S, &a, late), NEO_OK);
+            CHECK_STATUS((neo_status)rt->mem.stream_sync(S, late), NEO_ERR_INVALID_ARG);
+            CHECK_STATUS((neo_status)rt->mem.stream_sync(S, late), NEO_OK);
+        }
+        neo_layer_destroy(l);
+        neo_runtime_destroy(rt);
+    }
 }
 
 /* A split layer's HYBRID decode under a capture: recorded with the bell's ring and answer, the
@@ -2078,6 +2145,7 @@ int main(void) {
     test_refusals_logged();
     test_capture_refusals();
     test_standin_events();
+    test_standin_late();
     test_captured_hybrid();
     test_cpu_out_of_memory();
     test_failed_batch_counts_nothing();

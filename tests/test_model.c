@@ -558,12 +558,13 @@ static void test_stories_decode(neo_model *m, const unsigned char *file) {
         neo_session_destroy(sh);
     }
 
-    /* the same run with the layers split on the stand-in GPU, every pipeline; all on the "GPU" too */
-    {
+    /* the same run with the layers split on the stand-in GPU, every pipeline; all on the "GPU" too;
+       with every stream in order, then the runtime's copy stream late, then the engine's */
+    for (int mode = 1; mode <= 3; mode++) {
         neo_runtime *rg = NULL;
         neo_runtime_desc gd = {0};
-        gd.n_threads = 2, gd.gpu = 1, gd.gpu_standin = 1;
-        check_context("stand-in GPU runtime");
+        gd.n_threads = 2, gd.gpu = 1, gd.gpu_standin = mode;
+        check_context("stand-in GPU runtime %d", mode);
         CHECK_STATUS(neo_runtime_create(&gd, &rg), NEO_OK);
         /* OFF, ON, AUTO, HYBRID at its default share and at 0.2; no split; each without and with
            the step's graph (captured where every layer can be: not AUTO still measuring, nor ON or
@@ -571,7 +572,7 @@ static void test_stories_decode(neo_model *m, const unsigned char *file) {
         for (t = 0; rg && t < 12; t++) {
             int toks[64 + N_GEN], gh = t % 6 == 5 ? 0 : 2, graphs = t >= 6;
             neo_pipeline p = t % 6 == 5 ? NEO_PIPELINE_OFF : t % 6 == 4 ? NEO_PIPELINE_HYBRID : (neo_pipeline)(t % 6);
-            check_context("greedy decode on the stand-in GPU, gpu_heads %d, pipeline %d, graphs %d", gh, (int)p, graphs);
+            check_context("greedy decode on the stand-in GPU %d, gpu_heads %d, pipeline %d, graphs %d", mode, gh, (int)p, graphs);
             memset(&sd, 0, sizeof sd);
             sd.kv_type = NEO_TYPE_F32, sd.gpu_heads = gh, sd.pipeline = p, sd.cpu_share = t % 6 == 4 ? 0.2f : 0.0f;
             sd.graphs = graphs;
@@ -602,7 +603,7 @@ done:
 }
 
 /* neo_session_step_argmax: the ids of argmax over neo_session_step's logits, with the logits
-   left where they are, on a CPU runtime and on the stand-in GPU with a split */
+   left where they are, on a CPU runtime and on the stand-in GPU with a split (its MAIN late) */
 static void test_step_argmax(neo_model *m) {
     static const int gpu[2] = {0, 1};
     float logits[512];
@@ -612,7 +613,7 @@ static void test_step_argmax(neo_model *m) {
         neo_session     *a = NULL, *b = NULL;
         neo_session_desc sd = {0};
         int              tok_a = 1, tok_b = 1, next = -1, same = 1;
-        rd.n_threads = 2, rd.gpu = gpu[g], rd.gpu_standin = gpu[g];
+        rd.n_threads = 2, rd.gpu = gpu[g], rd.gpu_standin = gpu[g] ? 3 : 0; /* the engine's stream late */
         sd.kv_type = NEO_TYPE_F16, sd.gpu_heads = gpu[g] ? 2 : 0, sd.pipeline = NEO_PIPELINE_ON;
         check_context("step_argmax, %s", gpu[g] ? "stand-in GPU, split 2 of 4" : "CPU");
         if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) continue;
@@ -646,7 +647,7 @@ static void test_session_graph_truncate(neo_model *m) {
     neo_runtime     *rt = NULL;
     neo_runtime_desc rd = {0};
     float            la[512], lb[512];
-    rd.n_threads = 2, rd.gpu = 1, rd.gpu_standin = 1;
+    rd.n_threads = 2, rd.gpu = 1, rd.gpu_standin = 2; /* the copy stream late */
     check_context("session graphs and truncation");
     if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return;
     for (int c = 0; c < 4; c++) {

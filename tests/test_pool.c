@@ -157,7 +157,8 @@ static void test_split_threads(void) {
     long calls0 = eng_calls;
     for (r = 0; r < NG; r++) {
         neo_runtime_desc rd = {0};
-        rd.n_threads = r == 0 ? 1 : r == 1 ? 4 : ENG_THREADS, rd.gpu = 1, rd.gpu_standin = 1;
+        /* every stream in order; the copy stream late; the engine's stream late */
+        rd.n_threads = r == 0 ? 1 : r == 1 ? 4 : ENG_THREADS, rd.gpu = 1, rd.gpu_standin = 1 + r;
         if (r == 2) rd.parallel_for = eng_parallel_for;
         check_context("stand-in GPU runtime x%d%s", rd.n_threads, r == 2 ? ", engine pool" : "");
         CHECK_STATUS(neo_runtime_create(&rd, &rg[r]), NEO_OK);
@@ -181,6 +182,7 @@ static void test_split_threads(void) {
                 float *out = o + (size_t)r * 16 * 32 * 64;
                 memset(out, 0xFF, (size_t)nq * 32 * 64 * sizeof(float));
                 CHECK_STATUS(n_tok ? neo_attn_prefill(l[r], q, n_tok, out) : neo_attn_decode(l[r], q, out), NEO_OK);
+                CHECK_STATUS(neo_runtime_sync(rg[r]), NEO_OK);
                 if (call == 5) CHECK_STATUS(neo_attn_append(l[r], k, v, 100), NEO_OK);
                 if (r > 0 && p != NEO_PIPELINE_AUTO) ok &= memcmp(o, out, (size_t)nq * 32 * 64 * sizeof(float)) == 0;
             }

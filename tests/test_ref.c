@@ -192,7 +192,7 @@ enum { N_ISA = 4, P_STANDIN = N_ISA, P_CUDA, N_PATH };
 static const neo_cpu_isa isa_list[N_ISA] = {NEO_CPU_SCALAR, NEO_CPU_AVX2, NEO_CPU_AVX512, NEO_CPU_AMX};
 static int isa_ok[N_ISA];
 static neo_runtime *rts[N_ISA][5]; /* [isa][n_threads] */
-static neo_runtime *rts_gpu[5]; /* stand-in GPU, best CPU path, [n_threads] */
+static neo_runtime *rts_gpu[5]; /* stand-in GPU, best CPU path, [n_threads]: 1 MAIN late, 2 in order, 3 COPY late */
 static neo_runtime *rt_cuda;    /* a real GPU (NEO_TEST_CUDA), online cores */
 static double max_err[N_PATH];  /* [path] */
 static long n_calls[N_PATH];
@@ -256,6 +256,47 @@ static void *to_dev(const void *src, size_t bytes) {
 }
 static float *dev_of(const float *src, size_t n) { return (float *)to_dev(src, n * sizeof(float)); }
 #endif
+/* The stand-in driven as an engine drives a GPU: q, k and v written and out read on the engine's
+   stream (MAIN), through buffers of the stand-in's that live until a sync of their runtime has
+   run what reads them (a late stream may run an op long after its call returned). */
+static struct staged { neo_runtime *rt; float *p; } *staged;
+static size_t n_staged, cap_staged;
+/* a staged buffer of n floats for rt, or NULL */
+static float *stage_new(neo_runtime *rt, size_t n) {
+    float *p = (float *)malloc((n ? n : 1) * sizeof(float));
+    if (n_staged == cap_staged) {
+        struct staged *g = (struct staged *)realloc(staged, (cap_staged ? 2 * cap_staged : 64) * sizeof *g);
+        if (!g) return free(p), (float *)NULL;
+        staged = g, cap_staged = cap_staged ? 2 * cap_staged : 64;
+    }
+    if (p) staged[n_staged].rt = rt, staged[n_staged++].p = p;
+    return p;
+}
+/* a buffer of n floats that MAIN fills with src[n] (poisoned until then; src is copied at once,
+   as a copy from pageable memory reads it before it returns), or NULL */
+static float *stage_in(neo_runtime *rt, const float *src, size_t n) {
+    float *h = stage_new(rt, n), *p = stage_new(rt, n);
+    if (!h || !p) return NULL;
+    memcpy(h, src, n * sizeof(float));
+    for (size_t e = 0; e < n; e++) p[e] = u2f(0x7FC0BEEFu);
+    return rt->mem.copy(rt->dev_state, p, h, n * sizeof(float), NEO__STREAM_MAIN) == NEO_OK ? p : NULL;
+}
+/* neo_runtime_sync, then rt's staged buffers freed */
+static neo_status stage_sync(neo_runtime *rt) {
+    neo_status st = neo_runtime_sync(rt);
+    size_t     j = 0;
+    for (size_t i = 0; i < n_staged; i++)
+        if (staged[i].rt == rt) free(staged[i].p);
+        else staged[j++] = staged[i];
+    n_staged = j;
+    return st;
+}
+/* out[n] <- the staged so on MAIN, then the sync */
+static neo_status stage_out(neo_runtime *rt, neo_status st, float *out, const float *so, size_t n) {
+    if (st == NEO_OK) st = (neo_status)rt->mem.copy(rt->dev_state, out, so, n * sizeof(float), NEO__STREAM_MAIN);
+    return stage_sync(rt) != NEO_OK && st == NEO_OK ? NEO_ERR_DEVICE : st;
+}
+
 static neo_status t_append(neo_layer *l, int on_gpu, const float *k, const float *v, size_t kn, size_t vn, int n) {
 #if NEO_TEST_CUDA
     if (on_gpu) {
@@ -266,7 +307,12 @@ static neo_status t_append(neo_layer *l, int on_gpu, const float *k, const float
         return st;
     }
 #endif
-    (void)on_gpu, (void)kn, (void)vn;
+    (void)on_gpu;
+    if (l->rt->gpu) { /* the stand-in */
+        float *sk = stage_in(l->rt, k, kn), *sv = stage_in(l->rt, v, vn);
+        return sk && sv ? neo_attn_append(l, sk, sv, n) : NEO_ERR_NO_MEMORY;
+    }
+    (void)kn, (void)vn;
     return neo_attn_append(l, k, v, n);
 }
 /* n_tok 0: decode. out: [nq][n_head][dv], poisoned by the caller; on the GPU it is poisoned there too. */
@@ -282,7 +328,13 @@ static neo_status t_query(neo_layer *l, int on_gpu, const float *q, size_t qn, i
         return st;
     }
 #endif
-    (void)on_gpu, (void)qn, (void)on;
+    (void)on_gpu;
+    if (l->rt->gpu) { /* the stand-in; out comes poisoned */
+        float     *sq = stage_in(l->rt, q, qn), *so = stage_in(l->rt, out, on);
+        neo_status st = !sq || !so ? NEO_ERR_NO_MEMORY : n_tok ? neo_attn_prefill(l, sq, n_tok, so) : neo_attn_decode(l, sq, so);
+        return stage_out(l->rt, st, out, so, on);
+    }
+    (void)qn, (void)on;
     return n_tok ? neo_attn_prefill(l, q, n_tok, out) : neo_attn_decode(l, q, out);
 }
 
@@ -312,10 +364,10 @@ static void open_runtimes(void) {
             CHECK(ri.cpu_isa == isa_list[i] && ri.n_threads == THREADS(t));
         }
     }
-    for (t = 1; t <= 4; t += 2) {
+    for (t = 1; t <= 3; t++) {
         neo_runtime_desc rd = {0};
         neo_runtime_info ri = {0, 0, NEO_CPU_AUTO};
-        rd.n_threads = t, rd.gpu = 1, rd.gpu_standin = 1;
+        rd.n_threads = t, rd.gpu = 1, rd.gpu_standin = t == 1 ? 3 : t == 2 ? 1 : 2;
         check_context("stand-in GPU runtime x%d", t);
         if (CHECK_STATUS(neo_runtime_create(&rd, &rts_gpu[t]), NEO_OK)) {
             CHECK_STATUS(neo_runtime_get_info(rts_gpu[t], &ri), NEO_OK);
@@ -365,8 +417,8 @@ static int case_no;
 
 /* mode 0: each CPU path once with a thread count that varies by case, the best path twice;
    mode 1: every CPU path with 1, 2, 3 and 4 threads;
-   mode 2: the stand-in GPU with 1 and 3 threads (bitwise equal unless the pipeline is AUTO,
-   whose choice comes from timing). */
+   mode 2: the stand-in GPU with 1, 2 and 3 threads, MAIN late, no stream late, COPY late (bitwise
+   equal unless the pipeline is AUTO, whose choice comes from timing). */
 static int tc_open(tcase *c, const neo_layer_desc *d, int mode, const char *name) {
     int i, t;
     memset(c, 0, sizeof *c);
@@ -379,7 +431,7 @@ static int tc_open(tcase *c, const neo_layer_desc *d, int mode, const char *name
     c->bitwise = mode != 2 || d->pipeline != NEO_PIPELINE_AUTO;
     case_no++;
     check_context("case %d %s: create", case_no, name);
-    for (t = 1; mode == 2 && t <= 4; t += 2) {
+    for (t = 1; mode == 2 && t <= 3; t++) {
         if (!rts_gpu[t] || !CHECK_STATUS(neo_layer_create(rts_gpu[t], &c->d, &c->l[c->n]), NEO_OK)) return 0;
         c->isa[c->n] = P_STANDIN, c->thr[c->n] = t, c->n++;
     }
@@ -405,7 +457,10 @@ static int tc_open(tcase *c, const neo_layer_desc *d, int mode, const char *name
 
 static void tc_close(tcase *c) {
     int i;
-    for (i = 0; i < c->n; i++) neo_layer_destroy(c->l[i]);
+    for (i = 0; i < c->n; i++) {
+        if (c->l[i] && c->l[i]->rt->gpu) stage_sync(c->l[i]->rt);
+        neo_layer_destroy(c->l[i]);
+    }
     free(c->ks), free(c->vs);
 }
 
@@ -1231,6 +1286,24 @@ static void test_split(void) {
    and 20 cells of one f16 head) and one streams them back (40 cells): each layer's output within
    the bound of float64, and on the stand-in equal to single calls bit for bit (on the GPU a batch
    may split a layer's cells differently than a single call). */
+/* A batch decode of n layers as an engine calls it on the GPU or the stand-in (q, out: [n][row]). */
+static neo_status ip_batch(neo_runtime *rt, int on_gpu, neo_layer **ls, int n, const float *q, float *out, size_t row) {
+    neo_status st;
+#if NEO_TEST_CUDA
+    if (on_gpu) {
+        float *dq = dev_of(q, n * row), *dout = dev_of(out, n * row);
+        st = dq && dout ? neo_attn_decode_batch(ls, n, dq, dout) : NEO_ERR_DEVICE_MEMORY;
+        if (neo_runtime_sync(rt) != NEO_OK || (dout && cudaMemcpy(out, dout, n * row * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess))
+            st = st == NEO_OK ? NEO_ERR_DEVICE : st;
+        cudaFree(dq), cudaFree(dout);
+        return st;
+    }
+#endif
+    (void)on_gpu; /* the stand-in (t_query) */
+    float *sq = stage_in(rt, q, n * row), *so = stage_in(rt, out, n * row);
+    st = sq && so ? neo_attn_decode_batch(ls, n, sq, so) : NEO_ERR_NO_MEMORY;
+    return stage_out(rt, st, out, so, n * row);
+}
 static void in_place_batch(neo_runtime *rt, int path) {
     enum { NB = 3, NH = 16, NKV = 4, HD = 128, CTX = 64 };
     static const int lens[NB] = {8, 40, 20};
@@ -1258,20 +1331,7 @@ static void in_place_batch(neo_runtime *rt, int path) {
     }
     rng_fill(q, NB * NH * HD, -2.0f, 2.0f);
     for (int e = 0; e < NB * NH * HD; e++) oa[e] = ob[e] = u2f(0x7FC0DEADu); /* a missed write stays NaN */
-#if NEO_TEST_CUDA
-    if (on_gpu) {
-        float *dq = dev_of(q, NB * NH * HD), *dout = dev_of(oa, NB * NH * HD);
-        CHECK(dq && dout);
-        if (dq && dout) CHECK_STATUS(neo_attn_decode_batch(a, NB, dq, dout), NEO_OK);
-        CHECK_STATUS(neo_runtime_sync(rt), NEO_OK);
-        CHECK(dout && cudaMemcpy(oa, dout, sizeof oa, cudaMemcpyDeviceToHost) == cudaSuccess);
-        cudaFree(dq), cudaFree(dout);
-    } else
-#endif
-    {
-        CHECK_STATUS(neo_attn_decode_batch(a, NB, q, oa), NEO_OK);
-        CHECK_STATUS(neo_runtime_sync(rt), NEO_OK);
-    }
+    CHECK_STATUS(ip_batch(rt, on_gpu, a, NB, q, oa, NH * HD), NEO_OK);
     for (int i = 0; i < NB; i++) {
         double err;
         CHECK_STATUS(t_query(b[i], on_gpu, q + i * NH * HD, NH * HD, 0, ob + i * NH * HD, NH * HD), NEO_OK);
@@ -1282,6 +1342,17 @@ static void in_place_batch(neo_runtime *rt, int path) {
         CHECK(rel_err(ob + i * NH * HD, ref, NH * HD) < TOL);
     }
     if (!on_gpu) CHECK(memcmp(oa, ob, sizeof oa) == 0);
+    { /* the layers read in place alone: nothing else in the batch on COPY that MAIN waits for */
+        neo_layer *ip[2] = {a[0], a[2]};
+        memcpy(q + NH * HD, q + 2 * NH * HD, NH * HD * sizeof(float));
+        for (int e = 0; e < 2 * NH * HD; e++) oa[e] = u2f(0x7FC0DEADu);
+        CHECK_STATUS(ip_batch(rt, on_gpu, ip, 2, q, oa, NH * HD), NEO_OK);
+        for (int i = 0; i < 2; i++) {
+            reference(&m[2 * i], q + i * NH * HD, 1, ref);
+            CHECK(rel_err(oa + i * NH * HD, ref, NH * HD) < TOL);
+            if (!on_gpu) CHECK(memcmp(oa + i * NH * HD, ob + 2 * i * NH * HD, NH * HD * sizeof(float)) == 0);
+        }
+    }
 done:
     for (int i = 0; i < NB; i++) neo_layer_destroy(a[i]), neo_layer_destroy(b[i]), free(m[i].ks), free(m[i].vs);
 }
@@ -1348,10 +1419,10 @@ static long hyb_merges;
 static struct {
     neo_runtime *rt;
     int (*merge)(void *, const neo__merge_args *, int);
-} hyb_rt[3]; /* the stand-in runtimes and the real GPU's, with their own merge ops */
+} hyb_rt[4]; /* the stand-in runtimes and the real GPU's, with their own merge ops */
 static int count_merge(void *state, const neo__merge_args *m, int stream) {
     hyb_merges++;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (hyb_rt[i].rt && hyb_rt[i].rt->dev_state == state) return hyb_rt[i].merge(state, m, stream);
     return NEO_ERR_INVALID_ARG;
 }
@@ -1375,8 +1446,8 @@ static void test_hybrid(void) {
     static const int   lens[] = {1, 2, 5, 63, 64, 65, 130, 700, 1500, 3000};
     int k = 0;
     test_hybrid_cut();
-    hyb_rt[0].rt = rts_gpu[1], hyb_rt[1].rt = rts_gpu[3], hyb_rt[2].rt = rt_cuda;
-    for (int i = 0; i < 3; i++)
+    hyb_rt[0].rt = rts_gpu[1], hyb_rt[1].rt = rts_gpu[2], hyb_rt[2].rt = rts_gpu[3], hyb_rt[3].rt = rt_cuda;
+    for (int i = 0; i < 4; i++)
         if (hyb_rt[i].rt) hyb_rt[i].merge = hyb_rt[i].rt->attn.merge, hyb_rt[i].rt->attn.merge = count_merge;
     for (int si = 0; si < 5; si++)
         for (int ti = 0; ti < 3; ti++, k++) {
@@ -1404,7 +1475,7 @@ static void test_hybrid(void) {
             }
             tc_close(&c);
         }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (hyb_rt[i].rt) hyb_rt[i].rt->attn.merge = hyb_rt[i].merge;
 }
 
@@ -1439,7 +1510,11 @@ static neo_status b_append(const bset *s, neo_layer *const *ls, const float *k, 
         return st;
     }
 #endif
-    (void)s, (void)kn, (void)vn;
+    if (s->rt->gpu) { /* the stand-in (t_append) */
+        float *sk = stage_in(s->rt, k, kn), *sv = stage_in(s->rt, v, vn);
+        return sk && sv ? neo_attn_append_batch(ls, BN, sk, sv) : NEO_ERR_NO_MEMORY;
+    }
+    (void)kn, (void)vn;
     return neo_attn_append_batch(ls, BN, k, v);
 }
 static neo_status b_decode(const bset *s, neo_layer *const *ls, const float *q, size_t qn, float *out, size_t on) {
@@ -1453,6 +1528,11 @@ static neo_status b_decode(const bset *s, neo_layer *const *ls, const float *q, 
         return st;
     }
 #endif
+    if (s->rt->gpu) { /* the stand-in (t_query) */
+        float     *sq = stage_in(s->rt, q, qn), *so = stage_in(s->rt, out, on);
+        neo_status st = sq && so ? neo_attn_decode_batch(ls, BN, sq, so) : NEO_ERR_NO_MEMORY;
+        return stage_out(s->rt, st, out, so, on);
+    }
     (void)qn, (void)on;
     neo_status st = neo_attn_decode_batch(ls, BN, q, out);
     return st == NEO_OK ? neo_runtime_sync(s->rt) : st;
@@ -1712,8 +1792,9 @@ static void g_copy(const gcap *g, float *dst, const float *src, size_t n) {
         return;
     }
 #endif
-    (void)g;
-    memcpy(dst, src, n * sizeof(float));
+    /* the stand-in: as cudaMemcpy, in order with the runtime's stream and done when it returns */
+    CHECK_STATUS((neo_status)g->rt->mem.copy(g->rt->dev_state, dst, src, n * sizeof(float), NEO__STREAM_MAIN), NEO_OK);
+    CHECK_STATUS((neo_status)g->rt->mem.stream_sync(g->rt->dev_state, NEO__STREAM_MAIN), NEO_OK);
 }
 static int g_begin(gcap *g) {
 #if NEO_TEST_CUDA
@@ -2139,8 +2220,12 @@ report:
             printf("test_ref: %-11s %5ld calls, max relative L2 error %.3g\n", path_names[i], n_calls[i], max_err[i]);
         else if (i < N_ISA)
             printf("test_ref: %-11s NOT RUN: not in this CPU or build (NEO_ERR_UNSUPPORTED)\n", path_names[i]);
-        for (t = 1; t <= 4 && i < P_CUDA; t++) neo_runtime_destroy(i < N_ISA ? rts[i][t] : rts_gpu[t]);
+        for (t = 1; t <= 4 && i < P_CUDA; t++) {
+            if (i == P_STANDIN && rts_gpu[t]) stage_sync(rts_gpu[t]);
+            neo_runtime_destroy(i < N_ISA ? rts[i][t] : rts_gpu[t]);
+        }
     }
+    free(staged);
     neo_runtime_destroy(rt_cuda);
     check_context("%s", "");
     /* the scalar path (unless split only or one group) and the stand-in GPU ran */
