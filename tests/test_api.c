@@ -997,6 +997,47 @@ static void test_standin_events(void) {
     neo_runtime_destroy(rt);
 }
 
+/* neo_runtime_sync after a replayed append found its layer full: NEO_ERR_FULL, the flag cleared;
+   when clearing it fails, that failure (not NEO_ERR_FULL), and the flag still set for the next
+   sync to report. */
+static int fail_set_length(void *state, int *len, int value, int stream) {
+    (void)state, (void)len, (void)value, (void)stream;
+    return NEO_ERR_DEVICE;
+}
+static void test_sync_full(void) {
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL;
+    neo_layer       *l = NULL;
+    neo_layer_desc   d = base_desc();
+    neo__sgraph     *g = NULL;
+    static float     k[2 * 16], v[2 * 16];
+    rd.log = test_log, rd.n_threads = 1, rd.gpu = 1, rd.gpu_standin = 1;
+    d.n_ctx = 2;
+    check_context("sync of a layer a replay found full");
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK) || !CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) ||
+        !CHECK_STATUS(neo_attn_append(l, k, v, 1), NEO_OK) || !CHECK_STATUS(neo__standin_capture_begin(rt), NEO_OK))
+        goto done;
+    CHECK_STATUS(neo_attn_append(l, k, v, 1), NEO_OK);
+    if (!CHECK_STATUS(neo__standin_capture_end(rt, &g), NEO_OK)) goto done;
+    CHECK_STATUS(neo__standin_replay(rt, g), NEO_OK);
+    CHECK_STATUS(neo_runtime_sync(rt), NEO_OK);
+    CHECK(neo_layer_length(l) == 2);
+    CHECK_STATUS(neo__standin_replay(rt, g), NEO_OK); /* full: writes nothing, sets the flag */
+    {
+        int (*set_length)(void *, int *, int, int) = rt->attn.set_length;
+        rt->attn.set_length = fail_set_length;
+        CHECK_STATUS(neo_runtime_sync(rt), NEO_ERR_DEVICE);
+        rt->attn.set_length = set_length;
+    }
+    EXPECT_LOG(neo_runtime_sync(rt), NEO_ERR_FULL, "found a 8/2/16 layer full");
+    CHECK_STATUS(neo_runtime_sync(rt), NEO_OK);
+    CHECK(neo_layer_length(l) == 2);
+done:
+    neo__standin_graph_free(rt, g);
+    neo_layer_destroy(l);
+    neo_runtime_destroy(rt);
+}
+
 /* The stand-in's late streams (gpu_standin 2: COPY, 3: MAIN): an op there waits until the other
    stream waits for an event recorded after it (and no longer: what comes after that record
    stays queued), until the host waits for the late stream (its sync, an event's sync, a free,
@@ -2146,6 +2187,7 @@ int main(void) {
     test_capture_refusals();
     test_standin_events();
     test_standin_late();
+    test_sync_full();
     test_captured_hybrid();
     test_cpu_out_of_memory();
     test_failed_batch_counts_nothing();
