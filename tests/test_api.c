@@ -997,6 +997,34 @@ static void test_standin_events(void) {
     neo_runtime_destroy(rt);
 }
 
+/* What a captured decode rings with (neo__rings, neo__ring_share): a split layer under ON rings
+   with share 0, under HYBRID with its CPU share, under AUTO as its choice (whatever share its
+   timings left); a layer with every head on the device, or AUTO that chose OFF, rings not. */
+static void test_ring_share(void) {
+    static const struct { int pipeline, choice; float share, auto_share; int gpu_heads, rings; float want; } t[] = {
+        {NEO_PIPELINE_ON, NEO_PIPELINE_HYBRID, 0.3f, 0.4f, 1, 1, 0.0f},
+        {NEO_PIPELINE_HYBRID, NEO_PIPELINE_ON, 0.3f, 0.4f, 1, 1, 0.3f},
+        {NEO_PIPELINE_AUTO, NEO_PIPELINE_HYBRID, 0.3f, 0.4f, 1, 1, 0.4f},
+        {NEO_PIPELINE_AUTO, NEO_PIPELINE_ON, 0.3f, 0.4f, 1, 1, 0.0f},
+        {NEO_PIPELINE_AUTO, NEO_PIPELINE_OFF, 0.3f, 0.4f, 1, 0, 0.0f},
+        {NEO_PIPELINE_OFF, NEO_PIPELINE_HYBRID, 0.3f, 0.4f, 1, 0, 0.0f},
+        {NEO_PIPELINE_ON, NEO_PIPELINE_ON, 0.0f, 0.0f, 2, 0, 0.0f}};
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL;
+    rd.log = test_log, rd.n_threads = 1, rd.gpu = 1, rd.gpu_standin = 1;
+    check_context("the share a captured decode rings with");
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return;
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        neo_layer L;
+        memset(&L, 0, sizeof L);
+        L.rt = rt, L.n_head_kv = 2, L.gpu_heads = t[i].gpu_heads;
+        L.pipeline = (neo_pipeline)t[i].pipeline, L.auto_choice = t[i].choice, L.cpu_share = t[i].share, L.auto_share = t[i].auto_share;
+        if (!CHECK(neo__rings(&L) == t[i].rings && (!t[i].rings || neo__ring_share(&L) == t[i].want)))
+            fprintf(stderr, "    case %d: rings %d, share %g\n", (int)i, neo__rings(&L), (double)neo__ring_share(&L));
+    }
+    neo_runtime_destroy(rt);
+}
+
 /* neo_runtime_sync after a replayed append found its layer full: NEO_ERR_FULL, the flag cleared;
    when clearing it fails, that failure (not NEO_ERR_FULL), and the flag still set for the next
    sync to report. */
@@ -2188,6 +2216,7 @@ int main(void) {
     test_standin_events();
     test_standin_late();
     test_sync_full();
+    test_ring_share();
     test_captured_hybrid();
     test_cpu_out_of_memory();
     test_failed_batch_counts_nothing();

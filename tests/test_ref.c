@@ -1412,18 +1412,29 @@ static void test_stage_shared(void) {
 /* The hybrid on the stand-in: every kv_type, GQA groups 1 to 8, head_dim_v apart, NEO_GPU_HEADS_NONE,
    options, CPU shares near 0 and 1, lengths from 1 to 3000 (shorter and longer than a stream-back
    chunk; up to 700 in the quick mode of the sanitizer runs), a prefill (which runs as OFF);
-   against float64 and bitwise across thread counts. The merge op is counted, so a decode whose
-   cut leaves both sides cells is known to have run as the hybrid and one whose cut leaves a side
-   none as ON or OFF. */
-static long hyb_merges;
+   against float64 and bitwise across thread counts. The merge and the queries' handoff to the
+   CPU are counted, so a decode whose cut leaves both sides cells is known to have run as the
+   hybrid, one whose cut leaves the device none as ON, and one whose cut leaves the CPU none as
+   OFF. */
+static long hyb_merges, hyb_signals;
 static struct {
     neo_runtime *rt;
     int (*merge)(void *, const neo__merge_args *, int);
-} hyb_rt[4]; /* the stand-in runtimes and the real GPU's, with their own merge ops */
+    int (*copy_signal)(void *, void *, size_t, const void *, size_t, size_t, size_t, unsigned *, unsigned, int);
+} hyb_rt[4]; /* the stand-in runtimes and the real GPU's, with their own merge and copy_signal ops */
 static int count_merge(void *state, const neo__merge_args *m, int stream) {
     hyb_merges++;
     for (int i = 0; i < 4; i++)
         if (hyb_rt[i].rt && hyb_rt[i].rt->dev_state == state) return hyb_rt[i].merge(state, m, stream);
+    return NEO_ERR_INVALID_ARG;
+}
+/* the queries' handoff to a CPU half: one a decode that runs as the hybrid or ON */
+static int count_signal(void *state, void *dst, size_t dp, const void *src, size_t sp, size_t w, size_t rows, unsigned *flag,
+                        unsigned seq, int stream) {
+    hyb_signals++;
+    for (int i = 0; i < 4; i++)
+        if (hyb_rt[i].rt && hyb_rt[i].rt->dev_state == state)
+            return hyb_rt[i].copy_signal(state, dst, dp, src, sp, w, rows, flag, seq, stream);
     return NEO_ERR_INVALID_ARG;
 }
 
@@ -1448,7 +1459,10 @@ static void test_hybrid(void) {
     test_hybrid_cut();
     hyb_rt[0].rt = rts_gpu[1], hyb_rt[1].rt = rts_gpu[2], hyb_rt[2].rt = rts_gpu[3], hyb_rt[3].rt = rt_cuda;
     for (int i = 0; i < 4; i++)
-        if (hyb_rt[i].rt) hyb_rt[i].merge = hyb_rt[i].rt->attn.merge, hyb_rt[i].rt->attn.merge = count_merge;
+        if (hyb_rt[i].rt) {
+            hyb_rt[i].merge = hyb_rt[i].rt->attn.merge, hyb_rt[i].rt->attn.merge = count_merge;
+            hyb_rt[i].copy_signal = hyb_rt[i].rt->attn.copy_signal, hyb_rt[i].rt->attn.copy_signal = count_signal;
+        }
     for (int si = 0; si < 5; si++)
         for (int ti = 0; ti < 3; ti++, k++) {
             char           name[128];
@@ -1456,7 +1470,7 @@ static void test_hybrid(void) {
             float          sinks[32];
             neo_layer_desc d = shape(sh[si].nh, sh[si].nkv, sh[si].hd, sh[si].dv, 3000, (neo_type)ti);
             float          share = shares[k % 5], r = share > 0.0f ? share : NEO__HYBRID_SHARE;
-            long           expect = 0, before = hyb_merges;
+            long           expect = 0, signals = 0, before = hyb_merges, before_signals = hyb_signals;
             d.gpu_heads = sh[si].gh, d.pipeline = NEO_PIPELINE_HYBRID, d.cpu_share = share;
             if (k % 3 == 0) set_sinks(sinks, d.n_head), d.sinks = sinks;
             if (k % 3 == 1) d.softcap = 4.0f, d.max_alibi_bias = 2.0f;
@@ -1469,14 +1483,15 @@ static void test_hybrid(void) {
                     tc_append(&c, lens[i] - c.len);
                     tc_query(&c, 0);
                     expect += cut > 0 && cut < lens[i] ? c.n : 0; /* one merge a layer */
+                    signals += cut > 0 ? c.n : 0;                  /* the CPU takes cells: the hybrid, or ON */
                     if (i == 5) tc_query(&c, 9);
                 }
-                CHECK(hyb_merges - before == expect);
+                CHECK(hyb_merges - before == expect && hyb_signals - before_signals == signals);
             }
             tc_close(&c);
         }
     for (int i = 0; i < 4; i++)
-        if (hyb_rt[i].rt) hyb_rt[i].rt->attn.merge = hyb_rt[i].merge;
+        if (hyb_rt[i].rt) hyb_rt[i].rt->attn.merge = hyb_rt[i].merge, hyb_rt[i].rt->attn.copy_signal = hyb_rt[i].copy_signal;
 }
 
 /* --- many layers in one call, and heads moved between the sides ---------------------------------
