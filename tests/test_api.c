@@ -1025,6 +1025,49 @@ static void test_ring_share(void) {
     neo_runtime_destroy(rt);
 }
 
+/* Two choices at their bounds. An OFF decode reads its host heads in place up to exactly
+   NEO_ATTN_IN_PLACE_BYTES of valid cells and a GQA group of exactly 8 (head_dim 128, f16 or
+   bf16, one token), past either it streams them back. AUTO keeps the simpler pipeline on a tie
+   of medians: OFF over ON, either over the hybrid, which it takes only when it was timed. */
+static void test_choices_at_bounds(void) {
+    static const struct { int hh, hd, dv, type, group, n_tokens; long long len; int want; } ip[] = {
+        {1, 128, 128, NEO_TYPE_F16, 8, 1, NEO_ATTN_IN_PLACE_BYTES / 512, 1},
+        {1, 128, 128, NEO_TYPE_F16, 8, 1, NEO_ATTN_IN_PLACE_BYTES / 512 + 1, 0},
+        {2, 128, 128, NEO_TYPE_BF16, 4, 1, NEO_ATTN_IN_PLACE_BYTES / 1024, 1},
+        {2, 128, 128, NEO_TYPE_BF16, 4, 1, NEO_ATTN_IN_PLACE_BYTES / 1024 + 1, 0},
+        {1, 128, 128, NEO_TYPE_F16, 9, 1, 1, 0},
+        {1, 128, 128, NEO_TYPE_F16, 8, 2, 1, 0},
+        {1, 128, 128, NEO_TYPE_F32, 8, 1, 1, 0},
+        {1, 64, 64, NEO_TYPE_F16, 8, 1, 1, 0},
+        {1, 128, 64, NEO_TYPE_F16, 8, 1, 1, 0}};
+    static const struct { double off, on, hyb; int timed, want; } au[] = {
+        {5, 5, 5, 1, NEO_PIPELINE_OFF}, {5, 4, 4, 1, NEO_PIPELINE_ON}, {4, 5, 4, 1, NEO_PIPELINE_OFF},
+        {5, 5, 4, 1, NEO_PIPELINE_HYBRID}, {6, 5, 4, 0, NEO_PIPELINE_ON}, {5, 6, 7, 1, NEO_PIPELINE_OFF}};
+    neo_runtime_desc rd = {0};
+    neo_runtime     *rt = NULL;
+    neo_layer        L;
+    rd.log = test_log, rd.n_threads = 1, rd.gpu = 1, rd.gpu_standin = 1;
+    check_context("choices at their bounds");
+    if (!CHECK_STATUS(neo_runtime_create(&rd, &rt), NEO_OK)) return;
+    for (size_t i = 0; i < sizeof ip / sizeof *ip; i++) {
+        memset(&L, 0, sizeof L);
+        L.rt = rt, L.n_head_kv = 4, L.gpu_heads = 4 - ip[i].hh, L.head_dim = ip[i].hd, L.head_dim_v = ip[i].dv;
+        L.kv_type = (neo_type)ip[i].type, L.group = ip[i].group, L.len = (int)ip[i].len;
+        if (!CHECK(neo__in_place(&L, ip[i].n_tokens) == ip[i].want)) fprintf(stderr, "    in place, case %d\n", (int)i);
+    }
+    for (size_t i = 0; i < sizeof au / sizeof *au; i++) {
+        memset(&L, 0, sizeof L);
+        L.rt = rt, L.n_head = 8, L.n_head_kv = 4, L.gpu_heads = 2, L.head_dim = 16, L.len = 100;
+        for (int p = 0; p < NEO__AUTO_PROBES; p++)
+            L.auto_us[0][p] = au[i].off, L.auto_us[1][p] = au[i].on, L.auto_us[2][p] = au[i].hyb;
+        L.auto_n = (2 + au[i].timed) * NEO__AUTO_PROBES;
+        neo__auto_decide(&L);
+        if (!CHECK(L.auto_decided && L.auto_choice == au[i].want && L.auto_len == 100))
+            fprintf(stderr, "    AUTO, case %d: %d\n", (int)i, L.auto_choice);
+    }
+    neo_runtime_destroy(rt);
+}
+
 /* neo_runtime_sync after a replayed append found its layer full: NEO_ERR_FULL, the flag cleared;
    when clearing it fails, that failure (not NEO_ERR_FULL), and the flag still set for the next
    sync to report. */
@@ -2217,6 +2260,7 @@ int main(void) {
     test_standin_late();
     test_sync_full();
     test_ring_share();
+    test_choices_at_bounds();
     test_captured_hybrid();
     test_cpu_out_of_memory();
     test_failed_batch_counts_nothing();
