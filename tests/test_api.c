@@ -1027,8 +1027,9 @@ static void test_ring_share(void) {
 
 /* Two choices at their bounds. An OFF decode reads its host heads in place up to exactly
    NEO_ATTN_IN_PLACE_BYTES of valid cells and a GQA group of exactly 8 (head_dim 128, f16 or
-   bf16, one token), past either it streams them back. AUTO keeps the simpler pipeline on a tie
-   of medians: OFF over ON, either over the hybrid, which it takes only when it was timed. */
+   bf16, one token), past either it streams them back. AUTO takes the median of 3 probes and
+   keeps the simpler pipeline on a tie of medians: OFF over ON, either over the hybrid, which it
+   takes only when it was timed. */
 static void test_choices_at_bounds(void) {
     static const struct { int hh, hd, dv, type, group, n_tokens; long long len; int want; } ip[] = {
         {1, 128, 128, NEO_TYPE_F16, 8, 1, NEO_ATTN_IN_PLACE_BYTES / 512, 1},
@@ -1054,6 +1055,13 @@ static void test_choices_at_bounds(void) {
         L.rt = rt, L.n_head_kv = 4, L.gpu_heads = 4 - ip[i].hh, L.head_dim = ip[i].hd, L.head_dim_v = ip[i].dv;
         L.kv_type = (neo_type)ip[i].type, L.group = ip[i].group, L.len = (int)ip[i].len;
         if (!CHECK(neo__in_place(&L, ip[i].n_tokens) == ip[i].want)) fprintf(stderr, "    in place, case %d\n", (int)i);
+    }
+    for (int p = 0; p < 6; p++) { /* the median of 3 probes, in every order and with a tie */
+        static const double perm[6][3] = {{1, 2, 3}, {1, 3, 2}, {2, 1, 3}, {2, 3, 1}, {3, 1, 2}, {3, 2, 1}};
+        double tie[3] = {perm[p][0], perm[p][1], perm[p][2]};
+        tie[p % 3] = tie[(p + 1) % 3];
+        if (!CHECK(neo__median3(perm[p]) == 2.0 && neo__median3(tie) == tie[p % 3]))
+            fprintf(stderr, "    median, order %d: %g, tied %g\n", p, neo__median3(perm[p]), neo__median3(tie));
     }
     for (size_t i = 0; i < sizeof au / sizeof *au; i++) {
         memset(&L, 0, sizeof L);
