@@ -487,6 +487,17 @@ static void test_layer_create(neo_runtime *rt) {
     BAD(max_alibi_bias, 8.0f, NEO_OK);
 #undef BAD
 
+    /* the largest head count and head sizes a build supports are taken, one more of each is not */
+    {
+        static const int dims[3][3] = {{NEO__MAX_HEADS, 1, 0}, {1, NEO__MAX_HEAD_DIM, 0}, {1, 1, NEO__MAX_HEAD_DIM}};
+        for (int i = 0; i < 3; i++)
+            for (int past = 0; past < 2; past++) {
+                d = base_desc();
+                d.n_head = dims[i][0] + (i == 0) * past, d.n_head_kv = 1, d.n_ctx = 1;
+                d.head_dim = dims[i][1] + (i == 1) * past, d.head_dim_v = dims[i][2] + (i == 2) * past;
+                expect_create(rt, &d, past ? NEO_ERR_UNSUPPORTED : NEO_OK, past ? "one past a build's limit" : "a build's limit");
+            }
+    }
     /* 1 PiB of F32 cache: a valid shape whose allocation fails */
     d = base_desc();
     d.n_head = d.n_head_kv = 64, d.head_dim = 1024, d.n_ctx = INT_MAX, d.kv_type = NEO_TYPE_F32;
