@@ -1326,8 +1326,10 @@ static void test_refusals_logged(void) {
     EXPECT_LOG(neo_session_create(rt, m, NULL, NULL), NEO_ERR_INVALID_ARG, "out is NULL");
     sd.n_ctx = -1;
     EXPECT_LOG(neo_session_create(rt, m, &sd, &s), NEO_ERR_INVALID_ARG, "n_ctx");
-    sd.n_ctx = 0, sd.gpu_heads = 3;
-    EXPECT_LOG(neo_session_create(rt, m, &sd, &s), NEO_ERR_INVALID_ARG, "gpu_heads");
+    sd.n_ctx = 0, sd.gpu_heads = 3; /* the session's own check, before any layer's */
+    EXPECT_LOG(neo_session_create(rt, m, &sd, &s), NEO_ERR_INVALID_ARG, "gpu_heads must be in [NEO_GPU_HEADS_NONE, the model's n_kv_heads]");
+    sd.gpu_heads = NEO_GPU_HEADS_NONE - 1;
+    EXPECT_LOG(neo_session_create(rt, m, &sd, &s), NEO_ERR_INVALID_ARG, "gpu_heads must be in [NEO_GPU_HEADS_NONE, the model's n_kv_heads]");
     sd.gpu_heads = 0, sd.kv_type = (neo_type)5;
     EXPECT_LOG(neo_session_create(rt, m, &sd, &s), NEO_ERR_INVALID_ARG, "kv_type");
     sd.kv_type = NEO_TYPE_F16;

@@ -340,7 +340,7 @@ static void test_loader_synthetic(neo_runtime *rt) {
     };
     static const char *bad_names[] = {"dim % n_heads != 0", "n_kv_heads > n_heads", "n_heads % n_kv_heads != 0",
                                       "n_heads > dim", "an odd head size"};
-    synth_cfg ok = {16, 24, 2, 4, 2, 32, 8}, un = {16, 24, 2, 4, 2, -32, 8};
+    synth_cfg ok = {16, 24, 2, 4, 2, 32, 8}, un = {16, 24, 2, 4, 2, -32, 8}, mqa = {16, 24, 2, 4, 1, 32, 8};
     size_t size, usize;
     unsigned char *b;
     int i;
@@ -395,6 +395,32 @@ static void test_loader_synthetic(neo_runtime *rt) {
         neo_model_destroy(m);
         expect_format(b, usize - 32 * 16 * 4, "synthetic unshared without its classifier");
         truncations(b, usize, "synthetic unshared");
+        free(b);
+    }
+
+    /* one KV head (multi-query attention), against float64; on 1, 2 and 3 threads (3: the
+       matmuls' last tasks shorter than the others), the same logits bit for bit */
+    b = synth_build(&mqa, 4, &size);
+    if (CHECK(b != NULL)) {
+        neo_model *m = expect_load(b, size, "synthetic, one KV head");
+        static const int toks[5] = {3, 31, 7, 7, 0};
+        float logits[3][5 * 32];
+        for (int t = 0; m && t < 3; t++) {
+            neo_runtime_desc rd = {0};
+            neo_runtime *r3 = NULL;
+            neo_session *s = NULL;
+            neo_session_desc sd = {0};
+            rd.n_threads = t + 1, sd.kv_type = NEO_TYPE_F32;
+            if (!CHECK_STATUS(neo_runtime_create(&rd, &r3), NEO_OK)) continue;
+            if (CHECK_STATUS(neo_session_create(r3, m, &sd, &s), NEO_OK)) {
+                for (i = 0; i < 5; i++) CHECK_STATUS(neo_session_step(s, toks[i], logits[t] + 32 * i), NEO_OK);
+                CHECK(max_rel_l2_vs_ref(b, toks, 5, logits[t]) < 1e-4);
+                if (t) CHECK(memcmp(logits[t], logits[0], sizeof logits[0]) == 0);
+            }
+            neo_session_destroy(s);
+            neo_runtime_destroy(r3);
+        }
+        neo_model_destroy(m);
         free(b);
     }
 }
