@@ -336,10 +336,17 @@ static void test_loader_synthetic(neo_runtime *rt) {
         {16, 24, 1, 2, 4, 32, 8},  /* n_kv_heads > n_heads */
         {24, 24, 1, 6, 4, 32, 8},  /* n_heads % n_kv_heads != 0 */
         {16, 24, 1, 32, 32, 32, 8}, /* head_size 0 */
-        {6, 24, 1, 2, 2, 32, 8}     /* head_size 3: RoPE turns pairs of dimensions */
+        {6, 24, 1, 2, 2, 32, 8},    /* head_size 3: RoPE turns pairs of dimensions */
+        {0, 24, 1, 4, 2, 32, 8},    /* each size 0 in turn, the file as long as it says */
+        {16, 0, 1, 4, 2, 32, 8},
+        {16, 24, 0, 4, 2, 32, 8},
+        {16, 24, 1, 4, 0, 32, 8},
+        {16, 24, 1, 4, 2, 0, 8},
+        {16, 24, 1, 4, 2, 32, 0}
     };
     static const char *bad_names[] = {"dim % n_heads != 0", "n_kv_heads > n_heads", "n_heads % n_kv_heads != 0",
-                                      "n_heads > dim", "an odd head size"};
+                                      "n_heads > dim", "an odd head size", "dim 0", "hidden_dim 0", "n_layers 0",
+                                      "n_kv_heads 0", "vocab_size 0", "seq_len 0"};
     synth_cfg ok = {16, 24, 2, 4, 2, 32, 8}, un = {16, 24, 2, 4, 2, -32, 8}, mqa = {16, 24, 2, 4, 1, 32, 8};
     size_t size, usize;
     unsigned char *b;
