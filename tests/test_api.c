@@ -1186,6 +1186,14 @@ static void test_standin_late(void) {
             CHECK_STATUS((neo_status)rt->attn.attend(S, &a, late), NEO_OK);
             CHECK_STATUS((neo_status)rt->mem.stream_sync(S, late), NEO_ERR_INVALID_ARG);
             CHECK_STATUS((neo_status)rt->mem.stream_sync(S, late), NEO_OK);
+            /* cells left but fewer than its queries (a query before the first cell), and a range
+               that starts past the length: each fails alone */
+            lens[0] = 1, a.n_tokens = 2;
+            CHECK_STATUS((neo_status)rt->attn.attend(S, &a, late), NEO_OK);
+            CHECK_STATUS((neo_status)rt->mem.stream_sync(S, late), NEO_ERR_INVALID_ARG);
+            lens[0] = 3, a.n_tokens = 1, a.c0 = 5, a.c1 = 8;
+            CHECK_STATUS((neo_status)rt->attn.attend(S, &a, late), NEO_OK);
+            CHECK_STATUS((neo_status)rt->mem.stream_sync(S, late), NEO_ERR_INVALID_ARG);
         }
         neo_layer_destroy(l);
         neo_runtime_destroy(rt);
