@@ -1005,6 +1005,15 @@ static void test_standin_events(void) {
     CHECK_STATUS((neo_status)rt->mem.record(S, NEO__EV_START, 2), NEO_ERR_INVALID_ARG);
     CHECK_STATUS((neo_status)rt->mem.wait(S, 2, NEO__EV_START), NEO_ERR_INVALID_ARG);
     CHECK_STATUS((neo_status)rt->mem.wait(S, NEO__STREAM_MAIN, -1), NEO_ERR_INVALID_ARG);
+    { /* a recording is begun once at a time */
+        neo__sgraph *g = NULL;
+        if (CHECK_STATUS(neo__standin_capture_begin(rt), NEO_OK)) {
+            CHECK_STATUS(neo__standin_capture_begin(rt), NEO_ERR_INVALID_ARG);
+            CHECK_STATUS(neo__standin_capture_end(rt, &g), NEO_OK);
+            CHECK(g && g->n == 0);
+        }
+        neo__standin_graph_free(rt, g);
+    }
     neo_runtime_destroy(rt);
 }
 
