@@ -338,6 +338,31 @@ static neo_status t_query(neo_layer *l, int on_gpu, const float *q, size_t qn, i
     return n_tok ? neo_attn_prefill(l, q, n_tok, out) : neo_attn_decode(l, q, out);
 }
 
+/* A batch decode of n layers (q: qn floats, out: on floats, poisoned by the caller) as an engine
+   calls it on the GPU, the stand-in or the CPU, synced. */
+static neo_status t_decode_batch(neo_runtime *rt, int on_gpu, neo_layer *const *ls, int n, const float *q, size_t qn, float *out,
+                                 size_t on) {
+    neo_status st;
+#if NEO_TEST_CUDA
+    if (on_gpu) {
+        float *dq = dev_of(q, qn), *dout = dev_of(out, on);
+        st = dq && dout ? neo_attn_decode_batch(ls, n, dq, dout) : NEO_ERR_DEVICE_MEMORY;
+        if (neo_runtime_sync(rt) != NEO_OK || (dout && cudaMemcpy(out, dout, on * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess))
+            st = st == NEO_OK ? NEO_ERR_DEVICE : st;
+        cudaFree(dq), cudaFree(dout);
+        return st;
+    }
+#endif
+    (void)on_gpu;
+    if (rt->gpu) { /* the stand-in (t_query) */
+        float *sq = stage_in(rt, q, qn), *so = stage_in(rt, out, on);
+        st = sq && so ? neo_attn_decode_batch(ls, n, sq, so) : NEO_ERR_NO_MEMORY;
+        return stage_out(rt, st, out, so, on);
+    }
+    st = neo_attn_decode_batch(ls, n, q, out);
+    return st == NEO_OK ? neo_runtime_sync(rt) : st;
+}
+
 static void open_runtimes(void) {
     int i, t;
     for (i = 0; i < N_ISA; i++) {
@@ -1286,24 +1311,6 @@ static void test_split(void) {
    and 20 cells of one f16 head) and one streams them back (40 cells): each layer's output within
    the bound of float64, and on the stand-in equal to single calls bit for bit (on the GPU a batch
    may split a layer's cells differently than a single call). */
-/* A batch decode of n layers as an engine calls it on the GPU or the stand-in (q, out: [n][row]). */
-static neo_status ip_batch(neo_runtime *rt, int on_gpu, neo_layer **ls, int n, const float *q, float *out, size_t row) {
-    neo_status st;
-#if NEO_TEST_CUDA
-    if (on_gpu) {
-        float *dq = dev_of(q, n * row), *dout = dev_of(out, n * row);
-        st = dq && dout ? neo_attn_decode_batch(ls, n, dq, dout) : NEO_ERR_DEVICE_MEMORY;
-        if (neo_runtime_sync(rt) != NEO_OK || (dout && cudaMemcpy(out, dout, n * row * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess))
-            st = st == NEO_OK ? NEO_ERR_DEVICE : st;
-        cudaFree(dq), cudaFree(dout);
-        return st;
-    }
-#endif
-    (void)on_gpu; /* the stand-in (t_query) */
-    float *sq = stage_in(rt, q, n * row), *so = stage_in(rt, out, n * row);
-    st = sq && so ? neo_attn_decode_batch(ls, n, sq, so) : NEO_ERR_NO_MEMORY;
-    return stage_out(rt, st, out, so, n * row);
-}
 static void in_place_batch(neo_runtime *rt, int path) {
     enum { NB = 3, NH = 16, NKV = 4, HD = 128, CTX = 64 };
     static const int lens[NB] = {8, 40, 20};
@@ -1331,7 +1338,7 @@ static void in_place_batch(neo_runtime *rt, int path) {
     }
     rng_fill(q, NB * NH * HD, -2.0f, 2.0f);
     for (int e = 0; e < NB * NH * HD; e++) oa[e] = ob[e] = u2f(0x7FC0DEADu); /* a missed write stays NaN */
-    CHECK_STATUS(ip_batch(rt, on_gpu, a, NB, q, oa, NH * HD), NEO_OK);
+    CHECK_STATUS(t_decode_batch(rt, on_gpu, a, NB, q, NB * NH * HD, oa, NB * NH * HD), NEO_OK);
     for (int i = 0; i < NB; i++) {
         double err;
         CHECK_STATUS(t_query(b[i], on_gpu, q + i * NH * HD, NH * HD, 0, ob + i * NH * HD, NH * HD), NEO_OK);
@@ -1346,7 +1353,7 @@ static void in_place_batch(neo_runtime *rt, int path) {
         neo_layer *ip[2] = {a[0], a[2]};
         memcpy(q + NH * HD, q + 2 * NH * HD, NH * HD * sizeof(float));
         for (int e = 0; e < 2 * NH * HD; e++) oa[e] = u2f(0x7FC0DEADu);
-        CHECK_STATUS(ip_batch(rt, on_gpu, ip, 2, q, oa, NH * HD), NEO_OK);
+        CHECK_STATUS(t_decode_batch(rt, on_gpu, ip, 2, q, 2 * NH * HD, oa, 2 * NH * HD), NEO_OK);
         for (int i = 0; i < 2; i++) {
             reference(&m[2 * i], q + i * NH * HD, 1, ref);
             CHECK(rel_err(oa + i * NH * HD, ref, NH * HD) < TOL);
@@ -1533,24 +1540,7 @@ static neo_status b_append(const bset *s, neo_layer *const *ls, const float *k, 
     return neo_attn_append_batch(ls, BN, k, v);
 }
 static neo_status b_decode(const bset *s, neo_layer *const *ls, const float *q, size_t qn, float *out, size_t on) {
-#if NEO_TEST_CUDA
-    if (s->on_gpu) {
-        float     *dq = dev_of(q, qn), *dout = dev_of(out, on);
-        neo_status st = dq && dout ? neo_attn_decode_batch(ls, BN, dq, dout) : NEO_ERR_DEVICE_MEMORY;
-        if (neo_runtime_sync(s->rt) != NEO_OK || cudaMemcpy(out, dout, on * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
-            st = NEO_ERR_DEVICE;
-        cudaFree(dq), cudaFree(dout);
-        return st;
-    }
-#endif
-    if (s->rt->gpu) { /* the stand-in (t_query) */
-        float     *sq = stage_in(s->rt, q, qn), *so = stage_in(s->rt, out, on);
-        neo_status st = sq && so ? neo_attn_decode_batch(ls, BN, sq, so) : NEO_ERR_NO_MEMORY;
-        return stage_out(s->rt, st, out, so, on);
-    }
-    (void)qn, (void)on;
-    neo_status st = neo_attn_decode_batch(ls, BN, q, out);
-    return st == NEO_OK ? neo_runtime_sync(s->rt) : st;
+    return t_decode_batch(s->rt, s->on_gpu, ls, BN, q, qn, out, on);
 }
 
 static int bset_open(bset *s, neo_runtime *rt, int path, int hd, int dv, int n_head, int n_kv) {
