@@ -3672,10 +3672,13 @@ NEO_ATTN__PRIVATE neo_status neo__standin_capture_end(neo_runtime *rt, neo__sgra
    MAIN: kept (1), or to be run now (0). */
 NEO_ATTN__PRIVATE int neo__standin_keep_mv(neo_runtime *rt, int (*fn)(void *, const neo__matvec_args *), void *ctx,
                                            const neo__matvec_args *a, int *status) {
-    neo__sg_op op;
+    neo__sgraph *g = neo__sg_target(rt, NEO__STREAM_MAIN); /* first: every runtime's decode loop asks */
+    neo__sg_op   op;
+    if (!g) return 0;
     memset(&op, 0, sizeof op);
     op.kind = NEO__SG_MATVEC, op.fn = fn, op.ctx = ctx, op.mv = *a;
-    return neo__sg_keep(rt, NEO__STREAM_MAIN, &op, status);
+    *status = neo__sg_add(rt, g, &op);
+    return 1;
 }
 /* The stand-in's step graphs (neo__dev_model's graph ops) are its recordings. */
 NEO_ATTN__PRIVATE int neo__standin_graph_begin(void *state, int stream) {
