@@ -17,7 +17,11 @@
 #   SETS="lib: l1:-DNEO_XP_LOADS=1 a1:-DNEO_XP_ARR=1 l1a1:-DNEO_XP_LOADS=1+-DNEO_XP_ARR=1 sc2:-DNEO_XP_SC=2" \
 #       bash examples/bench/count_kernel.sh
 # Rounds stop early at 480 s, so that the whole script ends within 10 minutes. Reuses builds
-# already in /tmp/neo-count-src-NAME, NAME the patches' joined by '+'.
+# already in SRC (default /tmp/neo-count-src-NAME, NAME the patches' joined by '+').
+# Where GPU time is short, build on a machine without a GPU first (nvcc is enough) into a folder
+# that travels with the tree, then time there with the same SRC, PATCH and SETS:
+#   SRC=xp/count BUILD_ONLY=1 PATCH=... SETS=... bash examples/bench/count_kernel.sh
+# BUILD_ONLY strips each build's bench and removes its objects (about 6 MB a set is left).
 set -u
 ROUNDS=${1:-3}
 CTX=${2:-4096}
@@ -28,13 +32,20 @@ for f in $PATCH; do # absolute, as they are applied from inside the copy
     PATCHES="$PATCHES $(cd "$(dirname "$f")" && pwd)/$(basename "$f")"
     NAME="$NAME${NAME:++}$(basename "$f" .patch)"
 done
-SRC=/tmp/neo-count-src-$NAME
+SRC=${SRC:-/tmp/neo-count-src-$NAME}
+case "$SRC" in /*) ;; *) SRC=$PWD/$SRC ;; esac
+EXCL="" # a SRC inside the tree is left out of its own copy
+case "$SRC" in "$PWD"/*) EXCL="--exclude=./${SRC#"$PWD"/}" ;; esac
 R=$OUT/count_kernel.txt
 mkdir -p "$OUT"
 SETS=${SETS:-"lib: c1:-DNEO_XP_C=1 c2:-DNEO_XP_C=2 m1:-DNEO_XP_M=1 m2:-DNEO_XP_M=2 u1:-DNEO_XP_U=1 cm:-DNEO_XP_C=1+-DNEO_XP_M=1 c2m2:-DNEO_XP_C=2+-DNEO_XP_M=2 u1m2:-DNEO_XP_U=1+-DNEO_XP_M=2"}
 if [ ! -d "$SRC" ]; then
     mkdir -p "$SRC"
-    tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C "$SRC"
+    if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then # the tree's files, no build or ignored folder
+        git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$SRC"
+    else
+        tar --exclude=./build --exclude=./.git $EXCL -cf - . | tar -xf - -C "$SRC"
+    fi
     for f in $PATCHES; do
         if command -v patch >/dev/null; then
             (cd "$SRC" && patch -s -p1 <"$f")
@@ -51,6 +62,16 @@ for s in $SETS; do
         echo "count_kernel: build $n failed (see $OUT/build_$n.log)") &
 done
 wait
+if [ "${BUILD_ONLY:-0}" = 1 ]; then
+    for s in $SETS; do
+        b=$SRC/build/k_${s%%:*}
+        [ -x "$b/bench" ] || continue
+        strip "$b/bench" 2>/dev/null
+        rm -rf "$b"/*.o "$b"/san "$b"/tsan
+        echo "count_kernel: $b/bench $(du -k "$b/bench" | cut -f1) KB"
+    done
+    exit 0
+fi
 { date -u +"%F %T UTC"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; } >"$R"
 sweep() { # build
     local f=$OUT/sweep_$1.tmp
