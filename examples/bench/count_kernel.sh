@@ -18,8 +18,8 @@
 #       bash examples/bench/count_kernel.sh
 # Rounds stop early at 480 s, so that the whole script ends within 10 minutes. Reuses builds
 # already in SRC (default /tmp/neo-count-src-NAME, NAME the patches' joined by '+').
-# Where GPU time is short, build on a machine without a GPU first (nvcc is enough) into a folder
-# that travels with the tree, then time there with the same SRC, PATCH and SETS:
+# Where GPU time is short, build on a machine without a GPU first (nvcc is enough) into an ignored
+# folder of the tree that the GPU call carries, then time there with the same SRC, PATCH and SETS:
 #   SRC=xp/count BUILD_ONLY=1 PATCH=... SETS=... bash examples/bench/count_kernel.sh
 # BUILD_ONLY strips each build's bench and removes its objects (about 6 MB a set is left).
 set -u
@@ -63,14 +63,15 @@ for s in $SETS; do
 done
 wait
 if [ "${BUILD_ONLY:-0}" = 1 ]; then
+    rc=0
     for s in $SETS; do
         b=$SRC/build/k_${s%%:*}
-        [ -x "$b/bench" ] || continue
+        [ -x "$b/bench" ] || { rc=1; continue; } # its build failed, said above
         strip "$b/bench" 2>/dev/null
         rm -rf "$b"/*.o "$b"/san "$b"/tsan
         echo "count_kernel: $b/bench $(du -k "$b/bench" | cut -f1) KB"
     done
-    exit 0
+    exit $rc
 fi
 { date -u +"%F %T UTC"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader; } >"$R"
 sweep() { # build
