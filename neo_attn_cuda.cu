@@ -1619,13 +1619,14 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         };
         if (warp < nqb) load_ml(warp);
         float4 pf[PF];
-        {
+#pragma unroll
+        for (int u = 0; u < PF; u++) pf[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (S > 1) { /* behind one uniform branch and a compare a split, not a select each: so compiled, a short call's chain is shorter (docs/BENCHMARKS.md, "The merge's loads on an H200") */
             const int    f = tid < nqb * NC ? tid : 0, i = f / NC, col = 4 * (f % NC);
             const float *src = p.work + (part0 + i) * D + col;
 #pragma unroll
             for (int u = 0; u < PF; u++)
-                pf[u] = (S > 1 && u < S) ? __ldcg(reinterpret_cast<const float4 *>(src + (size_t)u * NEO__MMA_NQ * D))
-                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (u < S) pf[u] = __ldcg(reinterpret_cast<const float4 *>(src + (size_t)u * NEO__MMA_NQ * D));
         }
         const bool sink = p.out != NULL && p.sinks;
         for (int i = warp; i < nqb; i += W) {
