@@ -1621,7 +1621,9 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         float4 pf[PF];
 #pragma unroll
         for (int u = 0; u < PF; u++) pf[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (S > 1) { /* behind one uniform branch and a compare a split, not a select each: so compiled, a short call's chain is shorter (docs/BENCHMARKS.md, "The merge's loads on an H200") */
+        /* behind one uniform branch and a compare a split, not a select each: so compiled, a short
+           call's chain is shorter (docs/BENCHMARKS.md, "The merge's loads on an H200") */
+        if (S > 1) {
             const int    f = tid < nqb * NC ? tid : 0, i = f / NC, col = 4 * (f % NC);
             const float *src = p.work + (part0 + i) * D + col;
 #pragma unroll

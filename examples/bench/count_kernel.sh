@@ -11,11 +11,11 @@
 # is timed. The default sets are count_kernel.patch's knobs: NEO_XP_F alone is left out (the
 # single-attend kernels' code is byte for byte the library's with it; only the batch kernels, which
 # copy the larger parameter block, change); cm is C=1 with M=1 (the build that was faster), c2m2 and
-# u1m2 the two smaller changes of each side together. merge_loads.patch's and score_chains.patch's
-# knobs beside the library (five builds, three rounds in about 7 minutes):
-#   PATCH="examples/bench/merge_loads.patch examples/bench/score_chains.patch" \
-#   SETS="lib: l1:-DNEO_XP_LOADS=1 a1:-DNEO_XP_ARR=1 l1a1:-DNEO_XP_LOADS=1+-DNEO_XP_ARR=1 sc2:-DNEO_XP_SC=2" \
-#       bash examples/bench/count_kernel.sh
+# u1m2 the two smaller changes of each side together. param_warm.patch's and merge_ml.patch's
+# knobs beside the library (three builds, three rounds in about 1.5 minutes on an H200):
+#   PATCH="examples/bench/param_warm.patch examples/bench/merge_ml.patch" \
+#   SETS="lib: pw:-DNEO_XP_PW=1 ml:-DNEO_XP_ML=1" bash examples/bench/count_kernel.sh
+# (Each patch names the commit it applies to; several in one copy must apply to the same tree.)
 # Rounds stop early at 480 s, so that the whole script ends within 10 minutes. Reuses builds
 # already in SRC (default /tmp/neo-count-src-NAME, NAME the patches' joined by '+').
 # Where GPU time is short, build on a machine without a GPU first (nvcc is enough) into an ignored
