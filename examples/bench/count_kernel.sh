@@ -36,8 +36,9 @@ SRC=${SRC:-/tmp/neo-count-src-$NAME}
 case "$SRC" in /*) ;; *) SRC=$PWD/$SRC ;; esac
 EXCL="" # a SRC inside the tree is left out of its own copy
 case "$SRC" in "$PWD"/*) EXCL="--exclude=./${SRC#"$PWD"/}" ;; esac
-R=$OUT/count_kernel.txt
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd) # absolute: the builds run inside SRC
+R=$OUT/count_kernel.txt
 SETS=${SETS:-"lib: c1:-DNEO_XP_C=1 c2:-DNEO_XP_C=2 m1:-DNEO_XP_M=1 m2:-DNEO_XP_M=2 u1:-DNEO_XP_U=1 cm:-DNEO_XP_C=1+-DNEO_XP_M=1 c2m2:-DNEO_XP_C=2+-DNEO_XP_M=2 u1m2:-DNEO_XP_U=1+-DNEO_XP_M=2"}
 if [ ! -d "$SRC" ]; then
     mkdir -p "$SRC"
