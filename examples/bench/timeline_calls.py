@@ -67,10 +67,12 @@ KERNEL_EDITS = [
     k.start();
     int len = 0;
     if constexpr (K::SPEC) len = *p.len; /* requested beside q, used after it */
+    float2         qv[K::KS][2];
+    k.q_load(qv);
+    if constexpr (!K::SPEC) k.rest(); /* issued behind q's loads, before q is needed */
     uint32_t       qf[K::QP][K::KS][2];
-    const float    qdown = k.q_frags(qf);
+    const float    qdown = k.q_frags(qv, qf);
     if constexpr (K::SPEC) k.settle(len);
-    else k.rest();
     const auto     q = k.lane_queries(qdown);""",
      """    unsigned long long tg[7] = {0, 0, 0, 0, 0, 0, 0}, c0 = 0, cl = 0;
     if (threadIdx.x == 0) tg[0] = neo__gt(), c0 = clock64();
@@ -79,10 +81,12 @@ KERNEL_EDITS = [
     if (threadIdx.x == 0) tg[1] = neo__gt();
     int len = 0;
     if constexpr (K::SPEC) len = *p.len; /* requested beside q, used after it */
+    float2         qv[K::KS][2];
+    k.q_load(qv);
+    if constexpr (!K::SPEC) k.rest(); /* issued behind q's loads, before q is needed */
     uint32_t       qf[K::QP][K::KS][2];
-    const float    qdown = k.q_frags(qf);
+    const float    qdown = k.q_frags(qv, qf);
     if constexpr (K::SPEC) k.settle(len);
-    else k.rest();
     const auto     q = k.lane_queries(qdown);
     if (threadIdx.x == 0 && q.sce[0] != 1.2345f) tg[2] = neo__gt(), cl = clock64();"""),
     ("""        k.wait(j, stage);
