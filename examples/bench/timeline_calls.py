@@ -6,7 +6,9 @@ The tensor-core kernel of neo_attn_cuda.cu is copied with time stamps added: eac
 reads %globaltimer (ns, one clock for the whole GPU) when the block starts, when its wait for the
 kernel ahead of it returns, when q is in registers, when warp 0's first tile has landed, when
 every warp is done with its tiles, when the warps' combine (and its arrival count) is done, and
-when the block ends (after the merge in the block that merges), with clock64 for the same block
+when the block ends (after the merge in the block that merges); inside the combine when the
+warps' states are in shared memory and just before and after the arrival count, and inside the
+merge when its first loads are in registers and when its weights are done; with clock64 for the same block
 (the SM's cycles, so the report gives the SM clock too). bench.c is copied too, so that its sweep
 (`--sections sweep`) writes the stamps of the last blocks of each shape row at the planner's
 split count to a file per row. Neither the library nor build/bench changes: the copies live in
@@ -34,12 +36,13 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 OUTD = os.path.join(ROOT, "build", "timeline")
 CAP = 32768  # records kept (a ring: the last CAP blocks)
-WORDS = 10  # u64 a record
+WORDS = 16  # u64 a record
 
 STAMPS = r'''
 #define NEO_TL_CAP 32768
-__device__ unsigned long long neo__tl_buf[NEO_TL_CAP][10];
+__device__ unsigned long long neo__tl_buf[NEO_TL_CAP][16];
 __device__ unsigned neo__tl_ctr;
+__shared__ unsigned long long neo__tl_s[5]; /* the combine's and the merge's stamps (thread 0) */
 __device__ __forceinline__ unsigned long long neo__gt() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
@@ -61,8 +64,36 @@ extern "C" unsigned neo__tl_get(unsigned long long *dst) {
 # (anchor, replacement) pairs for neo_attn_cuda.cu; the stamps that read a value (q, l) test it so
 # that the stamp waits for it
 KERNEL_EDITS = [
-    ("template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinline__ void neo__mma_run(",
-     STAMPS + "template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinline__ void neo__mma_run("),
+    ("""            sh.wl[warp][2 * c + 1] = l[1];
+        }
+        __syncthreads();""",
+     """            sh.wl[warp][2 * c + 1] = l[1];
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) neo__tl_s[0] = neo__gt();"""),
+    ("""        if (tid == 0) {
+            unsigned prev;
+            asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(p.cnt + unit) : "memory");
+            sh.last = prev == (unsigned)(S - 1);""",
+     """        if (tid == 0) {
+            unsigned prev;
+            neo__tl_s[1] = neo__gt();
+            asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(prev) : "l"(p.cnt + unit) : "memory");
+            sh.last = prev == (unsigned)(S - 1);
+            if (prev != 0xdeadbeefu) neo__tl_s[2] = neo__gt();"""),
+    ("""        const bool sink = p.out != NULL && p.sinks;
+        for (int i = warp; i < nqb; i += W) {
+            if (i != warp) load_ml(i);""",
+     """        if (tid == 0 && pf[0].x != 1.2345f && ml[0].x != 1.2345f) neo__tl_s[3] = neo__gt();
+        const bool sink = p.out != NULL && p.sinks;
+        for (int i = warp; i < nqb; i += W) {
+            if (i != warp) load_ml(i);"""),
+    ("""        __syncthreads(); /* also: every read of a state's (m, l) above happens before the writes below */
+        for (int f = tid; f < nqb * NC; f += NT) finish(f, f == tid, pf, s_w);""",
+     """        __syncthreads(); /* also: every read of a state's (m, l) above happens before the writes below */
+        if (tid == 0) neo__tl_s[4] = neo__gt();
+        for (int f = tid; f < nqb * NC; f += NT) finish(f, f == tid, pf, s_w);"""),
+    ("#define NEO__MMA_NQ 8\n", STAMPS + "#define NEO__MMA_NQ 8\n"),
     ("""    K k(p, unit, split, neo__smem, sh);
     k.start();
     int len = 0;
@@ -75,7 +106,10 @@ KERNEL_EDITS = [
     if constexpr (K::SPEC) k.settle(len);
     const auto     q = k.lane_queries(qdown);""",
      """    unsigned long long tg[7] = {0, 0, 0, 0, 0, 0, 0}, c0 = 0, cl = 0;
-    if (threadIdx.x == 0) tg[0] = neo__gt(), c0 = clock64();
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < 5; i++) neo__tl_s[i] = 0;
+        tg[0] = neo__gt(), c0 = clock64();
+    }
     K k(p, unit, split, neo__smem, sh);
     k.start();
     if (threadIdx.x == 0) tg[1] = neo__gt();
@@ -123,6 +157,8 @@ KERNEL_EDITS = [
                ((unsigned long long)smid << 32) | ((unsigned long long)BPS << 48);
         r[8] = cl;
         r[9] = ct;
+        for (int i = 0; i < 5; i++) r[10 + i] = neo__tl_s[i] ? neo__tl_s[i] - tg[0] : 0ull;
+        r[15] = 0;
     }
 }"""),
 ]
@@ -135,7 +171,7 @@ BENCH_EDITS = [
 unsigned neo__tl_get(unsigned long long *dst);
 static double time_forced(neo_layer **L, int n, int block_shape, int max_splits, int graph, int global) {
     static int                tl_seq;
-    static unsigned long long tl_buf[32768][10];
+    static unsigned long long tl_buf[32768][16];
     forced_shape = block_shape, forced_cap = max_splits, forced_global = global, forced_bad = 0;
     neo__tl_reset();
     const double t = time_ops(op_forced, L, n, graph);
@@ -226,10 +262,13 @@ def report_file(fn):
             v.sort()
             print("    %-18s %7.2f [%7.2f, %7.2f]" % (k, statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3))
     # each block's own steps: wait -> q, q -> tiles done, tiles done -> combine done, combine done -> end (the merge)
-    steps = {"q read": (1, 2), "tiles": (2, 4), "combine": (4, 5), "merge (merging blocks)": (5, 6)}
+    steps = {"q read": (1, 2), "tiles": (2, 4), "combine": (4, 5), "merge (merging blocks)": (5, 6),
+             "combine: acc to shared": (4, 10), "combine: weights and the partial's stores": (10, 11),
+             "combine: the arrival count": (11, 12), "combine: its barrier": (12, 5), "merge: loads in": (5, 13),
+             "merge: weights": (13, 14), "merge: the sums and stores": (14, 6)}
     parts = []
     for k, (a, b) in steps.items():
-        v = sorted(r[b] - r[a] for c in calls for r in c if r[b] and (b != 6 or (r[7] >> 31) & 1))
+        v = sorted(r[b] - r[a] for c in calls for r in c if r[a] and r[b] and (b != 6 or (r[7] >> 31) & 1))
         if v:
             parts.append("%s %.2f [%.2f, %.2f]" % (k, statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3))
     print("  us within a block, median [p10, p90]: " + ", ".join(parts))
