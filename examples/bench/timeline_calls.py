@@ -8,8 +8,8 @@ kernel ahead of it returns, when q is in registers, when warp 0's first tile has
 every warp is done with its tiles, when the warps' combine (and its arrival count) is done, and
 when the block ends (after the merge in the block that merges); inside the combine when the
 warps' states are in shared memory and just before and after the arrival count, and inside the
-merge when its first loads are in registers and when its weights are done; with clock64 for the same block
-(the SM's cycles, so the report gives the SM clock too). bench.c is copied too, so that its sweep
+merge when its first loads are in registers and when its weights are done; with clock64 for the
+same block (the SM's cycles, so the report gives the SM clock too). bench.c is copied too, so that its sweep
 (`--sections sweep`) writes the stamps of the last blocks of each shape row at the planner's
 split count to a file per row. Neither the library nor build/bench changes: the copies live in
 build/timeline.
@@ -158,7 +158,7 @@ KERNEL_EDITS = [
         r[8] = cl;
         r[9] = ct;
         for (int i = 0; i < 5; i++) r[10 + i] = neo__tl_s[i] ? neo__tl_s[i] - tg[0] : 0ull;
-        r[15] = 0;
+        r[15] = 0; /* spare */
     }
 }"""),
 ]
