@@ -357,10 +357,10 @@ __device__ __forceinline__ int neo__cu_cut(int len, float share) {
    all the same: before the wait it places its split from an early, unordered read of *len (the
    old length or the new one, or anything: every value is clamped as below) and requests each
    warp's first tile if it would hold only cells before that placement's pos0, which no kernel
-   still running writes (neo__mma::start); after the wait it reads *len again and keeps those
-   tiles only if the placement has the same first cell and each of them lies before the real
-   pos0 and inside the split, else it lets them land and requests the real placement's tiles in
-   their stages (neo__mma::settle). The CUDA-core kernels read *len first and are launched
+   still running writes (neo__mma::start); after the wait it reads *len again beside q, asks for
+   the placement's other stages behind q's loads, and keeps every tile asked for only if the real
+   placement covers the same cells and the first tiles lie before the real pos0, else it lets them
+   all land and requests the real placement's tiles in their stages (neo__mma::settle). The CUDA-core kernels read *len first and are launched
    plainly. Every attention kernel is compiled twice, LEN = p.len != NULL, so that the eager
    kernels keep their registers, hence their occupancy, split counts and bits. */
 struct neo__cu_live {
@@ -1170,21 +1170,23 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
     }
 
     /* An attend with len that starts before the wait (sm_90, launched as a programmatic dependent)
-       is placed from an early read of *len, and settled from the real one after the wait: the
-       tiles requested before it are kept when the placement starts at the same cell and the last
-       of them (they are the warp's first) is whole and before pos0, else they land and the real
-       placement's tiles are requested in their stages, one barrier phase on (drained). */
+       is placed from an early read of *len, and settled from the real one after the wait. Its
+       first stages (requested before the wait) and its others (behind q's loads, rest) hold the
+       early placement's tiles; they are kept when the real placement covers the same cells and
+       the last early tile (the warp's first tiles) is whole and before pos0, else every stage
+       requested lands and the real placement's tiles are requested in their stages, one barrier
+       phase on (drained). */
     static constexpr bool SPEC = LEN && TMA;
     __device__ __forceinline__ void settle(int len) {
-        const int c = cb0;
+        const int c = cb0, e = cb1, asked = min(NS, nw);
         place(neo__attn_live_at(p, len));
-        if (early > 0 && (cb0 != c || cb0 + (warp + (early - 1) * W) * 16 + 16 > min(cb1, pos0()))) {
-            for (int s = 0; s < early; s++) wait(s, s);
+        if (cb0 != c || cb1 != e || (early > 0 && cb0 + (warp + (early - 1) * W) * 16 + 16 > min(cb1, pos0()))) {
+            for (int s = 0; s < asked; s++) wait(s, s);
             __syncwarp(); /* every lane is past the barriers before the stages are rewritten */
-            drained = early;
+            drained = asked;
             early = 0;
+            request(0);
         }
-        request(early);
     }
 
     /* the position of token 0: with LEN from minpos, so that the live value takes no register */
@@ -1250,7 +1252,9 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        asks for one stage of each warp before the wait, not every stage: attends with len are
        what CUDA graphs replay, and replayed back to back such calls were shorter or level with
        fewer early tiles; docs/BENCHMARKS.md, "One ring stage before the wait for decodes
-       replayed from a graph".) So does an eager single attend (CL) of the wide head_dim 128 block
+       replayed from a graph". Its other stages, from the same placement, are requested once q's
+       loads are issued (rest), as a short call's are: "An attend with len asks for its other
+       stages behind q's loads".) So does an eager single attend (CL) of the wide head_dim 128 block
        whose warps' tiles all fit their rings (short_call), and it requests the other stages once
        q's loads are issued (rest): the reads a block has queued delay the wait's return and its
        later reads, q's among them, so behind one stage q comes sooner, and the other stages, asked
@@ -1289,7 +1293,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         }
         if constexpr (EARLY) neo__pdl_trigger();
         neo__pdl_wait();
-        early = pre; /* SPEC: settle requests the rest; a short call: rest */
+        early = pre; /* SPEC and short calls: rest requests the others */
         if (!SPEC && !short_call())
             for (int s = pre; s < NS; s++) {
                 if (s < nw) load(s, s);
@@ -1302,9 +1306,10 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         for (int s = from; s < NS && s < nw; s++) load(s, s);
     }
 
-    /* a short call's other stages, asked for once q's loads are issued, so that q's stay ahead of them */
+    /* the other stages of a short call or an attend with len (from its early placement, settled
+       later), asked for once q's loads are issued, so that q's stay ahead of them */
     __device__ __forceinline__ void rest() const {
-        if (short_call()) request(early);
+        if (SPEC || short_call()) request(early);
     }
 
     /* q_load: the lane's q values qv, in the order q_frags takes them (apart, so that a short
@@ -1771,7 +1776,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinlin
     if constexpr (K::SPEC) len = *p.len; /* requested beside q, used after it */
     float2         qv[K::KS][2];
     k.q_load(qv);
-    if constexpr (!K::SPEC) k.rest(); /* issued behind q's loads, before q is needed */
+    k.rest(); /* issued behind q's loads, before q is needed */
     uint32_t       qf[K::QP][K::KS][2];
     const float    qdown = k.q_frags(qv, qf);
     if constexpr (K::SPEC) k.settle(len);
