@@ -360,9 +360,10 @@ __device__ __forceinline__ int neo__cu_cut(int len, float share) {
    still running writes (neo__mma::start); after the wait it reads *len again beside q, asks for
    the placement's other stages behind q's loads, and keeps every tile asked for only if the real
    placement covers the same cells and the first tiles lie before the real pos0, else it lets them
-   all land and requests the real placement's tiles in their stages (neo__mma::settle). The CUDA-core kernels read *len first and are launched
-   plainly. Every attention kernel is compiled twice, LEN = p.len != NULL, so that the eager
-   kernels keep their registers, hence their occupancy, split counts and bits. */
+   all land and requests the real placement's tiles in their stages (neo__mma::settle). The
+   CUDA-core kernels read *len first and are launched plainly. Every attention kernel is compiled
+   twice, LEN = p.len != NULL, so that the eager kernels keep their registers, hence their
+   occupancy, split counts and bits. */
 struct neo__cu_live {
     int c0, c1, pos0, chunk;
 };
