@@ -2298,6 +2298,7 @@ typedef struct neo__cuda {
     float       *work[NEO__CU_STREAMS]; /* split partials; one per stream so that concurrent attends never share */
     size_t       work_bytes[NEO__CU_STREAMS];
     size_t       smem_optin;             /* shared memory a block may opt into */
+    size_t       smem_sm;                /* shared memory an SM has */
     /* resident blocks per SM of the attention kernels, [len set] first (each kernel is compiled
        with and without device-side lengths); 0 = not asked */
     int          occ_fast[2][3][4];      /* [64/128/256][NQ 1/2/4/8] (float32) */
@@ -2477,9 +2478,12 @@ static int neo__cu_init(int device, void *engine_stream, void **state) {
         if (cudaEventCreateWithFlags(&st->event[e], cudaEventDisableTiming) != cudaSuccess) goto fail;
     if (cudaDeviceGetAttribute(&st->n_sm, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || st->n_sm < 1) goto fail;
     {
-        int optin = 0;
-        if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess || optin < 1) goto fail;
+        int optin = 0, per_sm = 0;
+        if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess || optin < 1 ||
+            cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess || per_sm < optin)
+            goto fail;
         st->smem_optin = (size_t)optin;
+        st->smem_sm = (size_t)per_sm;
     }
     {   /* CUDA's own switch, not ours: with blocking launches a kernel that waits for the CPU
            half's flag would block the host thread that has to set it, so the both-halves
@@ -2818,7 +2822,7 @@ static int neo__plan_mma_narrow(int dc, int ncells, int kv_host, size_t smem_opt
    with head_dim == head_dim_v in {64, 128, 256} and 16-byte aligned K, V and q take the
    tensor-core kernel; float32 with the same shapes the CUDA-core kernel; everything else the
    generic one. NEO_ERR_UNSUPPORTED when a forced kernel or shape cannot serve the attend. */
-static int neo__plan_kernel(const neo__attn_args *a, int nq, int ncells, size_t smem_optin, const neo__cu_force *f,
+static int neo__plan_kernel(const neo__attn_args *a, int nq, int ncells, size_t smem_optin, size_t smem_sm, const neo__cu_force *f,
                             neo__cu_plan *pl) {
     const int d = a->head_dim, dv = a->head_dim_v, f32 = a->kv_type == NEO_TYPE_F32;
     const int dc = d == 64 ? 0 : d == 128 ? 1 : d == 256 ? 2 : -1;
@@ -2836,6 +2840,15 @@ static int neo__plan_kernel(const neo__attn_args *a, int nq, int ncells, size_t 
         if (pl->shape < 0 || pl->shape > 1 || (pl->shape && dc == 0)) return NEO_ERR_UNSUPPORTED;
         neo__mma_shape(dc, pl->shape, &pl->threads, &pl->smem);
         if (pl->smem + NEO__CU_MMA_STATIC_SMEM > smem_optin) return NEO_ERR_UNSUPPORTED; /* (forced wide) */
+        /* the wide shape is one block an SM whatever registers the compiler gives it: where two
+           would fit (head_dim 64 on sm_90), it asks for half the SM's shared memory. Two blocks
+           an SM would double the planned splits, and the scheduler may put two on one SM while
+           another has none (docs/BENCHMARKS.md, "One block an SM for head_dim 64"); a batch's
+           parameters go after that */
+        const size_t half = (smem_sm / 2 + 15) / 16 * 16;
+        if (!pl->shape && 2 * (pl->smem + NEO__CU_MMA_STATIC_SMEM) <= smem_sm &&
+            half + NEO__CU_MMA_STATIC_SMEM + sizeof(neo__cu_attn) <= smem_optin)
+            pl->smem = half;
         pl->NQ = NEO__MMA_NQ;
         pl->min_cells = NEO__CU_MMA_MIN_TILES * 16 * (pl->threads / 32);
         pl->gran = 16;
@@ -3137,7 +3150,7 @@ static int neo__cu_attend_plan(neo__cuda *st, const neo__attn_args *a, int strea
 
     neo__cu_plan pl;
     int         *occ;
-    if ((rc = neo__plan_kernel(a, nq, ncells, st->smem_optin, f, &pl)) != NEO_OK) return rc;
+    if ((rc = neo__plan_kernel(a, nq, ncells, st->smem_optin, st->smem_sm, f, &pl)) != NEO_OK) return rc;
     const void *fn = neo__plan_fn(st, a->kv_type, a->len != NULL, &pl, &occ);
     if ((rc = neo__cu_occupancy(occ, fn, pl.threads, pl.smem)) != NEO_OK) return rc;
     const long long units = (long long)H * pl.QT; /* blocks a split, per column block */
@@ -3193,7 +3206,7 @@ static int neo__cu_batch_keys(neo__cuda *st, const neo__attn_batch *b, const neo
         neo__cu_plan          pl;
         int                   nq, c1;
         st->bt_key[i] = -1;
-        if (neo__cu_attend_ok(a) && neo__cu_range(a, &nq, &c1) && neo__plan_kernel(a, nq, c1 - a->c0, st->smem_optin, f, &pl) == NEO_OK &&
+        if (neo__cu_attend_ok(a) && neo__cu_range(a, &nq, &c1) && neo__plan_kernel(a, nq, c1 - a->c0, st->smem_optin, st->smem_sm, f, &pl) == NEO_OK &&
             pl.kernel == NEO__KER_MMA)
             st->bt_key[i] = 1 + (a->len ? NEO__CU_BT_LEN : 0) + (a->kv_type == NEO_TYPE_F16 ? 0 : 3) + pl.dc;
     }
@@ -3395,7 +3408,7 @@ static int neo__cu_batch_group(neo__cuda *st, const neo__attn_batch *b, int key,
        blocks an SM in turn, and with two resident, one's start and merge run under the other's
        loads */
     neo__cu_range(a0, &nq, &c1);
-    if ((rc = neo__plan_kernel(a0, nq, NEO__CU_MAX_CELLS, st->smem_optin, f, &g.pl)) != NEO_OK) return rc;
+    if ((rc = neo__plan_kernel(a0, nq, NEO__CU_MAX_CELLS, st->smem_optin, st->smem_sm, f, &g.pl)) != NEO_OK) return rc;
     g.pl.smem += (sizeof(neo__cu_attn) + 15) / 16 * 16; /* the entry's parameters, after the rings */
     const void *fn = neo__plan_batch_fn(st, a0->kv_type, len, &g.pl, &occ);
     if ((rc = neo__cu_occupancy(occ, fn, g.pl.threads, g.pl.smem)) != NEO_OK) return rc;
