@@ -3523,6 +3523,14 @@ extern "C" int neo__cu_test_hint(void *state, int offset) {
     ((neo__cuda *)state)->hint = offset;
     return NEO_OK;
 }
+/* Resident blocks an SM of the wide tensor-core kernel with (len 1) or without device-side
+   lengths, for f16 / bf16 (type 0 / 1) and head_dim 64 / 128 / 256 (dc 0..2), as the planner
+   asked them; 0 when no attend has asked yet, -1 for an index out of range (tests: that the wide
+   shape is one block an SM whatever registers the compiler gave it). */
+extern "C" int neo__cu_test_wide_blocks(void *state, int len, int type, int dc) {
+    if (!state || len < 0 || len > 1 || type < 0 || type > 1 || dc < 0 || dc > 2) return -1;
+    return ((const neo__cuda *)state)->occ_mma[len][type][dc][0];
+}
 /* how many attends so far merged their splits in a cluster (tests: that the cluster merge ran) */
 extern "C" unsigned long long neo__cu_test_clusters(void *state) { return state ? ((const neo__cuda *)state)->n_cl : 0; }
 

@@ -113,6 +113,27 @@ int neo__cu_test_image(int device, int *ptx_version, int *binary_version);
 int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
 int neo__cu_test_attend_global(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
 unsigned long long neo__cu_test_clusters(void *state);
+int neo__cu_test_wide_blocks(void *state, int len, int type, int dc);
+
+/* The wide tensor-core blocks a runtime asked for so far, each alone on its SM (the planner's
+   split count assumes it), also where two would fit their registers and rings (head_dim 64 on
+   sm_90): WIDE counts the kernels asked (over every runtime checked), those of head_dim 64 by
+   [eager, with len], and whether every one was alone. Checked on each graph case's runtime before
+   it is released and on the main one at the end, so that both head_dim 64 kernels are seen. */
+static struct {
+    int asked, d64[2], alone;
+} WIDE = {0, {0, 0}, 1};
+static void wide_alone(void *st) {
+    for (int len = 0; len < 2; len++)
+        for (int ty = 0; ty < 2; ty++)
+            for (int dc = 0; dc < 3; dc++) {
+                const int n = neo__cu_test_wide_blocks(st, len, ty, dc);
+                CHECK(n == 0 || n == 1, "the wide block (len %d, type %d, dc %d) has %d resident an SM", len, ty, dc, n);
+                WIDE.alone &= n == 0 || n == 1;
+                WIDE.asked += n > 0;
+                if (dc == 0) WIDE.d64[len] += n > 0;
+            }
+}
 int neo__cu_test_hint(void *state, int offset);
 int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits, int waves);
 
@@ -1630,6 +1651,7 @@ static void g_setup(gstate *g, const gcase *c) {
     }
 }
 static void g_free(gstate *g) {
+    wide_alone(g->st);
     OPS.release(g->st);
     cudaStreamDestroy(g->cs);
     void *d[] = {g->dk, g->dv, g->dsrck, g->dsrcv, g->dq, g->dout, g->dlen, g->dsinks, g->dslopes};
@@ -2734,6 +2756,13 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < n_gc; i++) test_graph_len(&gc[i]);
         test_batch_graph();
         test_two_streams(quick ? 2048 : 32768);
+        wide_alone(ST);
+        {
+            char what[96];
+            CHECK(WIDE.d64[0] && WIDE.d64[1], "no head_dim 64 tensor-core attend asked for the wide block's residency, eager and with len");
+            snprintf(what, sizeof what, "%d residencies asked, each one block an SM", WIDE.asked);
+            add_result("wide block alone on an SM", what, -1, -1, WIDE.alone && WIDE.d64[0] && WIDE.d64[1]);
+        }
     }
 
     OPS.release(ST);
