@@ -2767,8 +2767,8 @@ static int neo__cu_set_length(void *state, int *len, int value, int stream) {
 enum { NEO__KER_MMA = 0, NEO__KER_FAST = 1, NEO__KER_GEN = 2 };
 
 /* A plan. The planner's functions are pure: the same shape, length and device properties (SM
-   count, shared memory a block may opt into, the chosen kernel's resident blocks an SM) give the
-   same plan, so the same inputs on the same GPU give the same bits (see DETERMINISM). */
+   count, shared memory a block may opt into and an SM has, the chosen kernel's resident blocks an
+   SM) give the same plan, so the same inputs on the same GPU give the same bits (see DETERMINISM). */
 typedef struct neo__cu_plan {
     int    kernel;   /* NEO__KER_* */
     int    dc;       /* head_dim 64 / 128 / 256 as 0 / 1 / 2 (MMA, FAST); 0 for GEN */
