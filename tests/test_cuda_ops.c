@@ -113,7 +113,9 @@ int neo__cu_test_image(int device, int *ptx_version, int *binary_version);
 int neo__cu_test_attend(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
 int neo__cu_test_attend_global(void *state, const neo__attn_args *a, int stream, int kernel, int shape, int max_splits);
 unsigned long long neo__cu_test_clusters(void *state);
-int neo__cu_test_wide_blocks(void *state, int len, int type, int dc);
+int neo__cu_test_hint(void *state, int offset);
+int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits, int waves);
+int neo__cu_test_wide_blocks(void *state, int len, int type, int dc); /* resident blocks an SM, 0 = not asked */
 
 /* The wide tensor-core blocks a runtime asked for so far, each alone on its SM (the planner's
    split count assumes it), also where two would fit their registers and rings (head_dim 64 on
@@ -134,8 +136,6 @@ static void wide_alone(void *st) {
                 if (dc == 0) WIDE.d64[len] += n > 0;
             }
 }
-int neo__cu_test_hint(void *state, int offset);
-int neo__cu_test_attend_batch(void *state, const neo__attn_batch *b, int stream, int shape, int max_splits, int waves);
 
 /* the plan every attention case runs with (see main: each case runs under every plan) */
 typedef struct force {
