@@ -212,9 +212,12 @@
                         valid cells fill a stream-back chunk, the hybrid is timed next with the
                         CPU share that makes both engines finish together by those timings,
                         ON's standing for the CPU's over all the host cells and OFF's for the
-                        stream-back's: c / len = t_off / (t_on + t_off). The fastest runs from
-                        then on (the runtime's logger says which, and the share), and the
-                        timing is repeated when the context doubles.
+                        stream-back's: c / len = t_off / (t_on + t_off). Each engine reads
+                        slower while the other reads too, so a second share is made from the
+                        hybrid's own calls (the CPU half's time, and the call's) and timed as
+                        well when it differs by 0.01 or more. The fastest runs from then on
+                        (the runtime's logger says which, and the shares), and the timing is
+                        repeated when the context doubles.
    Which is faster depends on the machine and the shape. OFF copies the host half over PCIe
    while the GPU attends its own heads, then attends it, so its cost is about the copies plus
    that last attend (a short host half read in place costs about the read alone). ON attends the
@@ -3953,9 +3956,11 @@ struct neo_layer {
     int          stage_cells; /* stream-back chunk, in cells */
     float        cpu_share;   /* HYBRID: the CPU's share of the host heads' cells, in (0, 1) */
     /* AUTO: decode calls alternate OFF and ON, timed, until each has NEO__AUTO_PROBES samples,
-       then (neo__auto_hybrid) as many of the hybrid; then the fastest runs until the context
-       doubles, when the probing starts again */
-    double       auto_us[3][NEO__AUTO_PROBES]; /* [OFF, ON, HYBRID] probe times */
+       then (neo__auto_hybrid) as many of the hybrid, and (neo__auto_hybrid2) as many at a second
+       share; then the fastest runs until the context doubles, when the probing starts again */
+    double       auto_us[4][NEO__AUTO_PROBES]; /* [OFF, ON, HYBRID, HYBRID at auto_share2] probe times */
+    double       auto_cpu[NEO__AUTO_PROBES];   /* the hybrid probes' CPU half: from the call's start to its finish */
+    float        auto_share2;                   /* the second hybrid share, from the first's halves */
     int          auto_n;                        /* probes taken in this round */
     int          auto_decided;                  /* 1 once this round's choice is made */
     int          auto_choice;                   /* NEO_PIPELINE_OFF, _ON or _HYBRID once decided */
@@ -4327,6 +4332,7 @@ typedef struct neo__split {
     unsigned       seq;
     neo__attn_args args;           /* the both-halves call's CPU half, an asynchronous job: outlives the call */
     neo__attn_job  job;
+    double         t_out;          /* neo__now_us() when the CPU half last finished (AUTO's probes) */
 } neo__split;
 
 NEO_ATTN__PRIVATE void neo__split_release(neo_runtime *rt) {
@@ -4591,6 +4597,7 @@ NEO_ATTN__PRIVATE int neo__both_first(neo__both *B) {
 /* The CPU half's finish step: its output is in h_out. */
 NEO_ATTN__PRIVATE void neo__both_done(void *ctx) {
     neo__split *S = (neo__split *)ctx;
+    S->t_out = neo__now_us(); /* read after neo__pool_wait */
     __atomic_store_n(S->hand + NEO__FLAG_OUT, S->seq, __ATOMIC_RELEASE);
 }
 
@@ -5050,15 +5057,42 @@ NEO_ATTN__PRIVATE int neo__auto_hybrid(neo_layer *L) {
     return 1;
 }
 
-/* The round's choice: the fastest median, the hybrid's only when it was timed. */
+/* The second hybrid share, from the first share's probes, where each engine read while the other
+   read too: the CPU's rate is its share over its half's median time (from the call's start to the
+   half's finish); the device side's is its share over the call's time when the CPU half finished
+   well before the call (the device side was last), else it is taken as the stream-back's alone
+   (OFF's probes over every host cell), an upper bound. The share that has both finish together by
+   those rates, kept inside [NEO__AUTO_SHARE_MIN, 1 - that]; 1 when it differs from the first by
+   0.01 or more and is to be timed too. */
+NEO_ATTN__PRIVATE int neo__auto_hybrid2(neo_layer *L) {
+    double th = neo__median3(L->auto_us[2]), tc = neo__median3(L->auto_cpu), off = neo__median3(L->auto_us[0]);
+    double r = L->auto_share, rc, rd, r2;
+    for (int i = 0; i < NEO__AUTO_PROBES; i++)
+        if (!(L->auto_cpu[i] > 0.0)) return 0; /* a probe ran no CPU half (its cut left the CPU no cell) */
+    rc = r / tc;
+    rd = th - tc > 0.05 * th ? (1.0 - r) / th : 1.0 / off;
+    r2 = rc / (rc + rd);
+    if (!(r2 >= 0.0 && r2 <= 1.0)) return 0;
+    r2 = r2 < NEO__AUTO_SHARE_MIN ? NEO__AUTO_SHARE_MIN : r2 > 1.0 - NEO__AUTO_SHARE_MIN ? 1.0 - NEO__AUTO_SHARE_MIN : r2;
+    if (fabs(r2 - r) < 0.01) return 0;
+    L->auto_share2 = (float)r2;
+    return 1;
+}
+
+/* The round's choice: the fastest median, the hybrid's only when it was timed, at the faster of
+   its shares (which auto_share keeps). */
 NEO_ATTN__PRIVATE void neo__auto_decide(neo_layer *L) {
     double on = neo__median3(L->auto_us[1]), off = neo__median3(L->auto_us[0]);
     double hyb = L->auto_n > 2 * NEO__AUTO_PROBES ? neo__median3(L->auto_us[2]) : INFINITY;
-    char   also[64] = "";
+    double hyb2 = L->auto_n > 3 * NEO__AUTO_PROBES ? neo__median3(L->auto_us[3]) : INFINITY;
+    char   also[96] = "";
+    int    k = 0;
+    if (hyb < INFINITY) k = snprintf(also, sizeof also, ", HYBRID %.1f us at a CPU share of %.2f", hyb, L->auto_share);
+    if (hyb2 < INFINITY) snprintf(also + k, sizeof also - (size_t)k, ", %.1f us at %.2f", hyb2, L->auto_share2);
+    if (hyb2 < hyb) hyb = hyb2, L->auto_share = L->auto_share2;
     L->auto_choice = hyb < on && hyb < off ? NEO_PIPELINE_HYBRID : on < off ? NEO_PIPELINE_ON : NEO_PIPELINE_OFF;
     L->auto_decided = 1;
     L->auto_len = L->len;
-    if (hyb < INFINITY) snprintf(also, sizeof also, ", HYBRID %.1f us at a CPU share of %.2f", hyb, L->auto_share);
     const char *name = L->auto_choice == NEO_PIPELINE_HYBRID ? "HYBRID" : L->auto_choice == NEO_PIPELINE_ON ? "ON" : "OFF";
     neo__log(L->rt, NEO_LOG_INFO, "AUTO: a %d/%d/%d layer with %d of %d KV heads on the host runs %s from %d cells "
              "(ON %.1f us, OFF %.1f us%s)", L->n_head, L->n_head_kv, L->head_dim, L->n_head_kv - L->gpu_heads, L->n_head_kv,
@@ -5066,10 +5100,11 @@ NEO_ATTN__PRIVATE void neo__auto_decide(neo_layer *L) {
 }
 
 /* AUTO: the pipeline of a split layer chosen by timing them on this machine and context: OFF
-   and ON alternately, then the hybrid (neo__auto_hybrid). A probe call waits for the device, so
-   its time is the whole call's; other calls do not. */
+   and ON alternately, then the hybrid (neo__auto_hybrid), then the hybrid at a second share
+   (neo__auto_hybrid2). A probe call waits for the device, so its time is the whole call's; other
+   calls do not. */
 NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, float *out) {
-    static const neo_pipeline modes[3] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_HYBRID};
+    static const neo_pipeline modes[3] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_HYBRID}; /* mode 3: the hybrid at auto_share2 */
     neo_runtime *rt = L->rt;
     neo_status   s;
     int          probe, mode = 0, P = NEO__AUTO_PROBES;
@@ -5077,18 +5112,23 @@ NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, floa
     double       t0;
     if (L->auto_decided && L->len / 2 >= L->auto_len) L->auto_n = L->auto_decided = 0; /* context doubled: ask again */
     probe = !L->auto_decided;
-    if (probe) mode = L->auto_n < 2 * P ? L->auto_n & 1 : 2;
-    L->pipeline = probe ? modes[mode] : (neo_pipeline)L->auto_choice;
-    L->cpu_share = L->auto_share;
+    if (probe) mode = L->auto_n < 2 * P ? L->auto_n & 1 : L->auto_n < 3 * P ? 2 : 3;
+    L->pipeline = probe ? modes[mode < 3 ? mode : 2] : (neo_pipeline)L->auto_choice;
+    L->cpu_share = mode == 3 ? L->auto_share2 : L->auto_share;
     t0 = neo__now_us();
     s = neo__layer_attend(L, q, 1, out);
     if (s == NEO_OK && probe) s = neo__dev_sync(rt);
     L->pipeline = NEO_PIPELINE_AUTO;
     L->cpu_share = share;
     if (s != NEO_OK || !probe) return s;
-    L->auto_us[mode][mode < 2 ? L->auto_n >> 1 : L->auto_n - 2 * P] = neo__now_us() - t0;
+    L->auto_us[mode][mode < 2 ? L->auto_n >> 1 : L->auto_n - mode * P] = neo__now_us() - t0;
+    if (mode == 2) {
+        neo__pool_wait(&rt->pool); /* the CPU half's finish step has run */
+        L->auto_cpu[L->auto_n - 2 * P] = rt->split && rt->split->t_out >= t0 ? rt->split->t_out - t0 : 0.0;
+    }
     if (++L->auto_n == 2 * P && neo__auto_hybrid(L)) return NEO_OK; /* the hybrid's probes next */
-    if (L->auto_n == 2 * P || L->auto_n == 3 * P) neo__auto_decide(L);
+    if (L->auto_n == 3 * P && neo__auto_hybrid2(L)) return NEO_OK;  /* then at the second share */
+    if (L->auto_n == 2 * P || L->auto_n == 3 * P || L->auto_n == 4 * P) neo__auto_decide(L);
     return NEO_OK;
 }
 

@@ -337,13 +337,19 @@ static void test_runtime(void) {
         d.n_head = 8, d.n_head_kv = 4, d.head_dim = 16, d.n_ctx = 64, d.gpu_heads = 2, d.pipeline = NEO_PIPELINE_AUTO;
         log_lines = 0;
         /* the host cells fill a stream-back chunk (n_ctx cells at most), so the hybrid is timed
-           too: 3 calls each of OFF, ON and the hybrid, then the line with its share */
+           too: 3 calls each of OFF, ON and the hybrid, 3 more at a second share when its
+           probes give one, then the line with the shares */
         if (CHECK_STATUS(neo_layer_create(rt, &d, &l), NEO_OK) && CHECK_STATUS(neo_attn_append(l, k, v, 64), NEO_OK))
             for (j = 0; j < 8; j++) CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK);
         if (!CHECK(log_lines == 0)) fprintf(stderr, "    %s\n", log_last);
-        CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK);
+        for (j = 8; j < 12 && log_lines == 0; j++) CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK);
         CHECK(log_lines == 1 && log_level == NEO_LOG_INFO && strstr(log_last, "AUTO") && strstr(log_last, "2 of 4") &&
               strstr(log_last, "HYBRID") && strstr(log_last, "CPU share of 0."));
+        {
+            const char *sh2 = strstr(log_last, ", HYBRID ");
+            sh2 = sh2 ? strstr(sh2, " us at 0.") : NULL;
+            if (!CHECK(j == (sh2 ? 12 : 9))) fprintf(stderr, "    %d calls: %s\n", j, log_last);
+        }
         neo_layer_destroy(l);
     }
     neo_runtime_destroy(rt);
@@ -1061,9 +1067,14 @@ static void test_choices_at_bounds(void) {
         {1, 128, 128, NEO_TYPE_F32, 8, 1, 1, 0},
         {1, 64, 64, NEO_TYPE_F16, 8, 1, 1, 0},
         {1, 128, 64, NEO_TYPE_F16, 8, 1, 1, 0}};
-    static const struct { double off, on, hyb; int timed, want; } au[] = {
-        {5, 5, 5, 1, NEO_PIPELINE_OFF}, {5, 4, 4, 1, NEO_PIPELINE_ON}, {4, 5, 4, 1, NEO_PIPELINE_OFF},
-        {5, 5, 4, 1, NEO_PIPELINE_HYBRID}, {6, 5, 4, 0, NEO_PIPELINE_ON}, {5, 6, 7, 1, NEO_PIPELINE_OFF}};
+    /* timed: 0 ON and OFF, 1 the hybrid too, 2 its second share too (kept only when faster) */
+    static const struct { double off, on, hyb, hyb2; int timed, want; float share; } au[] = {
+        {5, 5, 5, 9, 1, NEO_PIPELINE_OFF, 0.6f},    {5, 4, 4, 9, 1, NEO_PIPELINE_ON, 0.6f},
+        {4, 5, 4, 9, 1, NEO_PIPELINE_OFF, 0.6f},    {5, 5, 4, 9, 1, NEO_PIPELINE_HYBRID, 0.6f},
+        {6, 5, 4, 9, 0, NEO_PIPELINE_ON, 0.6f},     {5, 6, 7, 9, 1, NEO_PIPELINE_OFF, 0.6f},
+        {5, 5, 4, 3, 1, NEO_PIPELINE_HYBRID, 0.6f}, {5, 5, 4, 3, 2, NEO_PIPELINE_HYBRID, 0.7f},
+        {5, 5, 4, 4, 2, NEO_PIPELINE_HYBRID, 0.6f}, {5, 5, 6, 4, 2, NEO_PIPELINE_HYBRID, 0.7f},
+        {3, 5, 4, 3, 2, NEO_PIPELINE_OFF, 0.7f},    {5, 4, 6, 4, 2, NEO_PIPELINE_ON, 0.7f}};
     neo_runtime_desc rd = {0};
     neo_runtime     *rt = NULL;
     neo_layer        L;
@@ -1087,10 +1098,11 @@ static void test_choices_at_bounds(void) {
         memset(&L, 0, sizeof L);
         L.rt = rt, L.n_head = 8, L.n_head_kv = 4, L.gpu_heads = 2, L.head_dim = 16, L.len = 100;
         for (int p = 0; p < NEO__AUTO_PROBES; p++)
-            L.auto_us[0][p] = au[i].off, L.auto_us[1][p] = au[i].on, L.auto_us[2][p] = au[i].hyb;
+            L.auto_us[0][p] = au[i].off, L.auto_us[1][p] = au[i].on, L.auto_us[2][p] = au[i].hyb, L.auto_us[3][p] = au[i].hyb2;
         L.auto_n = (2 + au[i].timed) * NEO__AUTO_PROBES;
+        L.auto_share = 0.6f, L.auto_share2 = 0.7f;
         neo__auto_decide(&L);
-        if (!CHECK(L.auto_decided && L.auto_choice == au[i].want && L.auto_len == 100))
+        if (!CHECK(L.auto_decided && L.auto_choice == au[i].want && L.auto_len == 100 && L.auto_share == au[i].share))
             fprintf(stderr, "    AUTO, case %d: %d\n", (int)i, L.auto_choice);
     }
     neo_runtime_destroy(rt);
@@ -1822,8 +1834,9 @@ static void test_prefill_slices(void) {
 
 /* --- AUTO asks again: a decided layer measures afresh when its length has doubled since it
    decided (single and batch calls) and when its heads move, and not otherwise; a layer shorter
-   than a stream-back chunk times OFF and ON only; the choice is the fastest time the line shows,
-   and the hybrid's share OFF / (ON + OFF) within [0.05, 0.95] --- */
+   than a stream-back chunk times OFF and ON only; a whole chunk times the hybrid too, at the share
+   OFF / (ON + OFF) within [0.05, 0.95], and at a second share when its probes give one, three
+   calls more; the choice is the fastest time the line shows --- */
 
 static int auto_lines; /* "AUTO:" lines since reset */
 static char auto_last[256];
@@ -1835,14 +1848,18 @@ static void auto_log(void *user, neo_log_level level, const char *msg) {
 /* the last AUTO line against its own figures */
 static int auto_line_ok(int cells, int host_heads) {
     char   name[16], want[64];
-    double on = 0, off = 0, hyb = -1, share = -1;
+    double on = 0, off = 0, hyb = -1, share = -1, hyb2 = -1, share2 = -1;
     int    from = -1;
     const char *p = strstr(auto_last, " runs ");
     snprintf(want, sizeof want, " with %d of 4 KV heads on the host", host_heads);
     if (!p || !strstr(auto_last, want) || sscanf(p, " runs %15s from %d cells (ON %lf us, OFF %lf us", name, &from, &on, &off) != 4)
         return 0;
-    if ((p = strstr(auto_last, ", HYBRID ")) != NULL && sscanf(p, ", HYBRID %lf us at a CPU share of %lf", &hyb, &share) != 2)
-        return 0;
+    if ((p = strstr(auto_last, ", HYBRID ")) != NULL) {
+        int n = 0;
+        if (sscanf(p, ", HYBRID %lf us at a CPU share of %lf%n", &hyb, &share, &n) != 2) return 0;
+        if (strncmp(p + n, ", ", 2) == 0 && (sscanf(p + n, ", %lf us at %lf", &hyb2, &share2) != 2 || share2 < 0.05 || share2 > 0.95))
+            return 0;
+    }
     if (from != cells) return 0;
     if (hyb >= 0) { /* the share from the medians as printed (0.1 us), so within rounding */
         double r = off / (on + off);
@@ -1853,12 +1870,31 @@ static int auto_line_ok(int cells, int host_heads) {
         double best = on < off ? on : off;
         const char *fastest = on < off ? "ON" : "OFF";
         if (hyb >= 0 && hyb < best) best = hyb, fastest = "HYBRID";
+        if (hyb2 >= 0 && hyb2 < best) best = hyb2, fastest = "HYBRID";
         /* printed times 0.1 apart or more: the choice is the fastest */
         if ((on - best >= 0.1 || !strcmp(fastest, "ON")) && (off - best >= 0.1 || !strcmp(fastest, "OFF")) &&
-            (hyb < 0 || hyb - best >= 0.1 || !strcmp(fastest, "HYBRID")))
+            (hyb < 0 || hyb - best >= 0.1 || !strcmp(fastest, "HYBRID")) && (hyb2 < 0 || hyb2 - best >= 0.1 || !strcmp(fastest, "HYBRID")))
             return strcmp(name, fastest) == 0;
     }
     return 1;
+}
+
+/* decode calls of l (batch calls of l alone when batch) until an AUTO line comes, at most 13: how
+   many, 0 on a failed call */
+static int auto_round(neo_layer *l, int batch, const float *q, float *o) {
+    int before = auto_lines;
+    for (int n = 1; n <= 13; n++) {
+        if (!CHECK_STATUS(batch ? neo_attn_decode_batch(&l, 1, q, o) : neo_attn_decode(l, q, o), NEO_OK)) return 0;
+        if (auto_lines != before) return n;
+    }
+    return 13;
+}
+
+/* the probes of a round that timed the hybrid, by the last line: three each of OFF, ON and the
+   hybrid, and three more when it shows a second share */
+static int auto_hybrid_probes(void) {
+    const char *p = strstr(auto_last, " us at ");
+    return p && strstr(p + 1, " us at ") ? 12 : 9;
 }
 
 static void test_auto_again(void) {
@@ -1878,6 +1914,10 @@ static void test_auto_again(void) {
             {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs HYBRID from 64 cells (ON 3.0 us, OFF 9.0 us, HYBRID 2.0 us at a CPU share of 0.75)", 1},
             {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs OFF from 64 cells (ON 3.0 us, OFF 9.0 us, HYBRID 2.0 us at a CPU share of 0.75)", 0},
             {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs HYBRID from 64 cells (ON 3.0 us, OFF 9.0 us, HYBRID 2.0 us at a CPU share of 0.25)", 0},
+            {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs HYBRID from 64 cells (ON 3.0 us, OFF 9.0 us, HYBRID 5.0 us at a CPU share of 0.75, 2.0 us at 0.86)", 1},
+            {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs ON from 64 cells (ON 3.0 us, OFF 9.0 us, HYBRID 5.0 us at a CPU share of 0.75, 2.0 us at 0.86)", 0},
+            {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs HYBRID from 64 cells (ON 3.0 us, OFF 9.0 us, HYBRID 2.0 us at a CPU share of 0.75, 2.0 us at 0.99)", 0},
+            {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs HYBRID from 64 cells (ON 3.0 us, OFF 9.0 us, HYBRID 2.0 us at a CPU share of 0.75, 2.0)", 0},
             {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs OFF from 64 cells (ON 9.0 us, OFF 3.0 us)", 1},
             {"AUTO: a 8/4/16 layer with 2 of 4 KV heads on the host runs ON from 64 cells (ON 9.0 us, OFF 3.0 us)", 0}};
         for (j = 0; j < (int)(sizeof ls / sizeof *ls); j++) {
@@ -1900,11 +1940,11 @@ static void test_auto_again(void) {
     for (j = 0; j < 6 && ok; j++) ok = CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK);
     CHECK(auto_lines == 2 && auto_line_ok(32, 2));
     CHECK_STATUS(neo_attn_append(l, k, v, 32), NEO_OK); /* 64, a whole chunk: the hybrid is timed too */
-    for (j = 0; j < 9 && ok; j++) ok = CHECK_STATUS(neo_attn_decode_batch(&l, 1, q, o), NEO_OK);
-    CHECK(auto_lines == 3 && auto_line_ok(64, 2) && strstr(auto_last, "HYBRID") != NULL);
+    if (ok) ok = CHECK((j = auto_round(l, 1, q, o)) > 0);
+    CHECK(auto_lines == 3 && auto_line_ok(64, 2) && strstr(auto_last, "HYBRID") != NULL && j == auto_hybrid_probes());
     CHECK_STATUS(neo_layer_set_gpu_heads(l, 1), NEO_OK); /* moved: asked again */
-    for (j = 0; j < 9 && ok; j++) ok = CHECK_STATUS(neo_attn_decode(l, q, o), NEO_OK);
-    CHECK(auto_lines == 4 && auto_line_ok(64, 3));
+    if (ok) ok = CHECK((j = auto_round(l, 0, q, o)) > 0);
+    CHECK(auto_lines == 4 && auto_line_ok(64, 3) && j == auto_hybrid_probes());
     for (j = 0; j < 9 && ok; j++) ok = CHECK_STATUS(neo_attn_decode_batch(&l, 1, q, o), NEO_OK);
     CHECK(auto_lines == 4);
     if (auto_lines != 4 || !auto_line_ok(64, 3)) fprintf(stderr, "    %d lines, the last: %s\n", auto_lines, auto_last);
@@ -1925,6 +1965,30 @@ static void test_auto_again(void) {
             l->auto_n = 3 * NEO__AUTO_PROBES;
             neo__auto_decide(l);
             CHECK(l->auto_decided && l->auto_choice == cs[j].choice);
+        }
+    }
+    /* the second share on given timings: the CPU half's rate against the device side's, the call's
+       when the CPU half finished more than 5% before it, else the stream-back's alone; none when a
+       probe ran no CPU half, when it is a NaN, or when it is within 0.01 of the first */
+    if (ok) {
+        static const struct { double off, hyb, cpu; float share; int timed; double want; } cs[] = {
+            {30, 20, 10, 0.75f, 1, 0.075 / 0.0875},          /* the device side last: 0.25 in 20 us */
+            {30, 20, 19.5, 0.75f, 1, (0.75 / 19.5) / (0.75 / 19.5 + 1.0 / 30)}, /* the CPU last */
+            {40, 20.5, 20, 0.5f, 0, 0},                      /* the same share again */
+            {30, 20, 0, 0.75f, 0, 0},                        /* a probe with no CPU half */
+            {30, 20, 1, 0.9f, 1, 0.95},                      /* kept inside [0.05, 0.95] */
+            {30, 20, 1, 0.95f, 0, 0},                        /* there already */
+            {NAN, 20, 19.5, 0.75f, 0, 0}};                   /* no OFF timing to go by */
+        for (j = 0; j < (int)(sizeof cs / sizeof *cs); j++) {
+            for (int i = 0; i < NEO__AUTO_PROBES; i++) {
+                double far = i == 2 ? 1000.0 : 1.0; /* the median ignores it */
+                l->auto_us[0][i] = cs[j].off * far, l->auto_us[2][i] = cs[j].hyb * far;
+                l->auto_cpu[i] = cs[j].cpu > 0 ? cs[j].cpu * far : i == 0 ? 0.0 : 10.0 * far; /* 0: a probe ran none */
+            }
+            l->auto_share = cs[j].share, l->auto_share2 = -1.0f;
+            check_context("AUTO's second share, case %d", j);
+            if (!CHECK(neo__auto_hybrid2(l) == cs[j].timed && (!cs[j].timed || fabs(l->auto_share2 - cs[j].want) < 1e-6)))
+                fprintf(stderr, "    share %g\n", l->auto_share2);
         }
     }
 done:
