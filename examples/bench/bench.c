@@ -822,15 +822,17 @@ static void attn_row(const shape *s, long ctx, const mode *m) {
     } else if (split && m->pipe == NEO_PIPELINE_HYBRID) {
         k += snprintf(nt + k, cap - (size_t)k, "; CPU share %.2f; overlapped %lld/%d", (double)C.share, ov, calls);
     } else if (split) { /* AUTO: each layer decides on its own probes (library internals) */
-        int    nc[4] = {0, 0, 0, 0}; /* OFF, ON, HYBRID, still probing */
+        int    nc[4] = {0, 0, 0, 0}, second = 0; /* OFF, ON, HYBRID, still probing; HYBRID at the second share */
         double lo = 1.0, hi = 0.0;
         for (int i = 0; i < n; i++) {
             const int c = !L[i]->auto_decided ? 3 : L[i]->auto_choice == NEO_PIPELINE_HYBRID ? 2 : L[i]->auto_choice == NEO_PIPELINE_ON ? 1 : 0;
             nc[c]++;
             if (c == 2) lo = fmin(lo, L[i]->auto_share), hi = fmax(hi, L[i]->auto_share);
+            /* a round that timed the second share ends at 4 probes of each; the share kept is then auto_share2's when that won */
+            if (c == 2 && L[i]->auto_n == 4 * NEO__AUTO_PROBES && L[i]->auto_share == L[i]->auto_share2) second++;
         }
         k += snprintf(nt + k, cap - (size_t)k, "; chose OFF / ON / HYBRID in %d / %d / %d of %d layers", nc[0], nc[1], nc[2], n);
-        if (nc[2]) k += snprintf(nt + k, cap - (size_t)k, " (HYBRID at CPU shares %.2f-%.2f)", lo, hi);
+        if (nc[2]) k += snprintf(nt + k, cap - (size_t)k, " (HYBRID at CPU shares %.2f-%.2f, the second share in %d)", lo, hi, second);
         if (nc[3]) k += snprintf(nt + k, cap - (size_t)k, ", %d still probing", nc[3]);
         k += snprintf(nt + k, cap - (size_t)k, "; overlapped %lld/%d", ov, calls);
     }
