@@ -5104,7 +5104,7 @@ NEO_ATTN__PRIVATE void neo__auto_decide(neo_layer *L) {
    (neo__auto_hybrid2). A probe call waits for the device, so its time is the whole call's; other
    calls do not. */
 NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, float *out) {
-    static const neo_pipeline modes[3] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_HYBRID}; /* mode 3: the hybrid at auto_share2 */
+    static const neo_pipeline modes[4] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_HYBRID, NEO_PIPELINE_HYBRID}; /* the last at auto_share2 */
     neo_runtime *rt = L->rt;
     neo_status   s;
     int          probe, mode = 0, P = NEO__AUTO_PROBES;
@@ -5113,7 +5113,7 @@ NEO_ATTN__PRIVATE neo_status neo__decode_auto(neo_layer *L, const float *q, floa
     if (L->auto_decided && L->len / 2 >= L->auto_len) L->auto_n = L->auto_decided = 0; /* context doubled: ask again */
     probe = !L->auto_decided;
     if (probe) mode = L->auto_n < 2 * P ? L->auto_n & 1 : L->auto_n < 3 * P ? 2 : 3;
-    L->pipeline = probe ? modes[mode < 3 ? mode : 2] : (neo_pipeline)L->auto_choice;
+    L->pipeline = probe ? modes[mode] : (neo_pipeline)L->auto_choice;
     L->cpu_share = mode == 3 ? L->auto_share2 : L->auto_share;
     t0 = neo__now_us();
     s = neo__layer_attend(L, q, 1, out);
