@@ -5049,11 +5049,13 @@ NEO_ATTN__PRIVATE double neo__median3(const double *x) {
    [NEO__AUTO_SHARE_MIN, 1 - that], where both sides have cells to share. 1 when the hybrid is to
    be timed. */
 #define NEO__AUTO_SHARE_MIN 0.05
+NEO_ATTN__PRIVATE double neo__auto_clamp(double r) {
+    return r < NEO__AUTO_SHARE_MIN ? NEO__AUTO_SHARE_MIN : r > 1.0 - NEO__AUTO_SHARE_MIN ? 1.0 - NEO__AUTO_SHARE_MIN : r;
+}
 NEO_ATTN__PRIVATE int neo__auto_hybrid(neo_layer *L) {
     double on = neo__median3(L->auto_us[1]), off = neo__median3(L->auto_us[0]), r = off / (on + off);
     if (L->len < L->stage_cells || !(r >= 0.0 && r <= 1.0)) return 0; /* NaN: no timing to go by */
-    r = r < NEO__AUTO_SHARE_MIN ? NEO__AUTO_SHARE_MIN : r > 1.0 - NEO__AUTO_SHARE_MIN ? 1.0 - NEO__AUTO_SHARE_MIN : r;
-    L->auto_share = (float)r;
+    L->auto_share = (float)neo__auto_clamp(r);
     return 1;
 }
 
@@ -5073,7 +5075,7 @@ NEO_ATTN__PRIVATE int neo__auto_hybrid2(neo_layer *L) {
     rd = th - tc > 0.05 * th ? (1.0 - r) / th : 1.0 / off;
     r2 = rc / (rc + rd);
     if (!(r2 >= 0.0 && r2 <= 1.0)) return 0;
-    r2 = r2 < NEO__AUTO_SHARE_MIN ? NEO__AUTO_SHARE_MIN : r2 > 1.0 - NEO__AUTO_SHARE_MIN ? 1.0 - NEO__AUTO_SHARE_MIN : r2;
+    r2 = neo__auto_clamp(r2);
     if (fabs(r2 - r) < 0.01) return 0;
     L->auto_share2 = (float)r2;
     return 1;
