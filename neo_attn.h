@@ -607,9 +607,11 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    span the whole batch so that short and long sequences alike fill the GPU (other layers one launch
    each; while the stream is being captured, see CUDA GRAPHS). Split layers under OFF stream their
    host heads back through the runtime's shared double-buffered chunks; ON layers' host outputs come
-   up in one copy. A split AUTO layer that is still measuring, and a split HYBRID layer (or AUTO
-   layer that chose it), runs as its own single call. A call that fails counts no decode
-   (neo_layer_info) and leaves out undefined. */
+   up in one copy. A split HYBRID layer (or AUTO layer that chose it) has its CPU cells attended
+   in the same job of the pool, its other host cells streamed back after the OFF layers', and the
+   two merged on the device once the job is done (its CPU states come up in one copy). A split
+   AUTO layer that is still measuring runs as its own single call. A call that fails counts no
+   decode (neo_layer_info) and leaves out undefined. */
 NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v);
 NEO_ATTN_API neo_status neo_attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out);
 
@@ -4404,11 +4406,13 @@ NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, co
 
 /* Stream-back: the host heads' valid cells from `first` on go to the device in double-buffered
    chunks and are attended there as they arrive, carrying an online-softmax state from chunk to
-   chunk, finished into out, or left in the split's d_state when out is NULL (the hybrid). The
-   caller has made COPY wait for START. *chunk counts the chunks streamed since then (a batch
-   streams several layers through the same two buffers), so chunk i reuses buffer i % 2 only
-   once chunk i - 2's attention is done. */
-NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int n_tokens, float *out, int first, int *chunk) {
+   chunk, finished into out, or left in state ([n_tokens][n_head][head_dim_v + 2], device) when
+   out is NULL (the hybrid); a NULL state is the split's d_state, grown here. The caller has made
+   COPY wait for START. *chunk counts the chunks streamed since then (a batch streams several
+   layers through the same two buffers), so chunk i reuses buffer i % 2 only once chunk i - 2's
+   attention is done. */
+NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int n_tokens, float *out, int first, int *chunk,
+                                              float *state) {
     neo_runtime   *rt = L->rt;
     neo__split    *SP = rt->split;
     neo__dev_mem  *D = &rt->mem;
@@ -4418,12 +4422,12 @@ NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int 
     size_t         es = neo__type_size(L->kv_type), kpitch = (size_t)L->n_ctx * L->head_dim * es;
     size_t         vpitch = (size_t)L->n_ctx * L->head_dim_v * es;
     size_t         state_bytes = (size_t)n_tokens * L->n_head * ((size_t)L->head_dim_v + 2) * sizeof(float);
-    if ((s = neo__rt_buffer(rt, &SP->d_state, &SP->d_state_bytes, state_bytes, 0)) != NEO_OK) return (neo_status)s;
+    if (!state && (s = neo__rt_buffer(rt, &SP->d_state, &SP->d_state_bytes, state_bytes, 0)) != NEO_OK) return (neo_status)s;
     neo__layer_args(L, &a, q, n_tokens, NULL, 1);
     a.kv_h0 = a.h0 = L->gpu_heads;
     a.h1 = L->n_head_kv;
     a.kv_cells = CH;
-    a.state = (float *)SP->d_state;
+    a.state = state ? state : (float *)SP->d_state;
     for (int i = *chunk, c0 = first, c1; c0 < L->len; i++, c0 = c1) {
         int    b = i & 1;
         c1 = L->len - c0 > CH ? c0 + CH : L->len; /* not c0 + CH past the end of the int range */
@@ -4451,7 +4455,7 @@ NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int 
 }
 /* OFF's stream-back: every valid cell, finished into out. */
 NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, int n_tokens, float *out, int *chunk) {
-    return neo__stream_back(L, q, n_tokens, out, 0, chunk);
+    return neo__stream_back(L, q, n_tokens, out, 0, chunk, NULL);
 }
 
 /* L's host heads as an attend that the device reads in place over the bus. */
@@ -4543,7 +4547,7 @@ NEO_ATTN__PRIVATE int neo__hybrid_start(const neo__both *B) {
     if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
         (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK || (s = neo__gpu_half(rt, &B->g)) != NEO_OK)
         return s;
-    return neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk);
+    return neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk, NULL);
 }
 
 /* The hybrid's last step on the device: the CPU's state of the host heads (cpu) and the device's
@@ -5195,8 +5199,11 @@ NEO_ATTN__PUBLIC neo_status neo_attn_prefill(neo_layer *L, const float *q, int n
    A batch runs the host halves of its layers as one job of the pool: layer i's tasks are a single
    call's decode tasks (the same chunks and merge tree, so the same bits), numbered from first[i],
    each layer with its own share of the runtime's partials and merge counters. On a GPU runtime
-   the device halves go to the backend's attend_batch when it has one, else one attend each. */
-enum { NEO__BATCH_DEV, NEO__BATCH_OFF, NEO__BATCH_ON, NEO__BATCH_SINGLE };
+   the device halves go to the backend's attend_batch when it has one, else one attend each. A
+   hybrid layer's CPU cells are tasks of the same job (its state handed over as a single hybrid
+   decode hands it), its other host cells are streamed back after the OFF layers' through the
+   same two buffers, and the device merges the two once the job is done. */
+enum { NEO__BATCH_DEV, NEO__BATCH_OFF, NEO__BATCH_ON, NEO__BATCH_HYB, NEO__BATCH_SINGLE };
 
 typedef struct neo__batch {
     neo__attn_args *args;               /* [cap] the host halves (an ON batch's outlive the call) */
@@ -5427,9 +5434,15 @@ NEO_ATTN__PRIVATE neo_status neo__batch_cpu(neo_layer *const *layers, int n, con
     return NEO_OK;
 }
 
-/* How L runs in a GPU batch: on the device alone, as a split under OFF or ON (an AUTO layer's
-   decision), or as a single call of its own: a split AUTO layer while it is still measuring, and
-   a hybrid (its CPU half, stream-back and merge are a single call's). */
+/* The CPU's cells [0, cut) of a batch's hybrid layer: its own share, or AUTO's. */
+NEO_ATTN__PRIVATE int neo__batch_cut(const neo_layer *L) {
+    return neo__hybrid_cut(L->len, L->pipeline == NEO_PIPELINE_AUTO ? L->auto_share : L->cpu_share);
+}
+
+/* How L runs in a GPU batch: on the device alone, as a split under OFF, ON or the hybrid (an
+   AUTO layer's decision; a hybrid whose cut leaves one side no cell as the other side alone, as
+   a single decode does), or as a single call of its own: a split AUTO layer while it is still
+   measuring. */
 NEO_ATTN__PRIVATE int neo__batch_mode(const neo_layer *L) {
     neo_pipeline p = L->pipeline;
     if (!neo__is_split(L)) return NEO__BATCH_DEV;
@@ -5437,7 +5450,10 @@ NEO_ATTN__PRIVATE int neo__batch_mode(const neo_layer *L) {
         if (!L->auto_decided || L->len / 2 >= L->auto_len) return NEO__BATCH_SINGLE; /* len >= 2 auto_len, without overflow */
         p = (neo_pipeline)L->auto_choice;
     }
-    if (p == NEO_PIPELINE_HYBRID) return NEO__BATCH_SINGLE;
+    if (p == NEO_PIPELINE_HYBRID) {
+        const int cut = neo__batch_cut(L);
+        return cut > 0 && cut < L->len ? NEO__BATCH_HYB : cut > 0 ? NEO__BATCH_ON : NEO__BATCH_OFF;
+    }
     return p == NEO_PIPELINE_ON ? NEO__BATCH_ON : NEO__BATCH_OFF;
 }
 
@@ -5458,31 +5474,41 @@ NEO_ATTN__PRIVATE neo_status neo__batch_launch(neo_runtime *rt, neo__batch *B, i
 /* One neo_attn_decode_batch on a GPU runtime. */
 typedef struct neo__bgpu {
     neo_layer *const *layers;
-    int               n, n_on, n_off;
+    int               n, n_on, n_off, n_hyb;
     const float      *q;    /* [n][n_head][head_dim], device */
     float            *out;  /* [n][n_head][head_dim_v], device */
-    neo__both         hand; /* the ON layers' handoff: a row of q and out each, and the call's seq */
+    neo__both         hand; /* the ON and hybrid layers' handoff: a row of q and out each, and the call's seq */
+    size_t            srow; /* bytes of a hybrid layer's state, [n_head][head_dim_v + 2] */
+    size_t            hyb0; /* where the hybrid layers' states start in h_out: after the n_on rows of ON outputs */
+    size_t            hoff; /* the least host heads' offset in a state */
 } neo__bgpu;
 
-/* The ON layers' host halves: one job on the pool whose tasks wait for their queries, which one
-   copy on the device brings to pinned memory (every row, from the least host head of them on). */
+/* The ON and hybrid layers' host halves: one job on the pool whose tasks wait for their queries,
+   which one copy on the device brings to pinned memory (every row, from the least host head of
+   them on). ON outputs go to rows 0.. of h_out, the hybrids' states after them (from hyb0). */
 NEO_ATTN__PRIVATE neo_status neo__batch_on(neo__bgpu *G) {
     neo_runtime *rt = G->layers[0]->rt;
     neo__batch  *B = rt->batch;
     neo__split  *S = rt->split;
     neo__job     j;
     size_t       qoff = G->hand.qrow;
-    int          s;
+    int          s, k_on = 0, k_hyb = 0;
     G->hand.seq = neo__both_seq(S); /* after the batch's single calls took theirs; the buffers were grown before them */
     B->n = 0;
     for (int i = 0; i < G->n; i++) {
         neo_layer      *L = G->layers[i];
         neo__attn_args *a = &B->args[B->n];
+        const float    *hq = (const float *)((char *)S->h_q + i * G->hand.qrow);
         size_t          off = (size_t)L->gpu_heads * L->group * L->head_dim * sizeof(float);
-        if (B->mode[i] != NEO__BATCH_ON) continue;
-        /* outputs in h_out one after the other (row B->n), so that one copy brings them all up */
-        neo__batch_host_args(L, a, (const float *)((char *)S->h_q + i * G->hand.qrow),
-                             (float *)((char *)S->h_out + B->n * G->hand.orow));
+        if (B->mode[i] != NEO__BATCH_ON && B->mode[i] != NEO__BATCH_HYB) continue;
+        /* outputs (states) in h_out one after the other, so that one copy brings them all up */
+        if (B->mode[i] == NEO__BATCH_ON) {
+            neo__batch_host_args(L, a, hq, (float *)((char *)S->h_out + k_on++ * G->hand.orow));
+        } else {
+            neo__batch_host_args(L, a, hq, NULL);
+            a->c1 = neo__batch_cut(L);
+            a->state = (float *)((char *)S->h_out + G->hyb0 + k_hyb++ * G->srow);
+        }
         a->gate = S->hand;
         a->gate_seq = G->hand.seq;
         B->n++;
@@ -5519,16 +5545,23 @@ NEO_ATTN__PRIVATE int neo__batch_runs(const neo__bgpu *G, int *first, size_t *of
     return runs;
 }
 
-/* The ON layers' host buffers, grown before any layer of the batch runs: the handoff's, and
-   d_pull when their outputs come up in more than one run. */
+/* The ON and hybrid layers' buffers, grown before any layer of the batch runs: the handoff's,
+   d_pull when the ON outputs come up in more than one run, and for the hybrids h_out's room for
+   their states after the ON outputs, their stream-backs' states (d_state) and the copy of the
+   CPU's (d_cstate), a state a layer. */
 NEO_ATTN__PRIVATE neo_status neo__batch_on_reserve(neo__bgpu *G) {
     neo_runtime *rt = G->layers[0]->rt;
     neo__split  *S = rt->split;
+    const size_t sb = G->srow * (size_t)G->n_hyb;
     int          first;
     size_t       off;
     neo_status   s = neo__both_reserve(rt, &G->hand);
     if (s == NEO_OK && neo__batch_runs(G, &first, &off) > 1)
         s = neo__rt_buffer(rt, &S->d_pull, &S->d_pull_bytes, G->hand.orow * (size_t)G->n_on, 0);
+    if (s == NEO_OK && G->n_hyb && ((s = neo__rt_buffer(rt, &S->h_out, &S->h_out_bytes, G->hyb0 + sb, 1)) != NEO_OK ||
+                                    (s = neo__rt_buffer(rt, &S->d_state, &S->d_state_bytes, sb, 0)) != NEO_OK))
+        return s;
+    if (s == NEO_OK && G->n_hyb) s = neo__rt_buffer(rt, &S->d_cstate, &S->d_cstate_bytes, sb, 0);
     return s;
 }
 
@@ -5563,7 +5596,27 @@ NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G) {
     return s;
 }
 
-/* The batch's work on MAIN (neo__batch_device): the device halves, the stream-backs, the pulls. */
+/* The hybrid layers' last step, once the caller has left the pool (see neo__both_device): their
+   CPU states pulled up into d_cstate once the host has flagged them, then each merged with its
+   stream-back's state (d_state, in the same order) into its host heads' rows of out. */
+NEO_ATTN__PRIVATE int neo__batch_hyb_finish(const neo__bgpu *G) {
+    neo_runtime      *rt = G->layers[0]->rt;
+    neo__split       *S = rt->split;
+    const neo__batch *B = rt->batch;
+    int               s, k = 0;
+    s = rt->attn.await_copy(rt->dev_state, (char *)S->d_cstate + G->hoff, G->srow, (const char *)S->h_out + G->hyb0 + G->hoff, G->srow,
+                            G->srow - G->hoff, (size_t)G->n_hyb, S->hand + NEO__FLAG_OUT, G->hand.seq, NEO__STREAM_MAIN);
+    for (int i = 0; i < G->n && s == NEO_OK; i++)
+        if (B->mode[i] == NEO__BATCH_HYB) {
+            const size_t o = (size_t)k++ * G->srow;
+            s = neo__hybrid_merge(G->layers[i], (const float *)((const char *)S->d_cstate + o), (const float *)((const char *)S->d_state + o),
+                                  neo__batch_out(G->layers[i], G->out, i));
+        }
+    return s;
+}
+
+/* The batch's work on MAIN (neo__batch_device): the device halves, the stream-backs (the OFF
+   layers', then the hybrids' into their states), the ON layers' pulls. */
 NEO_ATTN__PRIVATE int neo__batch_device_main(const neo__bgpu *G, neo__batch *B) {
     neo_runtime *rt = G->layers[0]->rt;
     int          m = 0, chunk = 0, s = NEO_OK;
@@ -5579,19 +5632,23 @@ NEO_ATTN__PRIVATE int neo__batch_device_main(const neo__bgpu *G, neo__batch *B) 
     for (int i = 0; i < G->n && s == NEO_OK; i++)
         if (B->mode[i] == NEO__BATCH_OFF && !neo__in_place(G->layers[i], 1))
             s = neo__attend_streamed(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, neo__batch_out(G->layers[i], G->out, i), &chunk);
+    for (int i = 0, k = 0; i < G->n && s == NEO_OK; i++)
+        if (B->mode[i] == NEO__BATCH_HYB)
+            s = neo__stream_back(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, NULL, neo__batch_cut(G->layers[i]), &chunk,
+                                 (float *)((char *)G->layers[0]->rt->split->d_state + (size_t)k++ * G->srow));
     if (s == NEO_OK && G->n_on) s = neo__batch_pull(G);
     return s;
 }
 
 /* The batch's device work: the host heads of the OFF layers that a single decode reads in place
    (neo__in_place) attended so on COPY, then the work on MAIN (neo__batch_device_main), which then
-   waits for them, as a single decode does. */
+   waits for them, as a single decode does. The hybrids' last step is not here (neo__batch_hyb_finish). */
 NEO_ATTN__PRIVATE neo_status neo__batch_device(const neo__bgpu *G) {
     neo_runtime *rt = G->layers[0]->rt;
     neo__batch  *B = rt->batch;
     int          s = NEO_OK, in_place = 0, r, w;
-    /* the OFF layers' host rows depend only on earlier work on MAIN: their reads start now */
-    if (G->n_off && ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+    /* the OFF and hybrid layers' host rows depend only on earlier work on MAIN: their reads start now */
+    if ((G->n_off || G->n_hyb) && ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
                      (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK))
         return (neo_status)s;
     for (int i = 0; i < G->n && s == NEO_OK; i++)
@@ -5623,24 +5680,31 @@ NEO_ATTN__PRIVATE neo_status neo__batch_gpu(neo_layer *const *layers, int n, con
     G.hand.n_tokens = n; /* rows: one a layer */
     G.hand.qrow = (size_t)layers[0]->n_head * layers[0]->head_dim * sizeof(float);
     G.hand.orow = (size_t)layers[0]->n_head * layers[0]->head_dim_v * sizeof(float);
+    G.srow = (size_t)layers[0]->n_head * ((size_t)layers[0]->head_dim_v + 2) * sizeof(float);
+    G.hoff = G.srow;
     for (int i = 0; i < n; i++) {
-        rt->batch->mode[i] = neo__batch_mode(layers[i]);
-        G.n_on += rt->batch->mode[i] == NEO__BATCH_ON;
-        G.n_off += rt->batch->mode[i] == NEO__BATCH_OFF;
+        const int    m = rt->batch->mode[i] = neo__batch_mode(layers[i]);
+        const size_t o = (size_t)layers[i]->gpu_heads * layers[i]->group * ((size_t)layers[i]->head_dim_v + 2) * sizeof(float);
+        G.n_on += m == NEO__BATCH_ON;
+        G.n_off += m == NEO__BATCH_OFF;
+        G.n_hyb += m == NEO__BATCH_HYB;
+        if (m == NEO__BATCH_HYB && o < G.hoff) G.hoff = o;
     }
-    /* the ON layers' buffers before any layer runs, so that running out of memory there leaves
-       every layer as it was (the single calls' own buffers are theirs to grow) */
-    if (G.n_on && (s = neo__batch_on_reserve(&G)) != NEO_OK) return neo__batch_failed(rt, s);
+    G.hyb0 = G.hand.orow * (size_t)G.n_on;
+    /* the ON and hybrid layers' buffers before any layer runs, so that running out of memory
+       there leaves every layer as it was (the single calls' own buffers are theirs to grow) */
+    if ((G.n_on || G.n_hyb) && (s = neo__batch_on_reserve(&G)) != NEO_OK) return neo__batch_failed(rt, s);
     neo__counts_keep(layers, n);
     for (int i = 0; i < n && s == NEO_OK; i++)
         if (rt->batch->mode[i] == NEO__BATCH_SINGLE) s = neo__attn_decode(layers[i], neo__batch_q(layers[i], q, i), neo__batch_out(layers[i], out, i));
     if (s == NEO_OK) {
         neo__pool_wait(&rt->pool); /* a single call's CPU half may still be on the workers */
-        if (G.n_on) early = rt->attn.launch_async(rt->dev_state); /* asked just before the CPU halves go to the pool */
-        if (G.n_on) s = neo__batch_on(&G);
+        if (G.n_on || G.n_hyb) early = rt->attn.launch_async(rt->dev_state); /* asked just before the CPU halves go to the pool */
+        if (G.n_on || G.n_hyb) s = neo__batch_on(&G);
         if (s == NEO_OK && early) s = neo__batch_device(&G);
         neo__pool_help(&rt->pool);
         if (s == NEO_OK && !early) s = neo__batch_device(&G);
+        if (s == NEO_OK && G.n_hyb) s = (neo_status)neo__batch_hyb_finish(&G);
     }
     if (s != NEO_OK) {
         neo__counts_back(layers, n);
@@ -5648,7 +5712,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_gpu(neo_layer *const *layers, int n, con
     }
     for (int i = 0; i < n; i++) {
         layers[i]->n_decode += rt->batch->mode[i] != NEO__BATCH_SINGLE;
-        layers[i]->n_overlapped += early && rt->batch->mode[i] == NEO__BATCH_ON;
+        layers[i]->n_overlapped += early && (rt->batch->mode[i] == NEO__BATCH_ON || rt->batch->mode[i] == NEO__BATCH_HYB);
     }
     return NEO_OK;
 }

@@ -1507,7 +1507,7 @@ static void test_hybrid(void) {
    (same descriptors, same tokens) driven by single calls. Every batch output against float64, and
    bit for bit against the twin's on the CPU paths and the stand-in (AUTO layers excepted there: their
    choice comes from timing). */
-enum { BN = 7 };
+enum { BN = 8 };
 typedef struct bset {
     neo_runtime   *rt;
     int            path;    /* index into max_err / n_calls */
@@ -1544,9 +1544,11 @@ static neo_status b_decode(const bset *s, neo_layer *const *ls, const float *q, 
 }
 
 static int bset_open(bset *s, neo_runtime *rt, int path, int hd, int dv, int n_head, int n_kv) {
-    static const int gh[BN] = {0, 1, NEO_GPU_HEADS_NONE, 3, NEO_GPU_HEADS_NONE, 2, 2};
-    static const neo_pipeline pp[BN] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON, NEO_PIPELINE_ON, NEO_PIPELINE_OFF, NEO_PIPELINE_OFF,
-                                        NEO_PIPELINE_HYBRID, NEO_PIPELINE_AUTO};
+    /* two hybrids among ON and OFF layers, one with no device heads, so that a batch carries
+       several hybrid states in its handoff */
+    static const int gh[BN] = {0, 1, NEO_GPU_HEADS_NONE, 3, NEO_GPU_HEADS_NONE, 2, NEO_GPU_HEADS_NONE, 2};
+    static const neo_pipeline pp[BN] = {NEO_PIPELINE_OFF, NEO_PIPELINE_ON,     NEO_PIPELINE_ON,     NEO_PIPELINE_OFF,
+                                        NEO_PIPELINE_OFF, NEO_PIPELINE_HYBRID, NEO_PIPELINE_HYBRID, NEO_PIPELINE_AUTO};
     int i;
     memset(s, 0, sizeof *s);
     s->rt = rt, s->path = path, s->on_gpu = path == P_CUDA, s->bitwise = path != P_CUDA;

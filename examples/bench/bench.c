@@ -85,10 +85,11 @@
          One step = neo_attn_decode_batch over the n layers (one per sequence), median over steps:
          cudaEvents around a step where every head is on the GPU, else wall clock with a
          neo_runtime_sync. Modes: gpu-batch (every head on the GPU), gpu-loop
-         (the same layers, n single neo_attn_decode calls a step), on-1/8 and off-1/8 (one KV head
-         of each sequence on the host), on-1/8-loop, none-1/4-on (every fourth sequence with all
-         its heads on the host, NEO_GPU_HEADS_NONE, the rest on the GPU). Bounds as for the attn
-         rows, over the batch's bytes. ON rows note each half alone (medians of 15: the device
+         (the same layers, n single neo_attn_decode calls a step), on-1/8, off-1/8 and hybrid-1/8
+         (one KV head of each sequence on the host; the hybrid at the joint ceiling's CPU share),
+         on-1/8-loop and hybrid-1/8-loop (single calls), none-1/4-on (every fourth sequence with
+         all its heads on the host, NEO_GPU_HEADS_NONE, the rest on the GPU). Bounds as for the
+         attn rows, over the batch's bytes. ON rows note each half alone (medians of 15: the device
          halves in one varlen launch through library internals, the host halves as one pool job)
          and the join, the step's time beyond the slower half.
    app   The appends of a step of 64 sequences (one Llama-3-8B layer of
@@ -1677,6 +1678,7 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
         int            hh = none ? LLAMA.n_kv : m->none_every > 0 ? 0 : m->host_heads;
         neo_layer_desc d = shape_desc(&LLAMA, len[i], hh == LLAMA.n_kv ? NEO_GPU_HEADS_NONE : LLAMA.n_kv - hh, m->pipe);
         if (hh == 0) d.gpu_heads = 0;
+        if (m->pipe == NEO_PIPELINE_HYBRID) d.cpu_share = C.share;
         check(neo_layer_create(rt_gpu, &d, &L[i]), "neo_layer_create");
         fill_layer(L[i], &LLAMA, len[i], 1);
         gb += (double)kv_layer_bytes(&LLAMA, len[i]) * (LLAMA.n_kv - hh) / LLAMA.n_kv;
@@ -1713,8 +1715,11 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
     double sec = median(t, reps);
     brow   r = timed_row("bat", spec, maxlen, m->name, n, reps, sec, gb, hb);
     double b_gpu = gb / (C.hbm * 1e9), b_dram = hb / (C.dram * 1e9), b_pcie = hb / (C.h2d * 1e9);
-    double b_off = fmax(b_pcie, (gb + hb) / (C.hbm * 1e9));
-    r.bound_us = 1e6 * (!split ? b_gpu : m->pipe == NEO_PIPELINE_OFF ? b_off : (b_gpu > b_dram ? b_gpu : b_dram));
+    double b_off = fmax(b_pcie, (gb + hb) / (C.hbm * 1e9)), b_hyb = fmax(b_gpu, hb / (C.joint * 1e9));
+    r.bound_us = 1e6 * (!split                            ? b_gpu
+                        : m->pipe == NEO_PIPELINE_OFF    ? b_off
+                        : m->pipe == NEO_PIPELINE_HYBRID ? b_hyb
+                                                         : fmax(b_gpu, b_dram));
     int k = snprintf(r.note, sizeof r.note, "%s; %s", m->loop ? "single calls a step" : "one call a step",
                      split ? "wall clock with a sync" : "cudaEvents");
     if (split && m->pipe == NEO_PIPELINE_ON && !m->loop) {
@@ -1846,9 +1851,10 @@ static void run_batch(void) {
         const char *name;
         int         n, lo, hi;
     } specs[3] = {{"64x4k", 64, 4096, 4096}, {"16x32k", 16, 32768, 32768}, {"64xU512-32k", 64, 512, 32768}};
-    static const bmode modes[6] = {{"gpu-batch", 0, 0, 0, NEO_PIPELINE_ON},  {"gpu-loop", 1, 0, 0, NEO_PIPELINE_ON},
-                                   {"on-1/8", 0, 1, 0, NEO_PIPELINE_ON},     {"off-1/8", 0, 1, 0, NEO_PIPELINE_OFF},
-                                   {"on-1/8-loop", 1, 1, 0, NEO_PIPELINE_ON}, {"none-1/4-on", 0, 0, 4, NEO_PIPELINE_ON}};
+    static const bmode modes[8] = {{"gpu-batch", 0, 0, 0, NEO_PIPELINE_ON},          {"gpu-loop", 1, 0, 0, NEO_PIPELINE_ON},
+                                   {"on-1/8", 0, 1, 0, NEO_PIPELINE_ON},             {"off-1/8", 0, 1, 0, NEO_PIPELINE_OFF},
+                                   {"hybrid-1/8", 0, 1, 0, NEO_PIPELINE_HYBRID},     {"on-1/8-loop", 1, 1, 0, NEO_PIPELINE_ON},
+                                   {"hybrid-1/8-loop", 1, 1, 0, NEO_PIPELINE_HYBRID}, {"none-1/4-on", 0, 0, 4, NEO_PIPELINE_ON}};
     uint64_t s = 0x5eed;
     for (int si = 0; si < 3; si++) {
         int len[64];
@@ -1856,7 +1862,7 @@ static void run_batch(void) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             len[i] = specs[si].lo + (int)((s >> 33) % (uint64_t)(specs[si].hi - specs[si].lo + 1));
         }
-        for (int mi = 0; mi < 6; mi++)
+        for (int mi = 0; mi < 8; mi++)
             if (!opt.quick || mi < 3) batch_row(specs[si].name, len, specs[si].n, &modes[mi]);
     }
 }
