@@ -1453,9 +1453,10 @@ out:
 
 /* --- a failed batch decode counts nothing: running out of memory at any allocation of a
    neo_attn_decode_batch gives the status with a log line and leaves every layer's decode
-   counters as they were (on a CPU runtime; on the stand-in with a HYBRID layer, which runs as a
-   single call first, and two ON layers of different device heads, which share the batch's
-   handoff and come up in two runs); and a neo_runtime_sync that fails says why --- */
+   counters as they were (on a CPU runtime; on the stand-in with a HYBRID layer, whose CPU cells
+   join the batch's job and whose states take buffers of their own, two ON layers of different
+   device heads, which share the batch's handoff and come up in two runs, and an AUTO layer still
+   measuring, which runs as a single call first); and a neo_runtime_sync that fails says why --- */
 
 static void decode_counts(neo_layer *const *L, int n, long long *dec, long long *ovl) {
     *dec = *ovl = 0;
@@ -1468,9 +1469,9 @@ static void decode_counts(neo_layer *const *L, int n, long long *dec, long long 
 }
 
 static void test_failed_batch_counts_nothing(void) {
-    static float kv[4 * 4 * 16], q[3][8 * 16], o[3][8 * 16];
-    static const neo_pipeline pipes[3] = {NEO_PIPELINE_HYBRID, NEO_PIPELINE_ON, NEO_PIPELINE_ON};
-    static const int          dev[3] = {1, 1, 2}; /* of 4 KV heads on the stand-in */
+    static float kv[4 * 4 * 16], q[4][8 * 16], o[4][8 * 16];
+    static const neo_pipeline pipes[4] = {NEO_PIPELINE_HYBRID, NEO_PIPELINE_ON, NEO_PIPELINE_ON, NEO_PIPELINE_AUTO};
+    static const int          dev[4] = {1, 1, 2, 1}; /* of 4 KV heads on the stand-in */
     fill(kv, sizeof kv / sizeof *kv, 0.5f), fill(&q[0][0], sizeof q / sizeof q[0][0], 0.25f);
     for (int standin = 0; standin < 2; standin++) {
         int done = 0;
@@ -1478,11 +1479,11 @@ static void test_failed_batch_counts_nothing(void) {
             count_alloc      c = {0, 0, -1};
             neo_runtime_desc rd = {0};
             neo_runtime     *rt = NULL;
-            neo_layer       *L[3] = {NULL, NULL, NULL};
+            neo_layer       *L[4] = {NULL, NULL, NULL, NULL};
             neo_layer_desc   d = base_desc();
             neo_status       st = NEO_OK;
             long long        dec0, ovl0, dec1, ovl1;
-            const int        n = standin ? 3 : 2;
+            const int        n = standin ? 4 : 2;
             check_context("neo_attn_decode_batch out of memory at allocation %ld (%s)", f, standin ? "the stand-in" : "a CPU runtime");
             rd.n_threads = 2, rd.log = test_log, rd.gpu = standin, rd.gpu_standin = standin;
             rd.allocator.alloc = count_alloc_fn, rd.allocator.free = count_free_fn, rd.allocator.user = &c;
