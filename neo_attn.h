@@ -4959,8 +4959,8 @@ NEO_ATTN__PRIVATE neo_status neo__attend_rung(neo_layer *L, const float *q, floa
     return (neo_status)neo__hybrid_merge(L, dst, b->d_st, out);
 }
 
-/* The CPU share a captured decode of L rings its bell with: the hybrid's (HYBRID, or AUTO that
-   chose it), else 0 (ON's: the CPU takes every host cell). */
+/* The hybrid's CPU share of L (HYBRID, or AUTO that chose it), else 0 (ON's: the CPU takes every
+   host cell): what a captured decode of L rings its bell with, and a batch's cut (neo__batch_cut). */
 NEO_ATTN__PRIVATE float neo__ring_share(const neo_layer *L) {
     if (L->pipeline == NEO_PIPELINE_HYBRID) return L->cpu_share;
     return L->pipeline == NEO_PIPELINE_AUTO && L->auto_choice == NEO_PIPELINE_HYBRID ? L->auto_share : 0.0f;
@@ -5434,10 +5434,8 @@ NEO_ATTN__PRIVATE neo_status neo__batch_cpu(neo_layer *const *layers, int n, con
     return NEO_OK;
 }
 
-/* The CPU's cells [0, cut) of a batch's hybrid layer: its own share, or AUTO's. */
-NEO_ATTN__PRIVATE int neo__batch_cut(const neo_layer *L) {
-    return neo__hybrid_cut(L->len, L->pipeline == NEO_PIPELINE_AUTO ? L->auto_share : L->cpu_share);
-}
+/* The CPU's cells [0, cut) of a batch's hybrid layer. */
+NEO_ATTN__PRIVATE int neo__batch_cut(const neo_layer *L) { return neo__hybrid_cut(L->len, neo__ring_share(L)); }
 
 /* How L runs in a GPU batch: on the device alone, as a split under OFF, ON or the hybrid (an
    AUTO layer's decision; a hybrid whose cut leaves one side no cell as the other side alone, as
@@ -5558,10 +5556,9 @@ NEO_ATTN__PRIVATE neo_status neo__batch_on_reserve(neo__bgpu *G) {
     neo_status   s = neo__both_reserve(rt, &G->hand);
     if (s == NEO_OK && neo__batch_runs(G, &first, &off) > 1)
         s = neo__rt_buffer(rt, &S->d_pull, &S->d_pull_bytes, G->hand.orow * (size_t)G->n_on, 0);
-    if (s == NEO_OK && G->n_hyb && ((s = neo__rt_buffer(rt, &S->h_out, &S->h_out_bytes, G->hyb0 + sb, 1)) != NEO_OK ||
-                                    (s = neo__rt_buffer(rt, &S->d_state, &S->d_state_bytes, sb, 0)) != NEO_OK))
-        return s;
-    if (s == NEO_OK && G->n_hyb) s = neo__rt_buffer(rt, &S->d_cstate, &S->d_cstate_bytes, sb, 0);
+    if (s == NEO_OK && G->n_hyb && (s = neo__rt_buffer(rt, &S->h_out, &S->h_out_bytes, G->hyb0 + sb, 1)) == NEO_OK &&
+        (s = neo__rt_buffer(rt, &S->d_state, &S->d_state_bytes, sb, 0)) == NEO_OK)
+        s = neo__rt_buffer(rt, &S->d_cstate, &S->d_cstate_bytes, sb, 0);
     return s;
 }
 
@@ -5635,7 +5632,7 @@ NEO_ATTN__PRIVATE int neo__batch_device_main(const neo__bgpu *G, neo__batch *B) 
     for (int i = 0, k = 0; i < G->n && s == NEO_OK; i++)
         if (B->mode[i] == NEO__BATCH_HYB)
             s = neo__stream_back(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, NULL, neo__batch_cut(G->layers[i]), &chunk,
-                                 (float *)((char *)G->layers[0]->rt->split->d_state + (size_t)k++ * G->srow));
+                                 (float *)((char *)rt->split->d_state + (size_t)k++ * G->srow));
     if (s == NEO_OK && G->n_on) s = neo__batch_pull(G);
     return s;
 }
