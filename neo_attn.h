@@ -4309,7 +4309,8 @@ NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_inf
    (HYBRID), and AUTO
    =============================================================================================
    Events: START (the queries are ready on MAIN), READY0/1 (a stream-back chunk is on the
-   device), USED0/1 (its attention is done, the buffer may be refilled), WOKE (a captured call's
+   device in stage buffer 0/1), USED0/1 (the attention of the last chunk put in that buffer is
+   done, so the buffer may be refilled), WOKE (a captured call's
    wake of the listener has run: >>bells), HOST (an OFF decode's host heads have been attended in
    place). */
 enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1, NEO__EV_WOKE, NEO__EV_HOST };
@@ -4317,7 +4318,7 @@ enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USE
 /* The split paths' buffers, shared by a runtime's layers (used one at a time), grown on demand,
    and the both-halves handoff's state. */
 typedef struct neo__split {
-    void          *d_stage[2];     /* device: stream-back chunks, [host heads][chunk][head_dim + head_dim_v] */
+    void          *d_stage[2];     /* device: stream-back chunks one after another (neo__stage_at) */
     size_t         d_stage_bytes[2];
     void          *d_state;        /* device: stream-back online-softmax state */
     size_t         d_state_bytes;
@@ -4352,20 +4353,36 @@ NEO_ATTN__PRIVATE void neo__split_release(neo_runtime *rt) {
     rt->split = NULL;
 }
 
-/* A split layer's share of the runtime's split state: the stream-back chunks of about
-   NEO_ATTN_STAGE_BYTES, double-buffered. */
+/* Where a stream-back chunk goes in the stage buffers: chunks are put one after another in the
+   buffer in use (buf, from byte at on); one that does not fit there goes to the start of the
+   other, which is refilled only once the attention of the last chunk put in it is done (USED).
+   So a batch's short chunks (a layer's host cells at a short context) fill a buffer before the
+   copies wait for any attention, which on MAIN comes after the batch's device heads. used: bit b
+   set once buffer b has a chunk since COPY waited for START. Zero before the first chunk. */
+typedef struct neo__stage_at {
+    int    buf, used;
+    size_t at;
+} neo__stage_at;
+#define NEO__STAGE_ALIGN ((size_t)256) /* where a chunk's K and V blocks start in a stage buffer */
+
+NEO_ATTN__PRIVATE size_t neo__stage_round(size_t bytes) { return (bytes + NEO__STAGE_ALIGN - 1) & ~(NEO__STAGE_ALIGN - 1); }
+
+/* A split layer's share of the runtime's split state: two stage buffers, each of room for a
+   stream-back chunk of about NEO_ATTN_STAGE_BYTES. */
 NEO_ATTN__PRIVATE neo_status neo__split_prepare(neo_layer *L) {
     neo_runtime *rt = L->rt;
     neo__split  *S = rt->split;
-    size_t       es = neo__type_size(L->kv_type), cells;
+    size_t       es = neo__type_size(L->kv_type), cells, room;
     size_t       cell_bytes = (size_t)(L->n_head_kv - L->gpu_heads) * (size_t)(L->head_dim + L->head_dim_v) * es;
     neo_status   s;
     if (!S && !(S = rt->split = (neo__split *)neo__calloc(&rt->alloc, sizeof *S))) return NEO_ERR_NO_MEMORY;
     cells = NEO_ATTN_STAGE_BYTES / cell_bytes;
     L->stage_cells = cells < NEO__BLOCK ? NEO__BLOCK : cells > (size_t)L->n_ctx ? L->n_ctx : (int)cells;
-    /* each buffer keeps its own size: the largest chunk of any split layer of the runtime */
-    if ((s = neo__rt_buffer(rt, &S->d_stage[0], &S->d_stage_bytes[0], cell_bytes * L->stage_cells, 0)) != NEO_OK) return s;
-    return neo__rt_buffer(rt, &S->d_stage[1], &S->d_stage_bytes[1], cell_bytes * L->stage_cells, 0);
+    /* each buffer keeps its own size: the largest chunk of any split layer of the runtime, and
+       the alignment of its K and V blocks (neo__stage_put) */
+    room = cell_bytes * L->stage_cells + 2 * NEO__STAGE_ALIGN;
+    if ((s = neo__rt_buffer(rt, &S->d_stage[0], &S->d_stage_bytes[0], room, 0)) != NEO_OK) return s;
+    return neo__rt_buffer(rt, &S->d_stage[1], &S->d_stage_bytes[1], room, 0);
 }
 
 /* 1 when some of L's heads are in host memory on a GPU runtime (NEO_GPU_HEADS_NONE included) */
@@ -4404,15 +4421,33 @@ NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, co
     if (L->rt->capturing) a->len = L->len_dev;
 }
 
-/* Stream-back: the host heads' valid cells from `first` on go to the device in double-buffered
-   chunks and are attended there as they arrive, carrying an online-softmax state from chunk to
-   chunk, finished into out, or left in state ([n_tokens][n_head][head_dim_v + 2], device) when
-   out is NULL (the hybrid); a NULL state is the split's d_state, grown here. The caller has made
-   COPY wait for START. *chunk counts the chunks streamed since then (a batch streams several
-   layers through the same two buffers), so chunk i reuses buffer i % 2 only once chunk i - 2's
-   attention is done. */
-NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int n_tokens, float *out, int first, int *chunk,
-                                              float *state) {
+/* The place of a chunk of kb + vb bytes (K block, V block): *k and *v in buffer P->buf, COPY
+   having waited for the buffer's last attention where it moved to a used one. */
+NEO_ATTN__PRIVATE int neo__stage_put(neo_runtime *rt, neo__stage_at *P, size_t kb, size_t vb, char **k, char **v) {
+    neo__split  *SP = rt->split;
+    const size_t need = neo__stage_round(kb) + vb;
+    int          s;
+    if (P->at + need > SP->d_stage_bytes[P->buf]) {
+        P->buf ^= 1, P->at = 0;
+        if ((P->used >> P->buf & 1) && (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_USED0 + P->buf)) != NEO_OK)
+            return s;
+    }
+    *k = (char *)SP->d_stage[P->buf] + P->at;
+    *v = *k + neo__stage_round(kb);
+    P->at = neo__stage_round(P->at + need);
+    P->used |= 1 << P->buf;
+    return NEO_OK;
+}
+
+/* Stream-back: the host heads' valid cells from `first` on go to the device in chunks of at most
+   stage_cells cells (neo__stage_at) and are attended there as they arrive, carrying an
+   online-softmax state from chunk to chunk, finished into out, or left in state
+   ([n_tokens][n_head][head_dim_v + 2], device) when out is NULL (the hybrid); a NULL state is
+   the split's d_state, grown here. The caller has made COPY wait for START; *P is where the
+   chunks streamed since then left the stage buffers (a batch streams several layers through
+   them). A chunk is [host heads][its cells][head_dim] of K, then the same of V. */
+NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int n_tokens, float *out, int first,
+                                              neo__stage_at *P, float *state) {
     neo_runtime   *rt = L->rt;
     neo__split    *SP = rt->split;
     neo__dev_mem  *D = &rt->mem;
@@ -4426,36 +4461,36 @@ NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int 
     neo__layer_args(L, &a, q, n_tokens, NULL, 1);
     a.kv_h0 = a.h0 = L->gpu_heads;
     a.h1 = L->n_head_kv;
-    a.kv_cells = CH;
     a.state = state ? state : (float *)SP->d_state;
-    for (int i = *chunk, c0 = first, c1; c0 < L->len; i++, c0 = c1) {
-        int    b = i & 1;
+    for (int c0 = first, c1; c0 < L->len; c0 = c1) {
+        char  *kst, *vst;
+        size_t kw, vw;
         c1 = L->len - c0 > CH ? c0 + CH : L->len; /* not c0 + CH past the end of the int range */
-        char  *kst = (char *)SP->d_stage[b], *vst = kst + (size_t)hh * CH * L->head_dim * es;
-        size_t kw = (size_t)(c1 - c0) * L->head_dim * es, vw = (size_t)(c1 - c0) * L->head_dim_v * es;
-        if ((i >= 2 && (s = D->wait(S, NEO__STREAM_COPY, NEO__EV_USED0 + b)) != NEO_OK) ||
-            (s = D->copy2d(S, kst, (size_t)CH * L->head_dim * es, (const char *)L->k_host + (size_t)c0 * L->head_dim * es,
-                           kpitch, kw, (size_t)hh, NEO__STREAM_COPY)) != NEO_OK ||
-            (s = D->copy2d(S, vst, (size_t)CH * L->head_dim_v * es, (const char *)L->v_host + (size_t)c0 * L->head_dim_v * es,
-                           vpitch, vw, (size_t)hh, NEO__STREAM_COPY)) != NEO_OK ||
-            (s = D->record(S, NEO__EV_READY0 + b, NEO__STREAM_COPY)) != NEO_OK ||
-            (s = D->wait(S, NEO__STREAM_MAIN, NEO__EV_READY0 + b)) != NEO_OK)
+        kw = (size_t)(c1 - c0) * L->head_dim * es, vw = (size_t)(c1 - c0) * L->head_dim_v * es;
+        if ((s = neo__stage_put(rt, P, kw * (size_t)hh, vw * (size_t)hh, &kst, &vst)) != NEO_OK ||
+            (s = D->copy2d(S, kst, kw, (const char *)L->k_host + (size_t)c0 * L->head_dim * es, kpitch, kw, (size_t)hh,
+                           NEO__STREAM_COPY)) != NEO_OK ||
+            (s = D->copy2d(S, vst, vw, (const char *)L->v_host + (size_t)c0 * L->head_dim_v * es, vpitch, vw, (size_t)hh,
+                           NEO__STREAM_COPY)) != NEO_OK ||
+            (s = D->record(S, NEO__EV_READY0 + P->buf, NEO__STREAM_COPY)) != NEO_OK ||
+            (s = D->wait(S, NEO__STREAM_MAIN, NEO__EV_READY0 + P->buf)) != NEO_OK)
             return (neo_status)s;
         a.k = kst;
         a.v = vst;
+        a.kv_cells = c1 - c0;
         a.cell_base = a.c0 = c0;
         a.c1 = c1;
         a.accumulate = c0 > first;
         a.out = c1 == L->len ? out : NULL;
-        if ((s = rt->attn.attend(S, &a, NEO__STREAM_MAIN)) != NEO_OK || (s = D->record(S, NEO__EV_USED0 + b, NEO__STREAM_MAIN)) != NEO_OK)
+        if ((s = rt->attn.attend(S, &a, NEO__STREAM_MAIN)) != NEO_OK ||
+            (s = D->record(S, NEO__EV_USED0 + P->buf, NEO__STREAM_MAIN)) != NEO_OK)
             return (neo_status)s;
-        *chunk = i + 1;
     }
     return NEO_OK;
 }
 /* OFF's stream-back: every valid cell, finished into out. */
-NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, int n_tokens, float *out, int *chunk) {
-    return neo__stream_back(L, q, n_tokens, out, 0, chunk, NULL);
+NEO_ATTN__PRIVATE neo_status neo__attend_streamed(neo_layer *L, const float *q, int n_tokens, float *out, neo__stage_at *P) {
+    return neo__stream_back(L, q, n_tokens, out, 0, P, NULL);
 }
 
 /* L's host heads as an attend that the device reads in place over the bus. */
@@ -4541,18 +4576,22 @@ NEO_ATTN__PRIVATE int neo__both_pull(const neo__both *B) {
    copy_signal has gone through: on a capturing stream that refuses, and a COPY stream forked into
    the capture would leave it unjoined. The host rows depend only on earlier work on MAIN. */
 NEO_ATTN__PRIVATE int neo__hybrid_start(const neo__both *B) {
-    neo_layer   *L = B->L;
-    neo_runtime *rt = L->rt;
-    int          s, chunk = 0;
+    neo_layer    *L = B->L;
+    neo_runtime  *rt = L->rt;
+    neo__stage_at at = {0, 0, 0};
+    int           s;
     if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
-        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK || (s = neo__gpu_half(rt, &B->g)) != NEO_OK)
+        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK ||
+        (s = neo__gpu_half(rt, &B->g)) != NEO_OK)
         return s;
-    return neo__stream_back(L, B->q, 1, NULL, B->cut, &chunk, NULL);
+    return neo__stream_back(L, B->q, 1, NULL, B->cut, &at, NULL);
 }
 
 /* The hybrid's last step on the device: the CPU's state of the host heads (cpu) and the device's
-   (dev), both [n_head][head_dim_v + 2], merged and finished into their rows of out, sinks added. */
-NEO_ATTN__PRIVATE int neo__hybrid_merge(neo_layer *L, const float *cpu, const float *dev, float *out) {
+   (dev), both [n][n_head][head_dim_v + 2], merged and finished into their rows of out
+   ([n][n_head][head_dim_v]), sinks added: n rows of L's shape (a batch's neighbouring hybrid
+   layers with L's device heads and sinks, or one). */
+NEO_ATTN__PRIVATE int neo__hybrid_merge(neo_layer *L, const float *cpu, const float *dev, float *out, int n) {
     neo__merge_args m;
     memset(&m, 0, sizeof m);
     m.a = cpu;
@@ -4561,7 +4600,7 @@ NEO_ATTN__PRIVATE int neo__hybrid_merge(neo_layer *L, const float *cpu, const fl
     m.sinks = L->sinks_dev;
     m.h0 = L->gpu_heads * L->group;
     m.h1 = L->n_head;
-    m.n_tokens = 1;
+    m.n_tokens = n;
     m.n_head = L->n_head;
     m.head_dim_v = L->head_dim_v;
     return L->rt->attn.merge(L->rt->dev_state, &m, NEO__STREAM_MAIN);
@@ -4577,7 +4616,7 @@ NEO_ATTN__PRIVATE int neo__both_device(const neo__both *B, int part) {
     int s;
     if (part == 0) return B->cut ? neo__hybrid_start(B) : (int)neo__gpu_half(B->L->rt, &B->g);
     if ((s = neo__both_pull(B)) != NEO_OK || !B->cut) return s;
-    return neo__hybrid_merge(B->L, B->pull, (const float *)B->L->rt->split->d_state, B->out);
+    return neo__hybrid_merge(B->L, B->pull, (const float *)B->L->rt->split->d_state, B->out, 1);
 }
 
 /* The device's part, run by the caller once the pool has the CPU half. A device whose launches
@@ -4956,7 +4995,7 @@ NEO_ATTN__PRIVATE neo_status neo__attend_rung(neo_layer *L, const float *q, floa
     if ((s = rt->attn.answer(S, (char *)dst + ooff, orow, (const char *)b->h_out + ooff, orow, orow - ooff, 1, b->word,
                              NEO__STREAM_MAIN)) != NEO_OK || share == 0.0f)
         return (neo_status)s;
-    return (neo_status)neo__hybrid_merge(L, dst, b->d_st, out);
+    return (neo_status)neo__hybrid_merge(L, dst, b->d_st, out, 1);
 }
 
 /* The hybrid's CPU share of L (HYBRID, or AUTO that chose it), else 0 (ON's: the CPU takes every
@@ -5009,7 +5048,8 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
     neo__attn_args a;
     neo_status     s;
     neo_pipeline   p = L->pipeline;
-    int            chunk = 0, cut;
+    neo__stage_at  at = {0, 0, 0};
+    int            cut;
     if (rt->capturing) return neo__attend_captured(L, q, n_tokens, out);
     if (!neo__is_split(L)) { /* one side holds every head */
         neo__layer_args(L, &a, q, n_tokens, out, rt->gpu);
@@ -5037,7 +5077,7 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
     a.v = L->v_dev;
     a.h1 = L->gpu_heads;
     if ((s = neo__gpu_half(rt, &a)) != NEO_OK) return s;
-    return neo__attend_streamed(L, q, n_tokens, out, &chunk);
+    return neo__attend_streamed(L, q, n_tokens, out, &at);
 }
 
 NEO_ATTN__PRIVATE double neo__median3(const double *x) {
@@ -5586,37 +5626,46 @@ NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G) {
         j = i + 1;
         if (B->mode[i] != NEO__BATCH_ON) continue;
         while (j < G->n && B->mode[j] == NEO__BATCH_ON && G->layers[j]->gpu_heads == G->layers[i]->gpu_heads) j++;
-        s = rt->mem.copy2d(rt->dev_state, (char *)G->out + i * orow + o, orow, (const char *)S->d_pull + k * orow + o, orow, orow - o,
-                           (size_t)(j - i), NEO__STREAM_MAIN);
+        s = rt->mem.copy2d(rt->dev_state, (char *)G->out + i * orow + o, orow, (const char *)S->d_pull + k * orow + o, orow,
+                           orow - o, (size_t)(j - i), NEO__STREAM_MAIN);
         k += j - i;
     }
     return s;
 }
 
 /* The hybrid layers' last step, once the caller has left the pool (see neo__both_device): their
-   CPU states pulled up into d_cstate once the host has flagged them, then each merged with its
-   stream-back's state (d_state, in the same order) into its host heads' rows of out. */
+   CPU states pulled up into d_cstate once the host has flagged them, then merged with their
+   stream-backs' states (d_state, in the same order) into their host heads' rows of out, one merge
+   a run of neighbouring hybrid layers with the same device heads and sinks. */
 NEO_ATTN__PRIVATE int neo__batch_hyb_finish(const neo__bgpu *G) {
     neo_runtime      *rt = G->layers[0]->rt;
     neo__split       *S = rt->split;
     const neo__batch *B = rt->batch;
     int               s, k = 0;
-    s = rt->attn.await_copy(rt->dev_state, (char *)S->d_cstate + G->hoff, G->srow, (const char *)S->h_out + G->hyb0 + G->hoff, G->srow,
-                            G->srow - G->hoff, (size_t)G->n_hyb, S->hand + NEO__FLAG_OUT, G->hand.seq, NEO__STREAM_MAIN);
-    for (int i = 0; i < G->n && s == NEO_OK; i++)
-        if (B->mode[i] == NEO__BATCH_HYB) {
-            const size_t o = (size_t)k++ * G->srow;
-            s = neo__hybrid_merge(G->layers[i], (const float *)((const char *)S->d_cstate + o), (const float *)((const char *)S->d_state + o),
-                                  neo__batch_out(G->layers[i], G->out, i));
-        }
+    s = rt->attn.await_copy(rt->dev_state, (char *)S->d_cstate + G->hoff, G->srow, (const char *)S->h_out + G->hyb0 + G->hoff,
+                            G->srow, G->srow - G->hoff, (size_t)G->n_hyb, S->hand + NEO__FLAG_OUT, G->hand.seq,
+                            NEO__STREAM_MAIN);
+    for (int i = 0, j; i < G->n && s == NEO_OK; i = j) {
+        neo_layer   *L = G->layers[i];
+        const size_t o = (size_t)k * G->srow;
+        j = i + 1;
+        if (B->mode[i] != NEO__BATCH_HYB) continue;
+        while (j < G->n && B->mode[j] == NEO__BATCH_HYB && G->layers[j]->gpu_heads == L->gpu_heads &&
+               G->layers[j]->sinks_dev == L->sinks_dev)
+            j++;
+        s = neo__hybrid_merge(L, (const float *)((const char *)S->d_cstate + o), (const float *)((const char *)S->d_state + o),
+                              neo__batch_out(L, G->out, i), j - i);
+        k += j - i;
+    }
     return s;
 }
 
 /* The batch's work on MAIN (neo__batch_device): the device halves, the stream-backs (the OFF
    layers', then the hybrids' into their states), the ON layers' pulls. */
 NEO_ATTN__PRIVATE int neo__batch_device_main(const neo__bgpu *G, neo__batch *B) {
-    neo_runtime *rt = G->layers[0]->rt;
-    int          m = 0, chunk = 0, s = NEO_OK;
+    neo_runtime  *rt = G->layers[0]->rt;
+    neo__stage_at at = {0, 0, 0};
+    int           m = 0, s = NEO_OK;
     for (int i = 0; i < G->n; i++) {
         neo_layer *L = G->layers[i];
         if (B->mode[i] == NEO__BATCH_SINGLE || L->gpu_heads == 0) continue;
@@ -5628,10 +5677,11 @@ NEO_ATTN__PRIVATE int neo__batch_device_main(const neo__bgpu *G, neo__batch *B) 
     if (m && (s = neo__batch_launch(rt, B, m)) != NEO_OK) return s;
     for (int i = 0; i < G->n && s == NEO_OK; i++)
         if (B->mode[i] == NEO__BATCH_OFF && !neo__in_place(G->layers[i], 1))
-            s = neo__attend_streamed(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, neo__batch_out(G->layers[i], G->out, i), &chunk);
+            s = neo__attend_streamed(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1,
+                                     neo__batch_out(G->layers[i], G->out, i), &at);
     for (int i = 0, k = 0; i < G->n && s == NEO_OK; i++)
         if (B->mode[i] == NEO__BATCH_HYB)
-            s = neo__stream_back(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, NULL, neo__batch_cut(G->layers[i]), &chunk,
+            s = neo__stream_back(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, NULL, neo__batch_cut(G->layers[i]), &at,
                                  (float *)((char *)rt->split->d_state + (size_t)k++ * G->srow));
     if (s == NEO_OK && G->n_on) s = neo__batch_pull(G);
     return s;

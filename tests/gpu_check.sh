@@ -10,8 +10,8 @@
 #      --neo-pipeline off with no split byte-identical to no split; ON and HYBRID report overlapped
 #      calls; the same greedy output with --cuda-graphs on (no split, OFF, ON and HYBRID replayed
 #      from a CUDA graph)
-#   4. compute-sanitizer memcheck and racecheck on the CUDA tests and on test_ref's host heads read
-#      in place (GPU_CHECK_SAN=0 leaves them out, GPU_CHECK_SAN=only runs the build and them alone:
+#   4. compute-sanitizer memcheck and racecheck on the CUDA tests, on test_ref's host heads read
+#      in place and on its batches (every pipeline, stream-backs included) (GPU_CHECK_SAN=0 leaves them out, GPU_CHECK_SAN=only runs the build and them alone:
 #      two calls where one's time is short)
 # The model comes from $NEO_MODEL_DIR (default tests/data, the repository's own copy).
 # Prints a short table last; exits non-zero if any check failed.
@@ -163,6 +163,8 @@ elif command -v compute-sanitizer >/dev/null 2>&1; then
         NEO_TEST_ONLY="in place"
         export NEO_TEST_ONLY
         san $tool in-place 300 --report-api-errors no ./$B/cuda/test_ref
+        NEO_TEST_ONLY=batches
+        san $tool batches 300 --report-api-errors no ./$B/cuda/test_ref
         unset NEO_TEST_ONLY
     done
 else
