@@ -187,11 +187,12 @@
    context whose cache does not fit in the GPU still runs. A split layer attends in one of these
    ways:
      NEO_PIPELINE_OFF   stream-back: the host heads' valid cells are copied to the GPU in
-                        double-buffered chunks of NEO_ATTN_STAGE_BYTES and attended there. A
-                        decode whose host cells are few (NEO_ATTN_IN_PLACE_BYTES; head_dim
-                        128, f16 or bf16, a GQA group of at most 8), alone or in a batch, has
-                        the GPU read them in place over the bus instead, beside its own heads:
-                        the copies' fixed costs would outweigh their higher rate.
+                        chunks of up to NEO_ATTN_STAGE_BYTES through two staging buffers and
+                        attended there as they arrive. A decode whose host cells are few
+                        (NEO_ATTN_IN_PLACE_BYTES; head_dim 128, f16 or bf16, a GQA group of at
+                        most 8), alone or in a batch, has the GPU read them in place over the
+                        bus instead, beside its own heads: the copies' fixed costs would
+                        outweigh their higher rate.
      NEO_PIPELINE_ON    both halves at once: the pool takes the host heads and waits for their
                         queries, which a kernel on the engine's stream writes into pinned
                         memory and flags; the GPU heads follow on that stream, then a kernel
@@ -606,10 +607,12 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    64, 128 or 256 in one varlen tensor-core launch per storage type, whose splits of equal cells
    span the whole batch so that short and long sequences alike fill the GPU (other layers one launch
    each; while the stream is being captured, see CUDA GRAPHS). Split layers under OFF stream their
-   host heads back through the runtime's shared double-buffered chunks; ON layers' host outputs come
-   up in one copy. A split HYBRID layer (or AUTO layer that chose it) has its CPU cells attended
+   host heads back through the runtime's two shared staging buffers, the short chunks of many
+   layers one after another in a buffer, so that the copies do not wait for the GPU heads' launch;
+   ON layers' host outputs come up in one copy. A split HYBRID layer (or AUTO layer that chose it) has its CPU cells attended
    in the same job of the pool, its other host cells streamed back after the OFF layers', and the
-   two merged on the device once the job is done (its CPU states come up in one copy). A split
+   two merged on the device once the job is done (its CPU states come up in one copy; one merge
+   launch for neighbouring hybrid layers with the same GPU heads). A split
    AUTO layer that is still measuring runs as its own single call. A call that fails counts no
    decode (neo_layer_info) and leaves out undefined. */
 NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v);
