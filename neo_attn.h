@@ -57,7 +57,9 @@
        NEO_ATTN_SPIN_US          300           how long idle pool workers spin before sleeping
        NEO_ATTN_LISTEN_US        2000          how long the listener of captured ON calls spins
                                                after the last one before sleeping (CUDA GRAPHS)
-       NEO_ATTN_STAGE_BYTES      16 MiB        stream-back chunk of a split layer (two are allocated)
+       NEO_ATTN_STAGE_BYTES      16 MiB        stream-back chunk of a split layer (two are allocated);
+                                               a batch's copies run ahead of its GPU heads' launch
+                                               by up to two of them
        NEO_ATTN_IN_PLACE_BYTES   4 MiB         an OFF decode (head_dim 128, f16 or bf16, GQA
                                                group <= 8) whose host heads' valid cells hold at
                                                most this many bytes has the GPU read them in
