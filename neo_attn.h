@@ -611,12 +611,12 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    each; while the stream is being captured, see CUDA GRAPHS). Split layers under OFF stream their
    host heads back through the runtime's two shared staging buffers, the short chunks of many
    layers one after another in a buffer, so that the copies do not wait for the GPU heads' launch;
-   ON layers' host outputs come up in one copy. A split HYBRID layer (or AUTO layer that chose it) has its CPU cells attended
-   in the same job of the pool, its other host cells streamed back after the OFF layers', and the
-   two merged on the device once the job is done (its CPU states come up in one copy; one merge
-   launch for neighbouring hybrid layers with the same GPU heads). A split
-   AUTO layer that is still measuring runs as its own single call. A call that fails counts no
-   decode (neo_layer_info) and leaves out undefined. */
+   ON layers' host outputs come up in one copy. A split HYBRID layer (or AUTO layer that chose it)
+   has its CPU cells attended in the same job of the pool, its other host cells streamed back
+   after the OFF layers', and the two merged on the device once the job is done (its CPU states
+   come up in one copy; one merge launch for neighbouring hybrid layers with the same GPU heads).
+   A split AUTO layer that is still measuring runs as its own single call. A call that fails
+   counts no decode (neo_layer_info) and leaves out undefined. */
 NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v);
 NEO_ATTN_API neo_status neo_attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out);
 
@@ -4315,9 +4315,8 @@ NEO_ATTN__PUBLIC neo_status neo_layer_get_info(const neo_layer *L, neo_layer_inf
    =============================================================================================
    Events: START (the queries are ready on MAIN), READY0/1 (a stream-back chunk is on the
    device in stage buffer 0/1), USED0/1 (the attention of the last chunk put in that buffer is
-   done, so the buffer may be refilled), WOKE (a captured call's
-   wake of the listener has run: >>bells), HOST (an OFF decode's host heads have been attended in
-   place). */
+   done, so the buffer may be refilled), WOKE (a captured call's wake of the listener has run:
+   >>bells), HOST (an OFF decode's host heads have been attended in place). */
 enum { NEO__EV_START, NEO__EV_READY0, NEO__EV_READY1, NEO__EV_USED0, NEO__EV_USED1, NEO__EV_WOKE, NEO__EV_HOST };
 
 /* The split paths' buffers, shared by a runtime's layers (used one at a time), grown on demand,
