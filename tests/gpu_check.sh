@@ -11,8 +11,9 @@
 #      calls; the same greedy output with --cuda-graphs on (no split, OFF, ON and HYBRID replayed
 #      from a CUDA graph)
 #   4. compute-sanitizer memcheck and racecheck on the CUDA tests, on test_ref's host heads read
-#      in place and on its batches (every pipeline, stream-backs included) (GPU_CHECK_SAN=0 leaves them out, GPU_CHECK_SAN=only runs the build and them alone:
-#      two calls where one's time is short)
+#      in place and on its batches (every pipeline, stream-backs included) (GPU_CHECK_SAN=0
+#      leaves them out, GPU_CHECK_SAN=only runs the build and them alone: two calls where one's
+#      time is short)
 # The model comes from $NEO_MODEL_DIR (default tests/data, the repository's own copy).
 # Prints a short table last; exits non-zero if any check failed.
 #
