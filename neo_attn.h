@@ -5572,17 +5572,32 @@ NEO_ATTN__PRIVATE size_t neo__batch_off(const neo_layer *L) {
     return (size_t)L->gpu_heads * L->group * L->head_dim_v * sizeof(float);
 }
 
-/* The batch's runs of neighbouring ON layers with the same device heads: how many, the first ON
-   layer, and the least device heads' offset in a row of out (neo__batch_pull). */
+/* The end of the run of layers from i that share one copy (ON) or one merge (HYBRID): the
+   neighbouring layers of i's mode with its device heads and, for the merge, its sinks. */
+NEO_ATTN__PRIVATE int neo__batch_run_end(const neo__bgpu *G, int i) {
+    const neo__batch *B = G->layers[0]->rt->batch;
+    const neo_layer  *L = G->layers[i];
+    int               j = i + 1;
+    while (j < G->n && B->mode[j] == B->mode[i] && G->layers[j]->gpu_heads == L->gpu_heads &&
+           (B->mode[i] != NEO__BATCH_HYB || G->layers[j]->sinks_dev == L->sinks_dev))
+        j++;
+    return j;
+}
+
+/* The batch's runs of ON layers (neo__batch_run_end): how many, the first ON layer, and the
+   least device heads' offset in a row of out (neo__batch_pull). */
 NEO_ATTN__PRIVATE int neo__batch_runs(const neo__bgpu *G, int *first, size_t *off) {
     const neo__batch *B = G->layers[0]->rt->batch;
     int               runs = 0;
     *first = -1, *off = G->hand.orow;
-    for (int i = 0; i < G->n; i++) {
+    for (int i = 0, j; i < G->n; i = j) {
+        j = i + 1;
         if (B->mode[i] != NEO__BATCH_ON) continue;
-        runs += *first < 0 || B->mode[i - 1] != NEO__BATCH_ON || G->layers[i - 1]->gpu_heads != G->layers[i]->gpu_heads;
+        j = neo__batch_run_end(G, i);
+        runs++;
         if (*first < 0) *first = i;
-        if (neo__batch_off(G->layers[i]) < *off) *off = neo__batch_off(G->layers[i]);
+        for (int r = i; r < j; r++)
+            if (neo__batch_off(G->layers[r]) < *off) *off = neo__batch_off(G->layers[r]);
     }
     return runs;
 }
@@ -5629,7 +5644,7 @@ NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G) {
         size_t o = neo__batch_off(G->layers[i]);
         j = i + 1;
         if (B->mode[i] != NEO__BATCH_ON) continue;
-        while (j < G->n && B->mode[j] == NEO__BATCH_ON && G->layers[j]->gpu_heads == G->layers[i]->gpu_heads) j++;
+        j = neo__batch_run_end(G, i);
         s = rt->mem.copy2d(rt->dev_state, (char *)G->out + i * orow + o, orow, (const char *)S->d_pull + k * orow + o, orow,
                            orow - o, (size_t)(j - i), NEO__STREAM_MAIN);
         k += j - i;
@@ -5640,7 +5655,7 @@ NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G) {
 /* The hybrid layers' last step, once the caller has left the pool (see neo__both_device): their
    CPU states pulled up into d_cstate once the host has flagged them, then merged with their
    stream-backs' states (d_state, in the same order) into their host heads' rows of out, one merge
-   a run of neighbouring hybrid layers with the same device heads and sinks. */
+   a run (neo__batch_run_end). */
 NEO_ATTN__PRIVATE int neo__batch_hyb_finish(const neo__bgpu *G) {
     neo_runtime      *rt = G->layers[0]->rt;
     neo__split       *S = rt->split;
@@ -5654,9 +5669,7 @@ NEO_ATTN__PRIVATE int neo__batch_hyb_finish(const neo__bgpu *G) {
         const size_t o = (size_t)k * G->srow;
         j = i + 1;
         if (B->mode[i] != NEO__BATCH_HYB) continue;
-        while (j < G->n && B->mode[j] == NEO__BATCH_HYB && G->layers[j]->gpu_heads == L->gpu_heads &&
-               G->layers[j]->sinks_dev == L->sinks_dev)
-            j++;
+        j = neo__batch_run_end(G, i);
         s = neo__hybrid_merge(L, (const float *)((const char *)S->d_cstate + o), (const float *)((const char *)S->d_state + o),
                               neo__batch_out(L, G->out, i), j - i);
         k += j - i;
