@@ -610,8 +610,8 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    span the whole batch so that short and long sequences alike fill the GPU (other layers one launch
    each; while the stream is being captured, see CUDA GRAPHS). Split layers under OFF stream their
    host heads back through the runtime's two shared staging buffers, the short chunks of many
-   layers one after another in a buffer, so that the copies do not wait for the GPU heads' launch;
-   ON layers' host outputs come up in one copy. A split HYBRID layer (or AUTO layer that chose it)
+   layers one after another in a buffer, so that the copies do not wait for the GPU heads' launch,
+   and the chunks of a buffer attended in one launch; ON layers' host outputs come up in one copy. A split HYBRID layer (or AUTO layer that chose it)
    has its CPU cells attended in the same job of the pool, its other host cells streamed back
    after the OFF layers', and the two merged on the device once the job is done (its CPU states
    come up in one copy; one merge launch for neighbouring hybrid layers with the same GPU heads).
@@ -3570,10 +3570,11 @@ NEO_ATTN__PRIVATE int neo__standin_launch_async(void *state) {
     neo__sg_catch_up((neo_runtime *)state, -1, 0);
     return 0;
 }
-/* One entry after the other. */
+/* One entry after the other, the last first: a GPU runs a batch's entries in any order, at once,
+   so none may depend on another, and this order shows it where one read what an earlier one writes. */
 NEO_ATTN__PRIVATE int neo__standin_attend_batch(void *state, const neo__attn_batch *b, int stream) {
     int s = NEO_OK;
-    for (int i = 0; i < b->n && s == NEO_OK; i++) s = neo__standin_attend(state, &b->entries[i], stream);
+    for (int i = b->n - 1; i >= 0 && s == NEO_OK; i--) s = neo__standin_attend(state, &b->entries[i], stream);
     return s;
 }
 /* Every entry checked, then one after the other (as the CUDA op refuses a batch before any launch). */
@@ -4362,10 +4363,16 @@ NEO_ATTN__PRIVATE void neo__split_release(neo_runtime *rt) {
    other, which is refilled only once the attention of the last chunk put in it is done (USED).
    So a batch's short chunks (a layer's host cells at a short context) fill a buffer before the
    copies wait for any attention, which on MAIN comes after the batch's device heads. used: bit b
-   set once buffer b has a chunk since COPY waited for START. Zero before the first chunk. */
+   set once buffer b has a chunk since COPY waited for START. group: NULL, each chunk attended as
+   it lands (a single call); else room for a chunk a layer, where a batch's chunks in buffer buf
+   wait to be attended in one launch (neo__stage_flush): when the chunks move to the other
+   buffer, before a layer's next chunk (which continues the state of its last) and at the
+   batch's end. Zero (with group) before the first chunk. */
 typedef struct neo__stage_at {
-    int    buf, used;
-    size_t at;
+    int             buf, used;
+    size_t          at;
+    neo__attn_args *group; /* [n_group] host memory */
+    int             n_group;
 } neo__stage_at;
 #define NEO__STAGE_ALIGN ((size_t)256) /* where a chunk's K and V blocks start in a stage buffer */
 
@@ -4397,6 +4404,20 @@ NEO_ATTN__PRIVATE neo_status neo__gpu_half(neo_runtime *rt, const neo__attn_args
     return a->h1 > a->h0 ? (neo_status)rt->attn.attend(rt->dev_state, a, NEO__STREAM_MAIN) : NEO_OK;
 }
 
+/* n attends on MAIN (e: [n], read during the call only): through the backend's attend_batch, or
+   one attend each when it has none. */
+NEO_ATTN__PRIVATE neo_status neo__attend_many(neo_runtime *rt, neo__attn_args *e, int n) {
+    neo__attn_batch b;
+    int             s = NEO_OK;
+    if (!rt->attn.attend_batch) {
+        for (int i = 0; i < n && s == NEO_OK; i++) s = rt->attn.attend(rt->dev_state, &e[i], NEO__STREAM_MAIN);
+        return (neo_status)s;
+    }
+    b.entries = e;
+    b.n = n;
+    return (neo_status)rt->attn.attend_batch(rt->dev_state, &b, NEO__STREAM_MAIN);
+}
+
 /* An attend of L's last n_tokens positions at length len (no heads chosen yet). */
 NEO_ATTN__PRIVATE void neo__layer_args_at(const neo_layer *L, neo__attn_args *a, const float *q, int n_tokens, float *out, int dev,
                                           int len) {
@@ -4425,13 +4446,32 @@ NEO_ATTN__PRIVATE void neo__layer_args(const neo_layer *L, neo__attn_args *a, co
     if (L->rt->capturing) a->len = L->len_dev;
 }
 
+/* The n chunks e ([n]) of buffer buf, their copies queued on COPY: attended on MAIN in one
+   launch once those land, after which the buffer may be refilled (USED). */
+NEO_ATTN__PRIVATE int neo__stage_attend(neo_runtime *rt, int buf, neo__attn_args *e, int n) {
+    void *S = rt->dev_state;
+    int   s;
+    if ((s = rt->mem.record(S, NEO__EV_READY0 + buf, NEO__STREAM_COPY)) != NEO_OK ||
+        (s = rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_READY0 + buf)) != NEO_OK || (s = neo__attend_many(rt, e, n)) != NEO_OK)
+        return s;
+    return rt->mem.record(S, NEO__EV_USED0 + buf, NEO__STREAM_MAIN);
+}
+/* The chunks waiting in P->group, attended (neo__stage_at). */
+NEO_ATTN__PRIVATE int neo__stage_flush(neo_runtime *rt, neo__stage_at *P) {
+    const int n = P->n_group;
+    P->n_group = 0;
+    return n ? neo__stage_attend(rt, P->buf, P->group, n) : NEO_OK;
+}
+
 /* The place of a chunk of kb + vb bytes (K block, V block): *k and *v in buffer P->buf, COPY
-   having waited for the buffer's last attention where it moved to a used one. */
+   having waited for the buffer's last attention where it moved to a used one (the chunks
+   waiting in the one it left attended first). */
 NEO_ATTN__PRIVATE int neo__stage_put(neo_runtime *rt, neo__stage_at *P, size_t kb, size_t vb, char **k, char **v) {
     neo__split  *SP = rt->split;
     const size_t need = neo__stage_round(kb) + vb;
     int          s;
     if (P->at + need > SP->d_stage_bytes[P->buf]) {
+        if ((s = neo__stage_flush(rt, P)) != NEO_OK) return s;
         P->buf ^= 1, P->at = 0;
         if ((P->used >> P->buf & 1) && (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_USED0 + P->buf)) != NEO_OK)
             return s;
@@ -4449,7 +4489,8 @@ NEO_ATTN__PRIVATE int neo__stage_put(neo_runtime *rt, neo__stage_at *P, size_t k
    ([n_tokens][n_head][head_dim_v + 2], device) when out is NULL (the hybrid); a NULL state is
    the split's d_state, grown here. The caller has made COPY wait for START; *P is where the
    chunks streamed since then left the stage buffers (a batch streams several layers through
-   them). A chunk is [host heads][its cells][head_dim] of K, then the same of V. */
+   them, and attends a buffer's chunks in one launch). A chunk is [host heads][its cells][head_dim]
+   of K, then the same of V. */
 NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int n_tokens, float *out, int first,
                                               neo__stage_at *P, float *state) {
     neo_runtime   *rt = L->rt;
@@ -4471,13 +4512,12 @@ NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int 
         size_t kw, vw;
         c1 = L->len - c0 > CH ? c0 + CH : L->len; /* not c0 + CH past the end of the int range */
         kw = (size_t)(c1 - c0) * L->head_dim * es, vw = (size_t)(c1 - c0) * L->head_dim_v * es;
-        if ((s = neo__stage_put(rt, P, kw * (size_t)hh, vw * (size_t)hh, &kst, &vst)) != NEO_OK ||
+        if ((c0 > first && (s = neo__stage_flush(rt, P)) != NEO_OK) || /* the state this chunk continues */
+            (s = neo__stage_put(rt, P, kw * (size_t)hh, vw * (size_t)hh, &kst, &vst)) != NEO_OK ||
             (s = D->copy2d(S, kst, kw, (const char *)L->k_host + (size_t)c0 * L->head_dim * es, kpitch, kw, (size_t)hh,
                            NEO__STREAM_COPY)) != NEO_OK ||
             (s = D->copy2d(S, vst, vw, (const char *)L->v_host + (size_t)c0 * L->head_dim_v * es, vpitch, vw, (size_t)hh,
-                           NEO__STREAM_COPY)) != NEO_OK ||
-            (s = D->record(S, NEO__EV_READY0 + P->buf, NEO__STREAM_COPY)) != NEO_OK ||
-            (s = D->wait(S, NEO__STREAM_MAIN, NEO__EV_READY0 + P->buf)) != NEO_OK)
+                           NEO__STREAM_COPY)) != NEO_OK)
             return (neo_status)s;
         a.k = kst;
         a.v = vst;
@@ -4486,8 +4526,9 @@ NEO_ATTN__PRIVATE neo_status neo__stream_back(neo_layer *L, const float *q, int 
         a.c1 = c1;
         a.accumulate = c0 > first;
         a.out = c1 == L->len ? out : NULL;
-        if ((s = rt->attn.attend(S, &a, NEO__STREAM_MAIN)) != NEO_OK ||
-            (s = D->record(S, NEO__EV_USED0 + P->buf, NEO__STREAM_MAIN)) != NEO_OK)
+        if (P->group)
+            P->group[P->n_group++] = a;
+        else if ((s = neo__stage_attend(rt, P->buf, &a, 1)) != NEO_OK)
             return (neo_status)s;
     }
     return NEO_OK;
@@ -4582,7 +4623,7 @@ NEO_ATTN__PRIVATE int neo__both_pull(const neo__both *B) {
 NEO_ATTN__PRIVATE int neo__hybrid_start(const neo__both *B) {
     neo_layer    *L = B->L;
     neo_runtime  *rt = L->rt;
-    neo__stage_at at = {0, 0, 0};
+    neo__stage_at at = {0, 0, 0, NULL, 0};
     int           s;
     if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
         (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK ||
@@ -5052,7 +5093,7 @@ NEO_ATTN__PRIVATE neo_status neo__layer_attend(neo_layer *L, const float *q, int
     neo__attn_args a;
     neo_status     s;
     neo_pipeline   p = L->pipeline;
-    neo__stage_at  at = {0, 0, 0};
+    neo__stage_at  at = {0, 0, 0, NULL, 0};
     int            cut;
     if (rt->capturing) return neo__attend_captured(L, q, n_tokens, out);
     if (!neo__is_split(L)) { /* one side holds every head */
@@ -5246,7 +5287,8 @@ NEO_ATTN__PUBLIC neo_status neo_attn_prefill(neo_layer *L, const float *q, int n
    the device halves go to the backend's attend_batch when it has one, else one attend each. A
    hybrid layer's CPU cells are tasks of the same job (its state handed over as a single hybrid
    decode hands it), its other host cells are streamed back after the OFF layers' through the
-   same two buffers, and the device merges the two once the job is done. */
+   same two buffers (the chunks in a buffer attended in one launch), and the device merges the
+   two once the job is done. */
 enum { NEO__BATCH_DEV, NEO__BATCH_OFF, NEO__BATCH_ON, NEO__BATCH_HYB, NEO__BATCH_SINGLE };
 
 typedef struct neo__batch {
@@ -5499,20 +5541,6 @@ NEO_ATTN__PRIVATE int neo__batch_mode(const neo_layer *L) {
     return p == NEO_PIPELINE_ON ? NEO__BATCH_ON : NEO__BATCH_OFF;
 }
 
-/* The m device halves in B->dev: through the backend's attend_batch, or one attend each when it
-   has none. */
-NEO_ATTN__PRIVATE neo_status neo__batch_launch(neo_runtime *rt, neo__batch *B, int m) {
-    neo__attn_batch b;
-    int             s = NEO_OK;
-    if (!rt->attn.attend_batch) {
-        for (int i = 0; i < m && s == NEO_OK; i++) s = rt->attn.attend(rt->dev_state, &B->dev[i], NEO__STREAM_MAIN);
-        return (neo_status)s;
-    }
-    b.entries = B->dev;
-    b.n = m;
-    return (neo_status)rt->attn.attend_batch(rt->dev_state, &b, NEO__STREAM_MAIN);
-}
-
 /* One neo_attn_decode_batch on a GPU runtime. */
 typedef struct neo__bgpu {
     neo_layer *const *layers;
@@ -5602,21 +5630,22 @@ NEO_ATTN__PRIVATE int neo__batch_runs(const neo__bgpu *G, int *first, size_t *of
     return runs;
 }
 
-/* The ON and hybrid layers' buffers, grown before any layer of the batch runs: the handoff's,
-   d_pull when the ON outputs come up in more than one run, and for the hybrids h_out's room for
-   their states after the ON outputs, their stream-backs' states (d_state) and the copy of the
-   CPU's (d_cstate), a state a layer. */
-NEO_ATTN__PRIVATE neo_status neo__batch_on_reserve(neo__bgpu *G) {
+/* The split layers' buffers, grown before any layer of the batch runs: the handoff's, d_pull
+   when the ON outputs come up in more than one run, for the hybrids h_out's room for their states
+   after the ON outputs and the copy of the CPU's (d_cstate), and a stream-back state a hybrid or
+   OFF layer (d_state: the hybrids' first), a state a layer. */
+NEO_ATTN__PRIVATE neo_status neo__batch_split_reserve(neo__bgpu *G) {
     neo_runtime *rt = G->layers[0]->rt;
     neo__split  *S = rt->split;
     const size_t sb = G->srow * (size_t)G->n_hyb;
     int          first;
     size_t       off;
-    neo_status   s = neo__both_reserve(rt, &G->hand);
+    neo_status   s = G->n_on || G->n_hyb ? neo__both_reserve(rt, &G->hand) : NEO_OK;
     if (s == NEO_OK && neo__batch_runs(G, &first, &off) > 1)
         s = neo__rt_buffer(rt, &S->d_pull, &S->d_pull_bytes, G->hand.orow * (size_t)G->n_on, 0);
-    if (s == NEO_OK && G->n_hyb && (s = neo__rt_buffer(rt, &S->h_out, &S->h_out_bytes, G->hyb0 + sb, 1)) == NEO_OK &&
-        (s = neo__rt_buffer(rt, &S->d_state, &S->d_state_bytes, sb, 0)) == NEO_OK)
+    if (s == NEO_OK && (G->n_hyb || G->n_off))
+        s = neo__rt_buffer(rt, &S->d_state, &S->d_state_bytes, G->srow * (size_t)(G->n_hyb + G->n_off), 0);
+    if (s == NEO_OK && G->n_hyb && (s = neo__rt_buffer(rt, &S->h_out, &S->h_out_bytes, G->hyb0 + sb, 1)) == NEO_OK)
         s = neo__rt_buffer(rt, &S->d_cstate, &S->d_cstate_bytes, sb, 0);
     return s;
 }
@@ -5636,7 +5665,7 @@ NEO_ATTN__PRIVATE int neo__batch_pull(const neo__bgpu *G) {
     if (neo__batch_runs(G, &first, &off) == 1)
         return rt->attn.await_copy(rt->dev_state, (char *)G->out + first * orow + off, orow, (const char *)S->h_out + off, orow,
                                    orow - off, (size_t)G->n_on, S->hand + NEO__FLAG_OUT, G->hand.seq, NEO__STREAM_MAIN);
-    /* d_pull was grown for this batch (neo__batch_on_reserve) */
+    /* d_pull was grown for this batch (neo__batch_split_reserve) */
     if ((s = rt->attn.await_copy(rt->dev_state, (char *)S->d_pull + off, orow, (const char *)S->h_out + off, orow, orow - off,
                                  (size_t)G->n_on, S->hand + NEO__FLAG_OUT, G->hand.seq, NEO__STREAM_MAIN)) != NEO_OK)
         return s;
@@ -5678,11 +5707,13 @@ NEO_ATTN__PRIVATE int neo__batch_hyb_finish(const neo__bgpu *G) {
 }
 
 /* The batch's work on MAIN (neo__batch_device): the device halves, the stream-backs (the OFF
-   layers', then the hybrids' into their states), the ON layers' pulls. */
+   layers', then the hybrids'), the ON layers' pulls. The stream-backs' chunks in one buffer are
+   attended in one launch (neo__stage_at), each into its layer's own state in d_state (the
+   hybrids' for neo__batch_hyb_finish, then the OFF layers'), so that no two of a launch share one. */
 NEO_ATTN__PRIVATE int neo__batch_device_main(const neo__bgpu *G, neo__batch *B) {
     neo_runtime  *rt = G->layers[0]->rt;
-    neo__stage_at at = {0, 0, 0};
-    int           m = 0, s = NEO_OK;
+    neo__stage_at at = {0, 0, 0, B->dev, 0}; /* B->dev is free once the device halves are launched */
+    int           m = 0, s = NEO_OK, k_off = G->n_hyb, k_hyb = 0;
     for (int i = 0; i < G->n; i++) {
         neo_layer *L = G->layers[i];
         if (B->mode[i] == NEO__BATCH_SINGLE || L->gpu_heads == 0) continue;
@@ -5691,15 +5722,16 @@ NEO_ATTN__PRIVATE int neo__batch_device_main(const neo__bgpu *G, neo__batch *B) 
         B->dev[m].v = L->v_dev;
         B->dev[m++].h1 = L->gpu_heads;
     }
-    if (m && (s = neo__batch_launch(rt, B, m)) != NEO_OK) return s;
+    if (m && (s = neo__attend_many(rt, B->dev, m)) != NEO_OK) return s;
     for (int i = 0; i < G->n && s == NEO_OK; i++)
         if (B->mode[i] == NEO__BATCH_OFF && !neo__in_place(G->layers[i], 1))
-            s = neo__attend_streamed(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1,
-                                     neo__batch_out(G->layers[i], G->out, i), &at);
-    for (int i = 0, k = 0; i < G->n && s == NEO_OK; i++)
+            s = neo__stream_back(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, neo__batch_out(G->layers[i], G->out, i), 0,
+                                 &at, (float *)((char *)rt->split->d_state + (size_t)k_off++ * G->srow));
+    for (int i = 0; i < G->n && s == NEO_OK; i++)
         if (B->mode[i] == NEO__BATCH_HYB)
             s = neo__stream_back(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, NULL, neo__batch_cut(G->layers[i]), &at,
-                                 (float *)((char *)rt->split->d_state + (size_t)k++ * G->srow));
+                                 (float *)((char *)rt->split->d_state + (size_t)k_hyb++ * G->srow));
+    if (s == NEO_OK) s = neo__stage_flush(rt, &at);
     if (s == NEO_OK && G->n_on) s = neo__batch_pull(G);
     return s;
 }
@@ -5757,7 +5789,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_gpu(neo_layer *const *layers, int n, con
     G.hyb0 = G.hand.orow * (size_t)G.n_on;
     /* the ON and hybrid layers' buffers before any layer runs, so that running out of memory
        there leaves every layer as it was (the single calls' own buffers are theirs to grow) */
-    if ((G.n_on || G.n_hyb) && (s = neo__batch_on_reserve(&G)) != NEO_OK) return neo__batch_failed(rt, s);
+    if ((G.n_on || G.n_hyb || G.n_off) && (s = neo__batch_split_reserve(&G)) != NEO_OK) return neo__batch_failed(rt, s);
     neo__counts_keep(layers, n);
     for (int i = 0; i < n && s == NEO_OK; i++)
         if (rt->batch->mode[i] == NEO__BATCH_SINGLE) s = neo__attn_decode(layers[i], neo__batch_q(layers[i], q, i), neo__batch_out(layers[i], out, i));
@@ -5806,7 +5838,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_capture(neo_layer *const *layers, int n,
         }
         m++;
     }
-    return s == NEO_OK && m ? neo__batch_launch(rt, rt->batch, m) : s;
+    return s == NEO_OK && m ? neo__attend_many(rt, rt->batch->dev, m) : s;
 }
 
 NEO_ATTN__PRIVATE neo_status neo__attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out) {
