@@ -7,6 +7,7 @@
        make bench-gpu                  builds build/bench (needs nvcc; links build/neo_attn_cuda.o)
        build/bench [--quick] [--csv FILE] [--sections attn,batch,app,e2e,cap,sweep] [--threads N] [--seconds S]
                    [--cap-ctx N] [--cap-host-heads H] [--e2e-ctx N] [--sweep-ctx N] [--sweep-qwen] [--gpu-reserve-gib G]
+                   [--hybrid-share F]
        --quick      a small subset (contexts 4k and 32k, a 256-token decode loop, a 128k capacity row)
        --sections   which of attn, batch, app, e2e, cap to run (the ceilings always run: every bound needs them);
                     sweep (never run by default) times one Llama-3-8B layer's GPU decode at 256-64k cells for
@@ -27,6 +28,8 @@
        --cap-host-heads H   H of the 8 KV heads of every capacity layer on the host (default: as
                     neo_plan_gpu_heads places them, as many on the GPU as fit)
        --gpu-reserve-gib G  GPU memory the capacity row leaves free (default 4)
+       --hybrid-share F     the hybrid rows' CPU share, 0 < F < 1 (default: the CPU's part of the
+                    joint CPU + copy read ceiling); their bounds stay the joint ceiling's
    The whole run takes about two minutes on the H200 machine (16 cores, 128 GiB RAM).
 
    WHAT EACH SECTION MEASURES
@@ -253,6 +256,7 @@ static size_t meminfo_kb(const char *key) {
 typedef struct options {
     int         quick, threads, attn, batch, app, e2e, cap, sweep, cap_ctx, e2e_ctx, sweep_ctx, sweep_qwen, cap_host;
     double      seconds, reserve_gib;
+    double      share;                /* --hybrid-share: the hybrid rows' CPU share (0: the joint ceiling's) */
     const char *csv_path;
 } options;
 static options opt;
@@ -455,7 +459,7 @@ static void joint_ceiling(void) {
     joint_open();
     joint_sample(k, reps, &C.joint_cpu, &C.joint_dma);
     C.joint = C.joint_cpu + C.joint_dma;
-    C.share = (float)(C.joint_cpu / C.joint);
+    C.share = opt.share > 0 ? (float)opt.share : (float)(C.joint_cpu / C.joint);
     snprintf(note, sizeof note, "%d CPU threads on %zu MiB pinned at %.1f + H2D of %d x %zu MiB pinned at %.1f, together; "
              "best of %d", opt.threads, JB.cb >> 20, C.joint_cpu, k, JB.pb >> 20, C.joint_dma, reps);
     ceiling_row("cpu_dma_read", C.joint, "GB/s", note);
@@ -1722,6 +1726,7 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
                                                          : fmax(b_gpu, b_dram));
     int k = snprintf(r.note, sizeof r.note, "%s; %s", m->loop ? "single calls a step" : "one call a step",
                      split ? "wall clock with a sync" : "cudaEvents");
+    if (m->pipe == NEO_PIPELINE_HYBRID) k += snprintf(r.note + k, sizeof r.note - (size_t)k, "; CPU share %.2f", (double)C.share);
     if (split && m->pipe == NEO_PIPELINE_ON && !m->loop) {
         double ag[15], ac[15];
         for (int i = 0; i < 15; i++) {
@@ -1874,7 +1879,7 @@ static void run_batch(void) {
 static void usage(void) {
     fprintf(stderr, "usage: bench [--quick] [--csv FILE] [--sections attn,batch,app,e2e,cap,sweep] [--threads N] [--seconds S]\n"
                     "             [--cap-ctx N] [--cap-host-heads H] [--e2e-ctx N] [--sweep-ctx N] [--sweep-qwen]\n"
-                    "             [--gpu-reserve-gib G]\n"
+                    "             [--gpu-reserve-gib G] [--hybrid-share F]\n"
                     "  neo_attn on the GPU machine: ceilings, attention rows, decode loop, capacity (see the top of\n"
                     "  examples/bench/bench.c for what each row measures).\n");
 }
@@ -1898,6 +1903,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--sweep-ctx") && i + 1 < argc) opt.sweep_ctx = (int)parse_flag("bench", argv[++i], a, 1, 1 << 20);
         else if (!strcmp(a, "--seconds") && i + 1 < argc) opt.seconds = strtod(argv[++i], NULL);
         else if (!strcmp(a, "--gpu-reserve-gib") && i + 1 < argc) opt.reserve_gib = strtod(argv[++i], NULL);
+        else if (!strcmp(a, "--hybrid-share") && i + 1 < argc) {
+            opt.share = strtod(argv[++i], NULL);
+            if (!(opt.share > 0 && opt.share < 1)) {
+                fprintf(stderr, "bench: --hybrid-share must be in (0, 1)\n");
+                return 1;
+            }
+        }
         else if (!strcmp(a, "--sections") && i + 1 < argc) {
             const char *l = argv[++i];
             opt.attn = strstr(l, "attn") != NULL;
