@@ -4405,11 +4405,11 @@ NEO_ATTN__PRIVATE neo_status neo__gpu_half(neo_runtime *rt, const neo__attn_args
 }
 
 /* n attends on MAIN (e: [n], read during the call only): through the backend's attend_batch, or
-   one attend each when it has none. */
+   one attend each when it has none or n is 1 (a single call's chunk). */
 NEO_ATTN__PRIVATE neo_status neo__attend_many(neo_runtime *rt, neo__attn_args *e, int n) {
     neo__attn_batch b;
     int             s = NEO_OK;
-    if (!rt->attn.attend_batch) {
+    if (!rt->attn.attend_batch || n == 1) {
         for (int i = 0; i < n && s == NEO_OK; i++) s = rt->attn.attend(rt->dev_state, &e[i], NEO__STREAM_MAIN);
         return (neo_status)s;
     }
