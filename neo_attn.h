@@ -610,11 +610,12 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    span the whole batch so that short and long sequences alike fill the GPU (other layers one launch
    each; while the stream is being captured, see CUDA GRAPHS). Split layers under OFF stream their
    host heads back through the runtime's two shared staging buffers, the short chunks of many
-   layers one after another in a buffer, so that the copies do not wait for the GPU heads' launch,
-   and the chunks of a buffer attended in one launch; ON layers' host outputs come up in one copy. A split HYBRID layer (or AUTO layer that chose it)
-   has its CPU cells attended in the same job of the pool, its other host cells streamed back
-   after the OFF layers', and the two merged on the device once the job is done (its CPU states
-   come up in one copy; one merge launch for neighbouring hybrid layers with the same GPU heads).
+   layers one after another in a buffer (so that the copies do not wait for the GPU heads'
+   launch) and a buffer's chunks attended in one launch; ON layers' host outputs come up in one
+   copy. A split HYBRID layer (or AUTO layer that chose it) has its CPU cells attended in the same
+   job of the pool, its other host cells streamed back after the OFF layers', and the two merged
+   on the device once the job is done (its CPU states come up in one copy; one merge launch for
+   neighbouring hybrid layers with the same GPU heads).
    A split AUTO layer that is still measuring runs as its own single call. A call that fails
    counts no decode (neo_layer_info) and leaves out undefined. */
 NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v);
