@@ -94,7 +94,9 @@
          all its heads on the host, NEO_GPU_HEADS_NONE, the rest on the GPU). Bounds as for the
          attn rows, over the batch's bytes. ON rows note each half alone (medians of 15: the device
          halves in one varlen launch through library internals, the host halves as one pool job)
-         and the join, the step's time beyond the slower half.
+         and the join, the step's time beyond the slower half. Batched hybrid rows note their parts
+         alone (medians of 15): the device heads' launch, the copies of every layer's host cells
+         after its cut (as its stream-back copies them, back to back), and the CPU cells before it.
    app   The appends of a step of 64 sequences (one Llama-3-8B layer of
          4096 cells each, every head on the GPU): app-batch (one neo_attn_append_batch) against
          app-loop (64 neo_attn_append), and a whole attention step, step-batch (the batch append
@@ -1612,6 +1614,59 @@ static double time_gpu_half(neo_layer **L, int n, const float *q, float *out) {
     return ms * 1e-3;
 }
 
+/* A hybrid batch's copies alone: every split layer's host cells from its cut on, K then V, as
+   its stream-back copies them (a block of its host heads each), back to back into one device
+   buffer on the engine's stream; seconds, cudaEvents. */
+static double time_hyb_copies(neo_layer **L, int n) {
+    size_t      most = 0;
+    char       *d = NULL;
+    cudaEvent_t e0, e1;
+    float       ms;
+    for (int i = 0; i < n; i++) {
+        const size_t hh = (size_t)(L[i]->n_head_kv - L[i]->gpu_heads), cells = (size_t)(L[i]->len - neo__batch_cut(L[i]));
+        const size_t b = hh * cells * (size_t)(L[i]->head_dim + L[i]->head_dim_v) * neo__type_size(L[i]->kv_type);
+        if (b > most) most = b;
+    }
+    if (!most) return 0;
+    CU(cudaMalloc((void **)&d, most));
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    CU(cudaEventRecord(e0, stream));
+    for (int i = 0; i < n; i++) {
+        const neo_layer *H = L[i];
+        const size_t     es = neo__type_size(H->kv_type), hh = (size_t)(H->n_head_kv - H->gpu_heads);
+        const int        cut = neo__batch_cut(H);
+        const size_t     kw = (size_t)(H->len - cut) * H->head_dim * es, vw = (size_t)(H->len - cut) * H->head_dim_v * es;
+        if (!hh || !kw) continue;
+        CU(cudaMemcpy2DAsync(d, kw, (const char *)H->k_host + (size_t)cut * H->head_dim * es, (size_t)H->n_ctx * H->head_dim * es, kw, hh,
+                             cudaMemcpyHostToDevice, stream));
+        CU(cudaMemcpy2DAsync(d + kw * hh, vw, (const char *)H->v_host + (size_t)cut * H->head_dim_v * es,
+                             (size_t)H->n_ctx * H->head_dim_v * es, vw, hh, cudaMemcpyHostToDevice, stream));
+    }
+    CU(cudaEventRecord(e1, stream));
+    CU(cudaEventSynchronize(e1));
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    CU(cudaFree(d));
+    return ms * 1e-3;
+}
+
+/* A hybrid batch's CPU cells alone: time_cpu_half with each split layer's length at its cut
+   (the cells before it, the query after them all). */
+static double time_hyb_cpu(neo_layer **L, int n, const float *q, float *out) {
+    int   *len = (int *)xmalloc((size_t)n * sizeof *len);
+    double sec;
+    for (int i = 0; i < n; i++) {
+        len[i] = L[i]->len;
+        if (L[i]->gpu_heads < L[i]->n_head_kv) L[i]->len = neo__batch_cut(L[i]);
+    }
+    sec = time_cpu_half(L, n, q, out);
+    for (int i = 0; i < n; i++) L[i]->len = len[i];
+    free(len);
+    return sec;
+}
+
 /* Ends the capture begun on stream (ok: the captured calls returned OK), counts the graph's
    kernel nodes into *kernels and replays it (replay_median); seconds a replay, < 0 when the
    capture failed. */
@@ -1664,6 +1719,30 @@ typedef struct bmode {
     int          none_every; /* > 0: every none_every-th sequence has all its heads on the host */
     neo_pipeline pipe;
 } bmode;
+
+/* A split batch row's note (r->note, k characters long): its halves or parts each timed alone
+   on the same layers, medians of 15. ON: the device halves and the host halves, and the join,
+   the step's time beyond the slower. HYBRID: the device heads' launch, the copies of the host
+   cells after each layer's cut and the CPU cells before it. */
+static void halves_note(brow *r, int k, neo_layer **L, int n, neo_pipeline pipe, const float *q, float *out, const float *hq_b,
+                        float *hout_b) {
+    double ag[15], ay[15], ac[15];
+    if (pipe != NEO_PIPELINE_ON && pipe != NEO_PIPELINE_HYBRID) return;
+    for (int i = 0; i < 15; i++) {
+        ag[i] = time_gpu_half(L, n, q, out);
+        ay[i] = pipe == NEO_PIPELINE_HYBRID ? time_hyb_copies(L, n) : 0;
+        check(neo_runtime_sync(rt_gpu), "sync");
+        ac[i] = pipe == NEO_PIPELINE_HYBRID ? time_hyb_cpu(L, n, hq_b, hout_b) : time_cpu_half(L, n, hq_b, hout_b);
+    }
+    const double tg = median(ag, 15), ty = median(ay, 15), tc = median(ac, 15);
+    if (pipe == NEO_PIPELINE_ON)
+        snprintf(r->note + k, sizeof r->note - (size_t)k, "; halves alone (medians of 15): GPU %.1fus, CPU %.1fus; join %.1fus", tg * 1e6,
+                 tc * 1e6, r->us - 1e6 * (tg > tc ? tg : tc));
+    else
+        snprintf(r->note + k, sizeof r->note - (size_t)k,
+                 "; parts alone (medians of 15): device heads %.1fus, copies of the cells after the cut %.1fus, CPU cells before it %.1fus",
+                 tg * 1e6, ty * 1e6, tc * 1e6);
+}
 
 /* One batch row: n Llama-3-8B layers (one per sequence) of lengths len[], decoded together. */
 static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
@@ -1727,17 +1806,7 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
     int k = snprintf(r.note, sizeof r.note, "%s; %s", m->loop ? "single calls a step" : "one call a step",
                      split ? "wall clock with a sync" : "cudaEvents");
     if (m->pipe == NEO_PIPELINE_HYBRID) k += snprintf(r.note + k, sizeof r.note - (size_t)k, "; CPU share %.2f", (double)C.share);
-    if (split && m->pipe == NEO_PIPELINE_ON && !m->loop) {
-        double ag[15], ac[15];
-        for (int i = 0; i < 15; i++) {
-            ag[i] = time_gpu_half(L, n, q, out);
-            check(neo_runtime_sync(rt_gpu), "sync");
-            ac[i] = time_cpu_half(L, n, hq_b, hout_b);
-        }
-        double tg = median(ag, 15), tc = median(ac, 15);
-        k += snprintf(r.note + k, sizeof r.note - (size_t)k, "; halves alone (medians of 15): GPU %.1fus, CPU %.1fus; join %.1fus", tg * 1e6,
-                      tc * 1e6, r.us - 1e6 * (tg > tc ? tg : tc));
-    }
+    if (split && !m->loop) halves_note(&r, k, L, n, m->pipe, q, out, hq_b, hout_b);
     emit(&r);
     if (!split) { /* the same step from a CUDA graph */
         int    nk = 0;
