@@ -615,7 +615,10 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    copy. A split HYBRID layer (or AUTO layer that chose it) has its CPU cells attended in the same
    job of the pool, its other host cells streamed back after the OFF layers', and the two merged
    on the device once the job is done (its CPU states come up in one copy; one merge launch for
-   neighbouring hybrid layers with the same GPU heads).
+   neighbouring hybrid layers with the same GPU heads). Its stream-back copies many short chunks,
+   each slower than one long copy, so a batch's hybrid layers are fastest at a larger cpu_share
+   than single calls of the same layers (AUTO's share is timed on single calls), and at short
+   contexts not faster than ON (docs/BENCHMARKS.md has the measured shares).
    A split AUTO layer that is still measuring runs as its own single call. A call that fails
    counts no decode (neo_layer_info) and leaves out undefined. */
 NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v);
