@@ -1615,20 +1615,11 @@ static double time_gpu_half(neo_layer **L, int n, const float *q, float *out) {
 }
 
 /* A hybrid batch's copies alone: every split layer's host cells from its cut on, K then V, as
-   its stream-back copies them (a block of its host heads each), back to back into one device
-   buffer on the engine's stream; seconds, cudaEvents. */
-static double time_hyb_copies(neo_layer **L, int n) {
-    size_t      most = 0;
-    char       *d = NULL;
+   its stream-back copies them (a block of its host heads each), back to back into d (device
+   memory of at least any layer's host half) on the engine's stream; seconds, cudaEvents. */
+static double time_hyb_copies(neo_layer **L, int n, char *d) {
     cudaEvent_t e0, e1;
     float       ms;
-    for (int i = 0; i < n; i++) {
-        const size_t hh = (size_t)(L[i]->n_head_kv - L[i]->gpu_heads), cells = (size_t)(L[i]->len - neo__batch_cut(L[i]));
-        const size_t b = hh * cells * (size_t)(L[i]->head_dim + L[i]->head_dim_v) * neo__type_size(L[i]->kv_type);
-        if (b > most) most = b;
-    }
-    if (!most) return 0;
-    CU(cudaMalloc((void **)&d, most));
     CU(cudaEventCreate(&e0));
     CU(cudaEventCreate(&e1));
     CU(cudaEventRecord(e0, stream));
@@ -1648,7 +1639,6 @@ static double time_hyb_copies(neo_layer **L, int n) {
     CU(cudaEventElapsedTime(&ms, e0, e1));
     CU(cudaEventDestroy(e0));
     CU(cudaEventDestroy(e1));
-    CU(cudaFree(d));
     return ms * 1e-3;
 }
 
@@ -1727,14 +1717,23 @@ typedef struct bmode {
 static void halves_note(brow *r, int k, neo_layer **L, int n, neo_pipeline pipe, const float *q, float *out, const float *hq_b,
                         float *hout_b) {
     double ag[15], ay[15], ac[15];
+    size_t most = 0; /* the largest host half, for the copies' device buffer */
+    char  *d = NULL;
     if (pipe != NEO_PIPELINE_ON && pipe != NEO_PIPELINE_HYBRID) return;
+    for (int i = 0; i < n; i++) {
+        const size_t b = (size_t)(L[i]->n_head_kv - L[i]->gpu_heads) * (size_t)L[i]->len * (size_t)(L[i]->head_dim + L[i]->head_dim_v) *
+                         neo__type_size(L[i]->kv_type);
+        if (b > most) most = b;
+    }
+    if (pipe == NEO_PIPELINE_HYBRID) CU(cudaMalloc((void **)&d, most));
     for (int i = 0; i < 15; i++) {
         ag[i] = time_gpu_half(L, n, q, out);
-        ay[i] = pipe == NEO_PIPELINE_HYBRID ? time_hyb_copies(L, n) : 0;
+        ay[i] = d ? time_hyb_copies(L, n, d) : 0;
         check(neo_runtime_sync(rt_gpu), "sync");
         ac[i] = pipe == NEO_PIPELINE_HYBRID ? time_hyb_cpu(L, n, hq_b, hout_b) : time_cpu_half(L, n, hq_b, hout_b);
     }
     const double tg = median(ag, 15), ty = median(ay, 15), tc = median(ac, 15);
+    if (d) CU(cudaFree(d));
     if (pipe == NEO_PIPELINE_ON)
         snprintf(r->note + k, sizeof r->note - (size_t)k, "; halves alone (medians of 15): GPU %.1fus, CPU %.1fus; join %.1fus", tg * 1e6,
                  tc * 1e6, r->us - 1e6 * (tg > tc ? tg : tc));
