@@ -64,7 +64,9 @@
                                                group <= 8) whose host heads' valid cells hold at
                                                most this many bytes has the GPU read them in
                                                place over the bus, beside its own heads, instead
-                                               of copying them (0 = always copy)
+                                               of copying them, and so does a HYBRID decode
+                                               whose cells after its cut hold at most this many
+                                               (0 = always copy)
        NEO_ATTN_DECODE_HOOK(e,t,th) nothing    a profiler's probe, called by CPU decode task t on
                                                thread th: e = 0 it starts, 1 its chunk is attended,
                                                2 it has finished its head's merge (probe_cpu.c)
@@ -204,7 +206,8 @@
                         graph, the CPU half is started by the graph itself (see CUDA GRAPHS).
      NEO_PIPELINE_HYBRID  the host half read by the CPU and by the copy engine at once: of its
                         cells [0, len), the pool attends [0, c) into an online-softmax state
-                        while [c, len) are streamed back and attended on the GPU as under OFF;
+                        while [c, len) are streamed back and attended on the GPU as under OFF
+                        (read in place when they are few, by OFF's rule);
                         the GPU then pulls the CPU's state up (the same flag as ON, so the
                         stream-back never waits for the CPU) and merges the two, sinks added
                         once, into the host heads' output. c = cpu_share * len, rounded; a
@@ -611,14 +614,16 @@ NEO_ATTN_API int neo_plan_gpu_heads(const neo_layer_desc *descs, int n_layers, s
    each; while the stream is being captured, see CUDA GRAPHS). Split layers under OFF stream their
    host heads back through the runtime's two shared staging buffers, the short chunks of many
    layers one after another in a buffer (so that the copies do not wait for the GPU heads'
-   launch) and a buffer's chunks attended in one launch; ON layers' host outputs come up in one
-   copy. A split HYBRID layer (or AUTO layer that chose it) has its CPU cells attended in the same
-   job of the pool, its other host cells streamed back after the OFF layers', and the two merged
-   on the device once the job is done (its CPU states come up in one copy; one merge launch for
-   neighbouring hybrid layers with the same GPU heads). Its stream-back copies many short chunks,
-   each slower than one long copy, so a batch's hybrid layers are fastest at a larger cpu_share
-   than single calls of the same layers (AUTO's share is timed on single calls), and at short
-   contexts not faster than ON (docs/BENCHMARKS.md has the measured shares).
+   launch) and a buffer's chunks attended in one launch, except where a single decode would read
+   them in place (NEO_ATTN_IN_PLACE_BYTES): those layers' host heads are read so, all in one
+   launch beside the device heads, so that a batch of short layers pays no copy's fixed cost.
+   ON layers' host outputs come up in one copy. A split HYBRID layer (or AUTO layer that chose
+   it) has its CPU cells attended in the same job of the pool, its other host cells streamed back
+   after the OFF layers' or read in place with them (the same rule on those cells), and the two
+   merged on the device once the job is done (its CPU states come up in one copy; one merge
+   launch for neighbouring hybrid layers with the same GPU heads). AUTO's share is timed on
+   single calls; docs/BENCHMARKS.md has a batch's hybrid layers measured at other shares, and
+   against ON.
    A split AUTO layer that is still measuring runs as its own single call. A call that fails
    counts no decode (neo_layer_info) and leaves out undefined. */
 NEO_ATTN_API neo_status neo_attn_append_batch(neo_layer *const *layers, int n, const float *k, const float *v);
@@ -992,7 +997,7 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 #define NEO_ATTN_STAGE_BYTES (16u << 20) /* one stream-back chunk of the host heads, double-buffered */
 #endif
 #ifndef NEO_ATTN_IN_PLACE_BYTES
-#define NEO_ATTN_IN_PLACE_BYTES (4u << 20) /* an OFF decode's host heads read in place up to this many bytes */
+#define NEO_ATTN_IN_PLACE_BYTES (4u << 20) /* a decode's streamed host cells read in place up to this many bytes */
 #endif
 #ifndef NEO_ATTN_SPIN_US
 #define NEO_ATTN_SPIN_US 300 /* how long an idle worker spins before it sleeps */
@@ -4408,18 +4413,21 @@ NEO_ATTN__PRIVATE neo_status neo__gpu_half(neo_runtime *rt, const neo__attn_args
     return a->h1 > a->h0 ? (neo_status)rt->attn.attend(rt->dev_state, a, NEO__STREAM_MAIN) : NEO_OK;
 }
 
-/* n attends on MAIN (e: [n], read during the call only): through the backend's attend_batch, or
-   one attend each when it has none or n is 1 (a single call's chunk). */
-NEO_ATTN__PRIVATE neo_status neo__attend_many(neo_runtime *rt, neo__attn_args *e, int n) {
+/* n attends on stream (e: [n], read during the call only): through the backend's attend_batch,
+   or one attend each when it has none or n is 1 (a single call's chunk). */
+NEO_ATTN__PRIVATE neo_status neo__attend_many_on(neo_runtime *rt, neo__attn_args *e, int n, int stream) {
     neo__attn_batch b;
     int             s = NEO_OK;
     if (!rt->attn.attend_batch || n == 1) {
-        for (int i = 0; i < n && s == NEO_OK; i++) s = rt->attn.attend(rt->dev_state, &e[i], NEO__STREAM_MAIN);
+        for (int i = 0; i < n && s == NEO_OK; i++) s = rt->attn.attend(rt->dev_state, &e[i], stream);
         return (neo_status)s;
     }
     b.entries = e;
     b.n = n;
-    return (neo_status)rt->attn.attend_batch(rt->dev_state, &b, NEO__STREAM_MAIN);
+    return (neo_status)rt->attn.attend_batch(rt->dev_state, &b, stream);
+}
+NEO_ATTN__PRIVATE neo_status neo__attend_many(neo_runtime *rt, neo__attn_args *e, int n) {
+    return neo__attend_many_on(rt, e, n, NEO__STREAM_MAIN);
 }
 
 /* An attend of L's last n_tokens positions at length len (no heads chosen yet). */
@@ -4554,12 +4562,14 @@ NEO_ATTN__PRIVATE void neo__host_in_place(const neo_layer *L, neo__attn_args *a)
    group of at most 8, one query tile of that kernel, so that each host row crosses the bus
    once. There the copies' fixed costs, and the streamed attend that waits for them, outweigh
    what the copy engine's rate would save (docs/BENCHMARKS.md, "Reading the host heads in
-   place"). */
-NEO_ATTN__PRIVATE int neo__in_place(const neo_layer *L, int n_tokens) {
+   place"). neo__in_place_cells: the same for `cells` of them (a batch's hybrid cells after its
+   cut). */
+NEO_ATTN__PRIVATE int neo__in_place_cells(const neo_layer *L, int n_tokens, int cells) {
     size_t cell = (size_t)(L->n_head_kv - L->gpu_heads) * (size_t)(L->head_dim + L->head_dim_v) * neo__type_size(L->kv_type);
     return n_tokens == 1 && L->kv_type != NEO_TYPE_F32 && L->head_dim == 128 && L->head_dim_v == 128 &&
-           L->group <= 8 && (size_t)L->len * cell <= (size_t)NEO_ATTN_IN_PLACE_BYTES;
+           L->group <= 8 && (size_t)cells * cell <= (size_t)NEO_ATTN_IN_PLACE_BYTES;
 }
+NEO_ATTN__PRIVATE int neo__in_place(const neo_layer *L, int n_tokens) { return neo__in_place_cells(L, n_tokens, L->len); }
 
 /* Queues the attend of L's host heads in place on COPY, into their rows of out (neo__in_place). */
 NEO_ATTN__PRIVATE int neo__in_place_queue(neo_layer *L, const float *q, float *out) {
@@ -4620,20 +4630,32 @@ NEO_ATTN__PRIVATE int neo__both_pull(const neo__both *B) {
                                NEO__STREAM_MAIN);
 }
 
-/* The hybrid's device work that needs nothing of the CPU's: the device half and the stream-back
-   of the host cells [cut, len) into d_state. COPY is ordered after START only once the queries'
-   copy_signal has gone through: on a capturing stream that refuses, and a COPY stream forked into
-   the capture would leave it unjoined. The host rows depend only on earlier work on MAIN. */
+/* The hybrid's device work that needs nothing of the CPU's: the device half and the host cells
+   [cut, len) into d_state, streamed back, or, where they fit OFF's bound for reading in place
+   (neo__in_place_cells), read so on COPY beside the device half, as OFF's short form does
+   (neo__attend_in_place). COPY is ordered after START only once the queries' copy_signal has
+   gone through: on a capturing stream that refuses, and a COPY stream forked into the capture
+   would leave it unjoined. The host rows depend only on earlier work on MAIN. */
 NEO_ATTN__PRIVATE int neo__hybrid_start(const neo__both *B) {
-    neo_layer    *L = B->L;
-    neo_runtime  *rt = L->rt;
-    neo__stage_at at = {0, 0, 0, NULL, 0};
-    int           s;
-    if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
-        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK ||
-        (s = neo__gpu_half(rt, &B->g)) != NEO_OK)
+    neo_layer     *L = B->L;
+    neo_runtime   *rt = L->rt;
+    void          *S = rt->dev_state;
+    neo__stage_at  at = {0, 0, 0, NULL, 0};
+    neo__attn_args a;
+    int            s, w;
+    if ((s = rt->mem.record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK || (s = rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
         return s;
-    return neo__stream_back(L, B->q, 1, NULL, B->cut, &at, NULL);
+    if (!neo__in_place_cells(L, B->n_tokens, L->len - B->cut))
+        return (s = neo__gpu_half(rt, &B->g)) != NEO_OK ? s : (int)neo__stream_back(L, B->q, 1, NULL, B->cut, &at, NULL);
+    neo__layer_args(L, &a, B->q, 1, NULL, 1);
+    neo__host_in_place(L, &a);
+    a.c0 = B->cut;
+    a.state = (float *)rt->split->d_state;
+    if ((s = rt->attn.attend(S, &a, NEO__STREAM_COPY)) != NEO_OK || (s = rt->mem.record(S, NEO__EV_HOST, NEO__STREAM_COPY)) != NEO_OK)
+        return s;
+    s = neo__gpu_half(rt, &B->g);
+    w = rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_HOST); /* also when the device half failed, as neo__attend_in_place */
+    return s != NEO_OK ? s : w;
 }
 
 /* The hybrid's last step on the device: the CPU's state of the host heads (cpu) and the device's
@@ -5710,6 +5732,17 @@ NEO_ATTN__PRIVATE int neo__batch_hyb_finish(const neo__bgpu *G) {
     return s;
 }
 
+/* 1 when layer i of a GPU batch has its streamed host cells read in place by the device, in one
+   launch with the batch's others (neo__batch_device): an OFF layer that a single decode reads so
+   (neo__in_place), or a hybrid whose cells after the cut fit the same bound. A batch of short
+   layers would otherwise pay a copy's fixed cost for each layer's K and for its V. */
+NEO_ATTN__PRIVATE int neo__batch_in_place(const neo__bgpu *G, int i) {
+    const neo_layer *L = G->layers[i];
+    const int        m = L->rt->batch->mode[i];
+    if (m == NEO__BATCH_OFF) return neo__in_place(L, 1);
+    return m == NEO__BATCH_HYB && neo__in_place_cells(L, 1, L->len - neo__batch_cut(L));
+}
+
 /* The batch's work on MAIN (neo__batch_device): the device halves, the stream-backs (the OFF
    layers', then the hybrids'), the ON layers' pulls. The stream-backs' chunks in one buffer are
    attended in one launch (neo__stage_at), each into its layer's own state in d_state (the
@@ -5728,35 +5761,48 @@ NEO_ATTN__PRIVATE int neo__batch_device_main(const neo__bgpu *G, neo__batch *B) 
     }
     if (m && (s = neo__attend_many(rt, B->dev, m)) != NEO_OK) return s;
     for (int i = 0; i < G->n && s == NEO_OK; i++)
-        if (B->mode[i] == NEO__BATCH_OFF && !neo__in_place(G->layers[i], 1))
+        if (B->mode[i] == NEO__BATCH_OFF && !neo__batch_in_place(G, i))
             s = neo__stream_back(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, neo__batch_out(G->layers[i], G->out, i), 0,
                                  &at, (float *)((char *)rt->split->d_state + (size_t)k_off++ * G->srow));
-    for (int i = 0; i < G->n && s == NEO_OK; i++)
-        if (B->mode[i] == NEO__BATCH_HYB)
+    for (int i = 0; i < G->n && s == NEO_OK; i++) {
+        if (B->mode[i] != NEO__BATCH_HYB) continue;
+        if (!neo__batch_in_place(G, i))
             s = neo__stream_back(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, NULL, neo__batch_cut(G->layers[i]), &at,
-                                 (float *)((char *)rt->split->d_state + (size_t)k_hyb++ * G->srow));
+                                 (float *)((char *)rt->split->d_state + (size_t)k_hyb * G->srow));
+        k_hyb++; /* its slot, read in place or streamed */
+    }
     if (s == NEO_OK) s = neo__stage_flush(rt, &at);
     if (s == NEO_OK && G->n_on) s = neo__batch_pull(G);
     return s;
 }
 
-/* The batch's device work: the host heads of the OFF layers that a single decode reads in place
-   (neo__in_place) attended so on COPY, then the work on MAIN (neo__batch_device_main), which then
-   waits for them, as a single decode does. The hybrids' last step is not here (neo__batch_hyb_finish). */
+/* The batch's device work: the host cells that are read in place (neo__batch_in_place) attended
+   so on COPY in one launch (the OFF layers' into out, the hybrids' into their states), then the
+   work on MAIN (neo__batch_device_main), which then waits for them, as a single decode does.
+   The hybrids' last step is not here (neo__batch_hyb_finish). */
 NEO_ATTN__PRIVATE neo_status neo__batch_device(const neo__bgpu *G) {
     neo_runtime *rt = G->layers[0]->rt;
     neo__batch  *B = rt->batch;
-    int          s = NEO_OK, in_place = 0, r, w;
+    int          s = NEO_OK, m = 0, k_hyb = 0, r, w;
     /* the OFF and hybrid layers' host rows depend only on earlier work on MAIN: their reads start now */
     if ((G->n_off || G->n_hyb) && ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
                      (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK))
         return (neo_status)s;
-    for (int i = 0; i < G->n && s == NEO_OK; i++)
-        if (B->mode[i] == NEO__BATCH_OFF && neo__in_place(G->layers[i], 1)) {
-            s = neo__in_place_queue(G->layers[i], neo__batch_q(G->layers[i], G->q, i), neo__batch_out(G->layers[i], G->out, i));
-            in_place = 1;
+    for (int i = 0; i < G->n; i++) {
+        neo_layer      *L = G->layers[i];
+        neo__attn_args *a = &B->dev[m];
+        const int       hyb = B->mode[i] == NEO__BATCH_HYB;
+        if (!neo__batch_in_place(G, i)) {
+            k_hyb += hyb;
+            continue;
         }
-    if (!in_place) return (neo_status)neo__batch_device_main(G, B);
+        neo__layer_args(L, a, neo__batch_q(L, G->q, i), 1, hyb ? NULL : neo__batch_out(L, G->out, i), 1);
+        neo__host_in_place(L, a);
+        if (hyb) a->c0 = neo__batch_cut(L), a->state = (float *)((char *)rt->split->d_state + (size_t)k_hyb++ * G->srow);
+        m++;
+    }
+    if (!m) return (neo_status)neo__batch_device_main(G, B);
+    s = neo__attend_many_on(rt, B->dev, m, NEO__STREAM_COPY); /* B->dev is free again once it returns */
     /* MAIN joins what was queued on COPY whatever failed, as a single decode does */
     r = rt->mem.record(rt->dev_state, NEO__EV_HOST, NEO__STREAM_COPY);
     if (s == NEO_OK) s = r != NEO_OK ? r : neo__batch_device_main(G, B);

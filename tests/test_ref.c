@@ -1307,23 +1307,26 @@ static void test_split(void) {
     }
 }
 
-/* A batch of three OFF layers at head_dim 128, two of which read their host heads in place (8
-   and 20 cells of one f16 head) and one streams them back (40 cells): each layer's output within
-   the bound of float64, and on the stand-in equal to single calls bit for bit (on the GPU a batch
-   may split a layer's cells differently than a single call). */
+/* A batch at head_dim 128: three OFF layers, two of which read their host heads in place (8 and
+   20 cells of one f16 head) and one streams them back (40 cells), and two HYBRID layers at a CPU
+   share of 0.5, one of which reads its 30 cells after the cut in place, the other streaming its
+   45 back: each layer's output within the bound of float64, and on the stand-in equal to single
+   calls bit for bit (on the GPU a batch may split a layer's cells differently than a single
+   call). */
 static void in_place_batch(neo_runtime *rt, int path) {
-    enum { NB = 3, NH = 16, NKV = 4, HD = 128, CTX = 64 };
-    static const int lens[NB] = {8, 40, 20};
+    enum { NB = 5, NH = 16, NKV = 4, HD = 128, CTX = 96, NI = 3 };
+    static const int lens[NB] = {8, 40, 20, 60, 90}, ipl[NI] = {0, 2, 3};
     const int        on_gpu = path == P_CUDA;
-    neo_layer       *a[NB] = {0}, *b[NB] = {0};
+    neo_layer       *a[NB] = {0}, *b[NB] = {0}, *ip[NI];
     tcase            m[NB];
     float            k[NKV * HD], v[NKV * HD], q[NB * NH * HD], oa[NB * NH * HD], ob[NB * NH * HD];
     double           ref[NH * HD];
     neo_layer_desc   d = shape(NH, NKV, HD, 0, CTX, NEO_TYPE_F16);
-    d.gpu_heads = 3, d.pipeline = NEO_PIPELINE_OFF;
+    d.gpu_heads = 3;
     check_context("in place: a batch against single calls on %s", path_names[path]);
     memset(m, 0, sizeof m);
     for (int i = 0; i < NB; i++) {
+        d.pipeline = i < 3 ? NEO_PIPELINE_OFF : NEO_PIPELINE_HYBRID, d.cpu_share = i < 3 ? 0.0f : 0.5f;
         m[i].d = d, m[i].dv = HD;
         m[i].ks = (float *)malloc((size_t)CTX * NKV * HD * sizeof(float)), m[i].vs = (float *)malloc((size_t)CTX * NKV * HD * sizeof(float));
         if (!CHECK(m[i].ks && m[i].vs)) goto done;
@@ -1349,16 +1352,17 @@ static void in_place_batch(neo_runtime *rt, int path) {
         CHECK(rel_err(ob + i * NH * HD, ref, NH * HD) < TOL);
     }
     if (!on_gpu) CHECK(memcmp(oa, ob, sizeof oa) == 0);
-    { /* the layers read in place alone: nothing else in the batch on COPY that MAIN waits for */
-        neo_layer *ip[2] = {a[0], a[2]};
-        memcpy(q + NH * HD, q + 2 * NH * HD, NH * HD * sizeof(float));
-        for (int e = 0; e < 2 * NH * HD; e++) oa[e] = u2f(0x7FC0DEADu);
-        CHECK_STATUS(t_decode_batch(rt, on_gpu, ip, 2, q, 2 * NH * HD, oa, 2 * NH * HD), NEO_OK);
-        for (int i = 0; i < 2; i++) {
-            reference(&m[2 * i], q + i * NH * HD, 1, ref);
-            CHECK(rel_err(oa + i * NH * HD, ref, NH * HD) < TOL);
-            if (!on_gpu) CHECK(memcmp(oa + i * NH * HD, ob + 2 * i * NH * HD, NH * HD * sizeof(float)) == 0);
-        }
+    /* the layers read in place alone: nothing else in the batch on COPY that MAIN waits for */
+    for (int i = 0; i < NI; i++) {
+        ip[i] = a[ipl[i]];
+        memmove(q + i * NH * HD, q + ipl[i] * NH * HD, NH * HD * sizeof(float));
+    }
+    for (int e = 0; e < NI * NH * HD; e++) oa[e] = u2f(0x7FC0DEADu);
+    CHECK_STATUS(t_decode_batch(rt, on_gpu, ip, NI, q, NI * NH * HD, oa, NI * NH * HD), NEO_OK);
+    for (int i = 0; i < NI; i++) {
+        reference(&m[ipl[i]], q + i * NH * HD, 1, ref);
+        CHECK(rel_err(oa + i * NH * HD, ref, NH * HD) < TOL);
+        if (!on_gpu) CHECK(memcmp(oa + i * NH * HD, ob + ipl[i] * NH * HD, NH * HD * sizeof(float)) == 0);
     }
 done:
     for (int i = 0; i < NB; i++) neo_layer_destroy(a[i]), neo_layer_destroy(b[i]), free(m[i].ks), free(m[i].vs);
@@ -1368,19 +1372,21 @@ done:
    cells hold at most NEO_ATTN_IN_PLACE_BYTES (16 KB here: 32 cells of one f16 head, 10 of three),
    and stream them back past that; the same layer's decodes and prefills on both sides of the
    bound: every head on the host (no device half beside), sinks, ALiBi and a soft cap, AUTO
-   (whose OFF probes read in place), and a GQA group over 8, whose decodes always stream. Then a
-   batch of such layers against single calls. */
+   (whose OFF probes read in place), and a GQA group over 8, whose decodes always stream. HYBRID
+   decodes the same with the cells after their cut, on both sides of the bound. Then a batch of
+   such layers against single calls. */
 static void test_in_place(void) {
-    static const int gh[5] = {3, 1, 2, NEO_GPU_HEADS_NONE, 3}, nh[5] = {16, 32, 40, 16, 16};
-    for (int i = 0; i < 5; i++) {
+    static const int gh[7] = {3, 1, 2, NEO_GPU_HEADS_NONE, 3, 3, 2}, nh[7] = {16, 32, 40, 16, 16, 16, 32};
+    for (int i = 0; i < 7; i++) {
         tcase c;
         char name[96];
         float sinks[40];
         neo_layer_desc d = shape(nh[i], 4, 128, 0, 96, (neo_type)(i % 2));
-        d.gpu_heads = gh[i], d.pipeline = i == 4 ? NEO_PIPELINE_AUTO : NEO_PIPELINE_OFF;
-        if (i == 1) set_sinks(sinks, nh[i]), d.sinks = sinks, d.max_alibi_bias = 1.0f, d.softcap = 3.0f;
+        d.gpu_heads = gh[i], d.pipeline = i == 4 ? NEO_PIPELINE_AUTO : i >= 5 ? NEO_PIPELINE_HYBRID : NEO_PIPELINE_OFF;
+        if (i == 1 || i == 6) set_sinks(sinks, nh[i]), d.sinks = sinks, d.max_alibi_bias = 1.0f, d.softcap = 3.0f;
+        if (i >= 5) d.cpu_share = 0.5f; /* the cells after the cut read in place up to 32 (i 5) or 16 (i 6) of them */
         snprintf(name, sizeof name, "in place: gpu_heads %d of 4, group %d, kv_type %d%s", gh[i], nh[i] / 4, i % 2,
-                 i == 4 ? ", AUTO" : "");
+                 i == 4 ? ", AUTO" : i >= 5 ? ", HYBRID" : "");
         if (tc_open(&c, &d, 2, name)) {
             tc_append(&c, 1), tc_both(&c, 1);
             tc_append(&c, 8), tc_both(&c, 3);

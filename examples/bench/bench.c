@@ -1614,21 +1614,38 @@ static double time_gpu_half(neo_layer **L, int n, const float *q, float *out) {
     return ms * 1e-3;
 }
 
-/* A hybrid batch's copies alone: every split layer's host cells from its cut on, K then V, as
-   its stream-back copies them (a block of its host heads each), back to back into d (device
-   memory of at least any layer's host half) on the engine's stream; seconds, cudaEvents. */
-static double time_hyb_copies(neo_layer **L, int n, char *d) {
-    cudaEvent_t e0, e1;
-    float       ms;
+/* A hybrid batch's host cells after each layer's cut alone, as its batch call brings them to
+   the device: the layers whose cells there fit the bound for reading in place attended so in one
+   launch (each into its state in st, device memory of [n][32][130] floats), then the others'
+   copied as their stream-back copies them, K then V (a block of its host heads each), back to
+   back into d (device memory of at least any layer's host half), all on the engine's stream,
+   whose order the library's copy stream keeps too; seconds, cudaEvents. */
+static double time_hyb_stream(neo_layer **L, int n, const float *q, char *d, float *st) {
+    neo__attn_args *e = (neo__attn_args *)xmalloc((size_t)n * sizeof *e);
+    neo__attn_batch b;
+    cudaEvent_t     e0, e1;
+    float           ms;
+    int             m = 0;
+    for (int i = 0; i < n; i++) {
+        neo_layer *H = L[i];
+        const int  cut = neo__batch_cut(H);
+        if (H->gpu_heads == H->n_head_kv || cut == H->len || !neo__in_place_cells(H, 1, H->len - cut)) continue;
+        neo__layer_args(H, &e[m], q + (size_t)i * 32 * 128, 1, NULL, 1);
+        neo__host_in_place(H, &e[m]);
+        e[m].c0 = cut;
+        e[m++].state = st + (size_t)i * 32 * 130;
+    }
+    b.entries = e, b.n = m;
     CU(cudaEventCreate(&e0));
     CU(cudaEventCreate(&e1));
     CU(cudaEventRecord(e0, stream));
+    if (m) check((neo_status)rt_gpu->attn.attend_batch(rt_gpu->dev_state, &b, NEO__STREAM_MAIN), "host cells in place");
     for (int i = 0; i < n; i++) {
         const neo_layer *H = L[i];
         const size_t     es = neo__type_size(H->kv_type), hh = (size_t)(H->n_head_kv - H->gpu_heads);
         const int        cut = neo__batch_cut(H);
         const size_t     kw = (size_t)(H->len - cut) * H->head_dim * es, vw = (size_t)(H->len - cut) * H->head_dim_v * es;
-        if (!hh || !kw) continue;
+        if (!hh || !kw || neo__in_place_cells(H, 1, H->len - cut)) continue;
         CU(cudaMemcpy2DAsync(d, kw, (const char *)H->k_host + (size_t)cut * H->head_dim * es, (size_t)H->n_ctx * H->head_dim * es, kw, hh,
                              cudaMemcpyHostToDevice, stream));
         CU(cudaMemcpy2DAsync(d + kw * hh, vw, (const char *)H->v_host + (size_t)cut * H->head_dim_v * es,
@@ -1639,6 +1656,7 @@ static double time_hyb_copies(neo_layer **L, int n, char *d) {
     CU(cudaEventElapsedTime(&ms, e0, e1));
     CU(cudaEventDestroy(e0));
     CU(cudaEventDestroy(e1));
+    free(e);
     return ms * 1e-3;
 }
 
@@ -1712,34 +1730,38 @@ typedef struct bmode {
 
 /* A split batch row's note (r->note, k characters long): its halves or parts each timed alone
    on the same layers, medians of 15. ON: the device halves and the host halves, and the join,
-   the step's time beyond the slower. HYBRID: the device heads' launch, the copies of the host
-   cells after each layer's cut and the CPU cells before it. */
+   the step's time beyond the slower. HYBRID: the device heads' launch, the host cells after each
+   layer's cut read in place or copied (time_hyb_stream) and the CPU cells before it. */
 static void halves_note(brow *r, int k, neo_layer **L, int n, neo_pipeline pipe, const float *q, float *out, const float *hq_b,
                         float *hout_b) {
     double ag[15], ay[15], ac[15];
     size_t most = 0; /* the largest host half, for the copies' device buffer */
     char  *d = NULL;
+    float *st = NULL; /* the in-place reads' states */
     if (pipe != NEO_PIPELINE_ON && pipe != NEO_PIPELINE_HYBRID) return;
     for (int i = 0; i < n; i++) {
         const size_t b = (size_t)(L[i]->n_head_kv - L[i]->gpu_heads) * (size_t)L[i]->len * (size_t)(L[i]->head_dim + L[i]->head_dim_v) *
                          neo__type_size(L[i]->kv_type);
         if (b > most) most = b;
     }
-    if (pipe == NEO_PIPELINE_HYBRID) CU(cudaMalloc((void **)&d, most));
+    if (pipe == NEO_PIPELINE_HYBRID) {
+        CU(cudaMalloc((void **)&d, most));
+        CU(cudaMalloc((void **)&st, (size_t)n * 32 * 130 * sizeof(float)));
+    }
     for (int i = 0; i < 15; i++) {
         ag[i] = time_gpu_half(L, n, q, out);
-        ay[i] = d ? time_hyb_copies(L, n, d) : 0;
+        ay[i] = d ? time_hyb_stream(L, n, q, d, st) : 0;
         check(neo_runtime_sync(rt_gpu), "sync");
         ac[i] = pipe == NEO_PIPELINE_HYBRID ? time_hyb_cpu(L, n, hq_b, hout_b) : time_cpu_half(L, n, hq_b, hout_b);
     }
     const double tg = median(ag, 15), ty = median(ay, 15), tc = median(ac, 15);
-    if (d) CU(cudaFree(d));
+    if (d) CU(cudaFree(d)), CU(cudaFree(st));
     if (pipe == NEO_PIPELINE_ON)
         snprintf(r->note + k, sizeof r->note - (size_t)k, "; halves alone (medians of 15): GPU %.1fus, CPU %.1fus; join %.1fus", tg * 1e6,
                  tc * 1e6, r->us - 1e6 * (tg > tc ? tg : tc));
     else
         snprintf(r->note + k, sizeof r->note - (size_t)k,
-                 "; parts alone (medians of 15): device heads %.1fus, copies of the cells after the cut %.1fus, CPU cells before it %.1fus",
+                 "; parts alone (medians of 15): device heads %.1fus, the cells after the cut to the device %.1fus, CPU cells before it %.1fus",
                  tg * 1e6, ty * 1e6, tc * 1e6);
 }
 
