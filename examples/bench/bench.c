@@ -90,13 +90,16 @@
          neo_runtime_sync. Modes: gpu-batch (every head on the GPU), gpu-loop
          (the same layers, n single neo_attn_decode calls a step), on-1/8, off-1/8 and hybrid-1/8
          (one KV head of each sequence on the host; the hybrid at the joint ceiling's CPU share),
-         on-1/8-loop and hybrid-1/8-loop (single calls), none-1/4-on (every fourth sequence with
-         all its heads on the host, NEO_GPU_HEADS_NONE, the rest on the GPU). Bounds as for the
-         attn rows, over the batch's bytes. ON rows note each half alone (medians of 15: the device
-         halves in one varlen launch through library internals, the host halves as one pool job)
-         and the join, the step's time beyond the slower half. Batched hybrid rows note their parts
-         alone (medians of 15): the device heads' launch, the copies of every layer's host cells
-         after its cut (as its stream-back copies them, back to back), and the CPU cells before it.
+         auto-1/8 (AUTO, each layer's probes run as single calls before the batch is timed; the
+         note says what the layers chose), on-1/8-loop and hybrid-1/8-loop (single calls),
+         none-1/4-on (every fourth sequence with all its heads on the host, NEO_GPU_HEADS_NONE,
+         the rest on the GPU). Bounds as for the attn rows, over the batch's bytes. ON rows note
+         each half alone (medians of 15: the device halves in one varlen launch through library
+         internals, the host halves as one pool job) and the join, the step's time beyond the
+         slower half. Batched hybrid rows note their parts alone (medians of 15): the device heads'
+         launch, every layer's host cells after its cut brought to the device as the batch does
+         (read in place in one launch where they fit the bound, else copied as its stream-back
+         copies them, back to back), and the CPU cells before it.
    app   The appends of a step of 64 sequences (one Llama-3-8B layer of
          4096 cells each, every head on the GPU): app-batch (one neo_attn_append_batch) against
          app-loop (64 neo_attn_append), and a whole attention step, step-batch (the batch append
@@ -703,6 +706,24 @@ typedef struct mode {
 static neo_runtime *rt_gpu, *rt_cpu;
 static size_t       llc;
 
+/* What AUTO chose in layers L[0..n) (each decides on its own probes; library internals), for a
+   row's note after k characters of it; returns the note's new length. */
+static int auto_note(char *nt, size_t cap, int k, neo_layer **L, int n) {
+    int    nc[4] = {0, 0, 0, 0}, second = 0; /* OFF, ON, HYBRID, still probing; HYBRID at the second share */
+    double lo = 1.0, hi = 0.0;
+    for (int i = 0; i < n; i++) {
+        const int c = !L[i]->auto_decided ? 3 : L[i]->auto_choice == NEO_PIPELINE_HYBRID ? 2 : L[i]->auto_choice == NEO_PIPELINE_ON ? 1 : 0;
+        nc[c]++;
+        if (c == 2) lo = fmin(lo, L[i]->auto_share), hi = fmax(hi, L[i]->auto_share);
+        /* a round that timed the second share ends at 4 probes of each; the share kept is then auto_share2's when that won */
+        if (c == 2 && L[i]->auto_n == 4 * NEO__AUTO_PROBES && L[i]->auto_share == L[i]->auto_share2) second++;
+    }
+    k += snprintf(nt + k, cap - (size_t)k, "; chose OFF / ON / HYBRID in %d / %d / %d of %d layers", nc[0], nc[1], nc[2], n);
+    if (nc[2]) k += snprintf(nt + k, cap - (size_t)k, " (HYBRID at CPU shares %.2f-%.2f, the second share in %d)", lo, hi, second);
+    if (nc[3]) k += snprintf(nt + k, cap - (size_t)k, ", %d still probing", nc[3]);
+    return k;
+}
+
 /* Each half of split layers alone, on the same layers as the ON row (library internals: the
    public API runs only both): the device heads' attention on the engine stream (events around
    batches), and the host heads' CPU attention from host q (wall clock). Medians, seconds per call. */
@@ -828,19 +849,8 @@ static void attn_row(const shape *s, long ctx, const mode *m) {
         k += snprintf(nt + k, cap - (size_t)k, "; host bytes at %.1f GB/s over the call", hb / (r.us * 1e-6) * 1e-9);
     } else if (split && m->pipe == NEO_PIPELINE_HYBRID) {
         k += snprintf(nt + k, cap - (size_t)k, "; CPU share %.2f; overlapped %lld/%d", (double)C.share, ov, calls);
-    } else if (split) { /* AUTO: each layer decides on its own probes (library internals) */
-        int    nc[4] = {0, 0, 0, 0}, second = 0; /* OFF, ON, HYBRID, still probing; HYBRID at the second share */
-        double lo = 1.0, hi = 0.0;
-        for (int i = 0; i < n; i++) {
-            const int c = !L[i]->auto_decided ? 3 : L[i]->auto_choice == NEO_PIPELINE_HYBRID ? 2 : L[i]->auto_choice == NEO_PIPELINE_ON ? 1 : 0;
-            nc[c]++;
-            if (c == 2) lo = fmin(lo, L[i]->auto_share), hi = fmax(hi, L[i]->auto_share);
-            /* a round that timed the second share ends at 4 probes of each; the share kept is then auto_share2's when that won */
-            if (c == 2 && L[i]->auto_n == 4 * NEO__AUTO_PROBES && L[i]->auto_share == L[i]->auto_share2) second++;
-        }
-        k += snprintf(nt + k, cap - (size_t)k, "; chose OFF / ON / HYBRID in %d / %d / %d of %d layers", nc[0], nc[1], nc[2], n);
-        if (nc[2]) k += snprintf(nt + k, cap - (size_t)k, " (HYBRID at CPU shares %.2f-%.2f, the second share in %d)", lo, hi, second);
-        if (nc[3]) k += snprintf(nt + k, cap - (size_t)k, ", %d still probing", nc[3]);
+    } else if (split) {
+        k = auto_note(nt, cap, k, L, n);
         k += snprintf(nt + k, cap - (size_t)k, "; overlapped %lld/%d", ov, calls);
     }
     emit(&r);
@@ -1791,6 +1801,17 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
         if (len[i] > maxlen) maxlen = len[i];
     }
     CU(cudaDeviceSynchronize());
+    /* AUTO's probes are single calls (a batch runs a layer that is still measuring as one): each
+       layer decides before the batch is timed */
+    for (int r = 0, left = m->pipe == NEO_PIPELINE_AUTO; left && r < 8 * NEO__AUTO_PROBES; r++) {
+        left = 0;
+        for (int i = 0; i < n; i++)
+            if (neo__is_split(L[i]) && !L[i]->auto_decided) {
+                check(neo_attn_decode(L[i], q + (size_t)i * 32 * 128, out + (size_t)i * 32 * 128), "neo_attn_decode");
+                left = 1;
+            }
+        check(neo_runtime_sync(rt_gpu), "neo_runtime_sync");
+    }
     double      t_end = now_s() + opt.seconds * 2;
     cudaEvent_t e0, e1;
     CU(cudaEventCreate(&e0));
@@ -1820,13 +1841,16 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
     brow   r = timed_row("bat", spec, maxlen, m->name, n, reps, sec, gb, hb);
     double b_gpu = gb / (C.hbm * 1e9), b_dram = hb / (C.dram * 1e9), b_pcie = hb / (C.h2d * 1e9);
     double b_off = fmax(b_pcie, (gb + hb) / (C.hbm * 1e9)), b_hyb = fmax(b_gpu, hb / (C.joint * 1e9));
+    double b_on = fmax(b_gpu, b_dram);
     r.bound_us = 1e6 * (!split                            ? b_gpu
                         : m->pipe == NEO_PIPELINE_OFF    ? b_off
                         : m->pipe == NEO_PIPELINE_HYBRID ? b_hyb
-                                                         : fmax(b_gpu, b_dram));
+                        : m->pipe == NEO_PIPELINE_AUTO   ? fmin(fmin(b_on, b_off), b_hyb)
+                                                         : b_on);
     int k = snprintf(r.note, sizeof r.note, "%s; %s", m->loop ? "single calls a step" : "one call a step",
                      split ? "wall clock with a sync" : "cudaEvents");
     if (m->pipe == NEO_PIPELINE_HYBRID) k += snprintf(r.note + k, sizeof r.note - (size_t)k, "; CPU share %.2f", (double)C.share);
+    if (m->pipe == NEO_PIPELINE_AUTO) k = auto_note(r.note, sizeof r.note, k, L, n);
     if (split && !m->loop) halves_note(&r, k, L, n, m->pipe, q, out, hq_b, hout_b);
     emit(&r);
     if (!split) { /* the same step from a CUDA graph */
@@ -1946,10 +1970,11 @@ static void run_batch(void) {
         const char *name;
         int         n, lo, hi;
     } specs[3] = {{"64x4k", 64, 4096, 4096}, {"16x32k", 16, 32768, 32768}, {"64xU512-32k", 64, 512, 32768}};
-    static const bmode modes[8] = {{"gpu-batch", 0, 0, 0, NEO_PIPELINE_ON},          {"gpu-loop", 1, 0, 0, NEO_PIPELINE_ON},
+    static const bmode modes[9] = {{"gpu-batch", 0, 0, 0, NEO_PIPELINE_ON},          {"gpu-loop", 1, 0, 0, NEO_PIPELINE_ON},
                                    {"on-1/8", 0, 1, 0, NEO_PIPELINE_ON},             {"off-1/8", 0, 1, 0, NEO_PIPELINE_OFF},
-                                   {"hybrid-1/8", 0, 1, 0, NEO_PIPELINE_HYBRID},     {"on-1/8-loop", 1, 1, 0, NEO_PIPELINE_ON},
-                                   {"hybrid-1/8-loop", 1, 1, 0, NEO_PIPELINE_HYBRID}, {"none-1/4-on", 0, 0, 4, NEO_PIPELINE_ON}};
+                                   {"hybrid-1/8", 0, 1, 0, NEO_PIPELINE_HYBRID},     {"auto-1/8", 0, 1, 0, NEO_PIPELINE_AUTO},
+                                   {"on-1/8-loop", 1, 1, 0, NEO_PIPELINE_ON},        {"hybrid-1/8-loop", 1, 1, 0, NEO_PIPELINE_HYBRID},
+                                   {"none-1/4-on", 0, 0, 4, NEO_PIPELINE_ON}};
     uint64_t s = 0x5eed;
     for (int si = 0; si < 3; si++) {
         int len[64];
@@ -1957,7 +1982,7 @@ static void run_batch(void) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             len[i] = specs[si].lo + (int)((s >> 33) % (uint64_t)(specs[si].hi - specs[si].lo + 1));
         }
-        for (int mi = 0; mi < 8; mi++)
+        for (int mi = 0; mi < 9; mi++)
             if (!opt.quick || mi < 3) batch_row(specs[si].name, len, specs[si].n, &modes[mi]);
     }
 }
