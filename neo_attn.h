@@ -4415,7 +4415,7 @@ NEO_ATTN__PRIVATE neo_status neo__gpu_half(neo_runtime *rt, const neo__attn_args
 
 /* n attends on stream (e: [n], read during the call only): through the backend's attend_batch,
    or one attend each when it has none or n is 1 (a single call's chunk). */
-NEO_ATTN__PRIVATE neo_status neo__attend_many_on(neo_runtime *rt, neo__attn_args *e, int n, int stream) {
+NEO_ATTN__PRIVATE neo_status neo__attend_many(neo_runtime *rt, neo__attn_args *e, int n, int stream) {
     neo__attn_batch b;
     int             s = NEO_OK;
     if (!rt->attn.attend_batch || n == 1) {
@@ -4425,9 +4425,6 @@ NEO_ATTN__PRIVATE neo_status neo__attend_many_on(neo_runtime *rt, neo__attn_args
     b.entries = e;
     b.n = n;
     return (neo_status)rt->attn.attend_batch(rt->dev_state, &b, stream);
-}
-NEO_ATTN__PRIVATE neo_status neo__attend_many(neo_runtime *rt, neo__attn_args *e, int n) {
-    return neo__attend_many_on(rt, e, n, NEO__STREAM_MAIN);
 }
 
 /* An attend of L's last n_tokens positions at length len (no heads chosen yet). */
@@ -4464,7 +4461,7 @@ NEO_ATTN__PRIVATE int neo__stage_attend(neo_runtime *rt, int buf, neo__attn_args
     void *S = rt->dev_state;
     int   s;
     if ((s = rt->mem.record(S, NEO__EV_READY0 + buf, NEO__STREAM_COPY)) != NEO_OK ||
-        (s = rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_READY0 + buf)) != NEO_OK || (s = neo__attend_many(rt, e, n)) != NEO_OK)
+        (s = rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_READY0 + buf)) != NEO_OK || (s = neo__attend_many(rt, e, n, NEO__STREAM_MAIN)) != NEO_OK)
         return s;
     return rt->mem.record(S, NEO__EV_USED0 + buf, NEO__STREAM_MAIN);
 }
@@ -4571,31 +4568,34 @@ NEO_ATTN__PRIVATE int neo__in_place_cells(const neo_layer *L, int n_tokens, int 
 }
 NEO_ATTN__PRIVATE int neo__in_place(const neo_layer *L, int n_tokens) { return neo__in_place_cells(L, n_tokens, L->len); }
 
-/* Queues the attend of L's host heads in place on COPY, into their rows of out (neo__in_place). */
-NEO_ATTN__PRIVATE int neo__in_place_queue(neo_layer *L, const float *q, float *out) {
-    neo__attn_args a;
-    neo__layer_args(L, &a, q, 1, out, 1);
-    neo__host_in_place(L, &a);
-    return L->rt->attn.attend(L->rt->dev_state, &a, NEO__STREAM_COPY);
+/* An attend of host heads read in place (h) on COPY beside the device half g on MAIN, which then
+   waits for h, also when its own half fails (so that no later work on MAIN runs before h is done
+   with q and its output). Both read only q, ready at START, which COPY has waited for, and each
+   writes its own heads' rows. */
+NEO_ATTN__PRIVATE int neo__in_place_beside(neo_runtime *rt, const neo__attn_args *h, const neo__attn_args *g) {
+    void *S = rt->dev_state;
+    int   s, w;
+    if ((s = rt->attn.attend(S, h, NEO__STREAM_COPY)) != NEO_OK || (s = rt->mem.record(S, NEO__EV_HOST, NEO__STREAM_COPY)) != NEO_OK)
+        return s;
+    s = neo__gpu_half(rt, g);
+    w = rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_HOST);
+    return s != NEO_OK ? s : w;
 }
 
-/* OFF's short form: the device attends the host heads where they are, on COPY, beside its own
-   heads on MAIN, and MAIN then waits for them, also when its own half fails (so that no later
-   work on MAIN runs before they are done with q and out). Both read only q, ready at START, and
-   each writes its own heads' rows of out. */
+/* OFF's short form: the device attends the host heads where they are (neo__in_place_beside), into
+   their rows of out. */
 NEO_ATTN__PRIVATE neo_status neo__attend_in_place(neo_layer *L, const float *q, float *out) {
     neo_runtime   *rt = L->rt;
-    void          *S = rt->dev_state;
-    neo__attn_args a;
-    int            s, w;
-    if ((s = rt->mem.record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK || (s = rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK ||
-        (s = neo__in_place_queue(L, q, out)) != NEO_OK || (s = rt->mem.record(S, NEO__EV_HOST, NEO__STREAM_COPY)) != NEO_OK)
+    neo__attn_args h, g;
+    int            s;
+    if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
         return (neo_status)s;
-    neo__layer_args(L, &a, q, 1, out, 1);
-    a.k = L->k_dev, a.v = L->v_dev, a.h1 = L->gpu_heads;
-    s = neo__gpu_half(rt, &a);
-    w = rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_HOST);
-    return (neo_status)(s != NEO_OK ? s : w);
+    neo__layer_args(L, &h, q, 1, out, 1);
+    g = h;
+    neo__host_in_place(L, &h);
+    g.k = L->k_dev, g.v = L->v_dev, g.h1 = L->gpu_heads;
+    return (neo_status)neo__in_place_beside(rt, &h, &g);
 }
 
 /* Both halves at once, with no host call between the device and the CPU half. The pool gets
@@ -4632,30 +4632,25 @@ NEO_ATTN__PRIVATE int neo__both_pull(const neo__both *B) {
 
 /* The hybrid's device work that needs nothing of the CPU's: the device half and the host cells
    [cut, len) into d_state, streamed back, or, where they fit OFF's bound for reading in place
-   (neo__in_place_cells), read so on COPY beside the device half, as OFF's short form does
-   (neo__attend_in_place). COPY is ordered after START only once the queries' copy_signal has
+   (neo__in_place_cells), read so beside the device half (neo__in_place_beside). COPY is ordered after START only once the queries' copy_signal has
    gone through: on a capturing stream that refuses, and a COPY stream forked into the capture
    would leave it unjoined. The host rows depend only on earlier work on MAIN. */
 NEO_ATTN__PRIVATE int neo__hybrid_start(const neo__both *B) {
     neo_layer     *L = B->L;
     neo_runtime   *rt = L->rt;
-    void          *S = rt->dev_state;
     neo__stage_at  at = {0, 0, 0, NULL, 0};
-    neo__attn_args a;
-    int            s, w;
-    if ((s = rt->mem.record(S, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK || (s = rt->mem.wait(S, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
+    neo__attn_args h;
+    int            s;
+    if ((s = rt->mem.record(rt->dev_state, NEO__EV_START, NEO__STREAM_MAIN)) != NEO_OK ||
+        (s = rt->mem.wait(rt->dev_state, NEO__STREAM_COPY, NEO__EV_START)) != NEO_OK)
         return s;
     if (!neo__in_place_cells(L, B->n_tokens, L->len - B->cut))
         return (s = neo__gpu_half(rt, &B->g)) != NEO_OK ? s : (int)neo__stream_back(L, B->q, 1, NULL, B->cut, &at, NULL);
-    neo__layer_args(L, &a, B->q, 1, NULL, 1);
-    neo__host_in_place(L, &a);
-    a.c0 = B->cut;
-    a.state = (float *)rt->split->d_state;
-    if ((s = rt->attn.attend(S, &a, NEO__STREAM_COPY)) != NEO_OK || (s = rt->mem.record(S, NEO__EV_HOST, NEO__STREAM_COPY)) != NEO_OK)
-        return s;
-    s = neo__gpu_half(rt, &B->g);
-    w = rt->mem.wait(S, NEO__STREAM_MAIN, NEO__EV_HOST); /* also when the device half failed, as neo__attend_in_place */
-    return s != NEO_OK ? s : w;
+    neo__layer_args(L, &h, B->q, 1, NULL, 1);
+    neo__host_in_place(L, &h);
+    h.c0 = B->cut;
+    h.state = (float *)rt->split->d_state;
+    return neo__in_place_beside(rt, &h, &B->g);
 }
 
 /* The hybrid's last step on the device: the CPU's state of the host heads (cpu) and the device's
@@ -5759,7 +5754,7 @@ NEO_ATTN__PRIVATE int neo__batch_device_main(const neo__bgpu *G, neo__batch *B) 
         B->dev[m].v = L->v_dev;
         B->dev[m++].h1 = L->gpu_heads;
     }
-    if (m && (s = neo__attend_many(rt, B->dev, m)) != NEO_OK) return s;
+    if (m && (s = neo__attend_many(rt, B->dev, m, NEO__STREAM_MAIN)) != NEO_OK) return s;
     for (int i = 0; i < G->n && s == NEO_OK; i++)
         if (B->mode[i] == NEO__BATCH_OFF && !neo__batch_in_place(G, i))
             s = neo__stream_back(G->layers[i], neo__batch_q(G->layers[i], G->q, i), 1, neo__batch_out(G->layers[i], G->out, i), 0,
@@ -5802,7 +5797,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_device(const neo__bgpu *G) {
         m++;
     }
     if (!m) return (neo_status)neo__batch_device_main(G, B);
-    s = neo__attend_many_on(rt, B->dev, m, NEO__STREAM_COPY); /* B->dev is free again once it returns */
+    s = neo__attend_many(rt, B->dev, m, NEO__STREAM_COPY); /* B->dev is free again once it returns */
     /* MAIN joins what was queued on COPY whatever failed, as a single decode does */
     r = rt->mem.record(rt->dev_state, NEO__EV_HOST, NEO__STREAM_COPY);
     if (s == NEO_OK) s = r != NEO_OK ? r : neo__batch_device_main(G, B);
@@ -5888,7 +5883,7 @@ NEO_ATTN__PRIVATE neo_status neo__batch_capture(neo_layer *const *layers, int n,
         }
         m++;
     }
-    return s == NEO_OK && m ? neo__attend_many(rt, rt->batch->dev, m) : s;
+    return s == NEO_OK && m ? neo__attend_many(rt, rt->batch->dev, m, NEO__STREAM_MAIN) : s;
 }
 
 NEO_ATTN__PRIVATE neo_status neo__attn_decode_batch(neo_layer *const *layers, int n, const float *q, float *out) {

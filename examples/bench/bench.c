@@ -1596,14 +1596,34 @@ static double time_cpu_half(neo_layer **L, int n, const float *q, float *out) {
     return sec;
 }
 
+/* Seconds between two cudaEvents on the engine's stream: ev_start records the first, ev_stop
+   the second, waits for it and frees both. */
+typedef struct evpair {
+    cudaEvent_t e0, e1;
+} evpair;
+static void ev_start(evpair *p) {
+    CU(cudaEventCreate(&p->e0));
+    CU(cudaEventCreate(&p->e1));
+    CU(cudaEventRecord(p->e0, stream));
+}
+static double ev_stop(evpair *p) {
+    float ms;
+    CU(cudaEventRecord(p->e1, stream));
+    CU(cudaEventSynchronize(p->e1));
+    CU(cudaEventElapsedTime(&ms, p->e0, p->e1));
+    CU(cudaEventDestroy(p->e0));
+    CU(cudaEventDestroy(p->e1));
+    return ms * 1e-3;
+}
+
 /* The device halves of L[0..n) alone in one attend_batch (what a GPU-only batch launches);
    seconds, cudaEvents. */
 static double time_gpu_half(neo_layer **L, int n, const float *q, float *out) {
     neo_runtime    *rt = L[0]->rt;
     neo__attn_args *e = (neo__attn_args *)xmalloc((size_t)n * sizeof *e);
     neo__attn_batch b;
-    cudaEvent_t     e0, e1;
-    float           ms;
+    evpair          ev;
+    double          sec;
     int             m = 0;
     for (int i = 0; i < n; i++) {
         if (L[i]->gpu_heads == 0) continue;
@@ -1611,17 +1631,11 @@ static double time_gpu_half(neo_layer **L, int n, const float *q, float *out) {
         e[m].k = L[i]->k_dev, e[m].v = L[i]->v_dev, e[m++].h1 = L[i]->gpu_heads;
     }
     b.entries = e, b.n = m;
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
-    CU(cudaEventRecord(e0, stream));
+    ev_start(&ev);
     if (m) check((neo_status)rt->attn.attend_batch(rt->dev_state, &b, NEO__STREAM_MAIN), "device halves");
-    CU(cudaEventRecord(e1, stream));
-    CU(cudaEventSynchronize(e1));
-    CU(cudaEventElapsedTime(&ms, e0, e1));
-    CU(cudaEventDestroy(e0));
-    CU(cudaEventDestroy(e1));
+    sec = ev_stop(&ev);
     free(e);
-    return ms * 1e-3;
+    return sec;
 }
 
 /* A hybrid batch's host cells after each layer's cut alone, as its batch call brings them to
@@ -1633,8 +1647,8 @@ static double time_gpu_half(neo_layer **L, int n, const float *q, float *out) {
 static double time_hyb_stream(neo_layer **L, int n, const float *q, char *d, float *st) {
     neo__attn_args *e = (neo__attn_args *)xmalloc((size_t)n * sizeof *e);
     neo__attn_batch b;
-    cudaEvent_t     e0, e1;
-    float           ms;
+    evpair          ev;
+    double          sec;
     int             m = 0;
     for (int i = 0; i < n; i++) {
         neo_layer *H = L[i];
@@ -1646,9 +1660,7 @@ static double time_hyb_stream(neo_layer **L, int n, const float *q, char *d, flo
         e[m++].state = st + (size_t)i * 32 * 130;
     }
     b.entries = e, b.n = m;
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
-    CU(cudaEventRecord(e0, stream));
+    ev_start(&ev);
     if (m) check((neo_status)rt_gpu->attn.attend_batch(rt_gpu->dev_state, &b, NEO__STREAM_MAIN), "host cells in place");
     for (int i = 0; i < n; i++) {
         const neo_layer *H = L[i];
@@ -1661,13 +1673,9 @@ static double time_hyb_stream(neo_layer **L, int n, const float *q, char *d, flo
         CU(cudaMemcpy2DAsync(d + kw * hh, vw, (const char *)H->v_host + (size_t)cut * H->head_dim_v * es,
                              (size_t)H->n_ctx * H->head_dim_v * es, vw, hh, cudaMemcpyHostToDevice, stream));
     }
-    CU(cudaEventRecord(e1, stream));
-    CU(cudaEventSynchronize(e1));
-    CU(cudaEventElapsedTime(&ms, e0, e1));
-    CU(cudaEventDestroy(e0));
-    CU(cudaEventDestroy(e1));
+    sec = ev_stop(&ev);
     free(e);
-    return ms * 1e-3;
+    return sec;
 }
 
 /* A hybrid batch's CPU cells alone: time_cpu_half with each split layer's length at its cut
