@@ -62,7 +62,8 @@
            off-F      split, fraction F of the KV heads on the host, pipeline OFF (stream-back)
            on-F       split, pipeline ON (both halves at once)
            hybrid-F   split, pipeline HYBRID at the CPU share of the joint ceiling
-           auto-F     split, pipeline AUTO (the note says how many layers chose each mode after their probes)
+           auto-F     split, pipeline AUTO (every layer's probes run before the row is timed; the note
+                      says how many layers chose each mode)
          Split and CPU rows: back-to-back calls, wall clock with a final stream sync. Calls rotate
          over enough layers that the GPU side holds >= 256 MiB and the host side >= 2x the LLC
          (at most 512 layers), so neither the 60 MB L2 nor the CPU's LLC holds the KV. Each row:
@@ -93,7 +94,9 @@
          auto-1/8 (AUTO, each layer's probes run as single calls before the batch is timed; the
          note says what the layers chose), on-1/8-loop and hybrid-1/8-loop (single calls),
          none-1/4-on (every fourth sequence with all its heads on the host, NEO_GPU_HEADS_NONE,
-         the rest on the GPU). Bounds as for the attn rows, over the batch's bytes. ON rows note
+         the rest on the GPU). Split rows' steps rotate over copies of the batch, as a model's
+         step passes through its other layers, enough that the host side is >= 2x the LLC (and
+         256 MiB); the note says how many. Bounds as for the attn rows, over the batch's bytes. ON rows note
          each half alone (medians of 15: the device halves in one varlen launch through library
          internals, the host halves as one pool job) and the join, the step's time beyond the
          slower half. Batched hybrid rows note their parts alone (medians of 15): the device heads'
@@ -724,6 +727,21 @@ static int auto_note(char *nt, size_t cap, int k, neo_layer **L, int n) {
     return k;
 }
 
+/* AUTO's probes, single decode calls round the split layers of L[0..n) until each has decided
+   (up to 4 x NEO__AUTO_PROBES a layer; library internals), so that no probe, which waits for the
+   device, falls among the timed calls. Layer i's q and out are at i * stride floats. */
+static void auto_settle(neo_layer **L, int n, const float *q, float *out, size_t stride) {
+    for (int r = 0, left = 1; left && r < 8 * NEO__AUTO_PROBES; r++) {
+        left = 0;
+        for (int i = 0; i < n; i++)
+            if (neo__is_split(L[i]) && !L[i]->auto_decided) {
+                check(neo_attn_decode(L[i], q + (size_t)i * stride, out + (size_t)i * stride), "neo_attn_decode");
+                left = 1;
+            }
+        check(neo_runtime_sync(rt_gpu), "neo_runtime_sync");
+    }
+}
+
 /* Each half of split layers alone, on the same layers as the ON row (library internals: the
    public API runs only both): the device heads' attention on the engine stream (events around
    batches), and the host heads' CPU attention from host q (wall clock). Medians, seconds per call. */
@@ -798,10 +816,10 @@ static void attn_row(const shape *s, long ctx, const mode *m) {
     const float *q = m->cpu ? hq : dq;
     float       *out = m->cpu ? hout : dout;
     int          split = !m->cpu && hh > 0, calls = 0;
-    /* AUTO probes 2 or 3 x NEO__AUTO_PROBES calls per layer before it decides */
-    int       warm = m->pipe == NEO_PIPELINE_AUTO && split ? n * (3 * NEO__AUTO_PROBES + 1) : (n < 3 ? 3 : n);
+    int       warm = n < 3 ? 3 : n;
     int       host = m->cpu || split, jt = split && (m->pipe == NEO_PIPELINE_HYBRID || m->pipe == NEO_PIPELINE_AUTO);
     host_ceil hc = {0, 0};
+    if (m->pipe == NEO_PIPELINE_AUTO && split) auto_settle(L, n, q, out, 0);
     if (host) host_sample(&hc, jt);
     for (int i = 0; i < warm; i++) check(neo_attn_decode(L[i % n], q, out), "neo_attn_decode");
     long long ov0 = overlapped(L, n);
@@ -1747,17 +1765,17 @@ typedef struct bmode {
 } bmode;
 
 /* A split batch row's note (r->note, k characters long): its halves or parts each timed alone
-   on the same layers, medians of 15. ON: the device halves and the host halves, and the join,
+   on the same layers (the nl copies of the batch in L[0..nl * n) in turn), medians of 15. ON: the device halves and the host halves, and the join,
    the step's time beyond the slower. HYBRID: the device heads' launch, the host cells after each
    layer's cut read in place or copied (time_hyb_stream) and the CPU cells before it. */
-static void halves_note(brow *r, int k, neo_layer **L, int n, neo_pipeline pipe, const float *q, float *out, const float *hq_b,
-                        float *hout_b) {
+static void halves_note(brow *r, int k, neo_layer **L, int n, int nl, neo_pipeline pipe, const float *q, float *out,
+                        const float *hq_b, float *hout_b) {
     double ag[15], ay[15], ac[15];
     size_t most = 0; /* the largest host half, for the copies' device buffer */
     char  *d = NULL;
     float *st = NULL; /* the in-place reads' states */
     if (pipe != NEO_PIPELINE_ON && pipe != NEO_PIPELINE_HYBRID) return;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n * nl; i++) {
         const size_t b = (size_t)(L[i]->n_head_kv - L[i]->gpu_heads) * (size_t)L[i]->len * (size_t)(L[i]->head_dim + L[i]->head_dim_v) *
                          neo__type_size(L[i]->kv_type);
         if (b > most) most = b;
@@ -1767,10 +1785,11 @@ static void halves_note(brow *r, int k, neo_layer **L, int n, neo_pipeline pipe,
         CU(cudaMalloc((void **)&st, (size_t)n * 32 * 130 * sizeof(float)));
     }
     for (int i = 0; i < 15; i++) {
-        ag[i] = time_gpu_half(L, n, q, out);
-        ay[i] = d ? time_hyb_stream(L, n, q, d, st) : 0;
+        neo_layer **Li = L + (size_t)(i % nl) * n;
+        ag[i] = time_gpu_half(Li, n, q, out);
+        ay[i] = d ? time_hyb_stream(Li, n, q, d, st) : 0;
         check(neo_runtime_sync(rt_gpu), "sync");
-        ac[i] = pipe == NEO_PIPELINE_HYBRID ? time_hyb_cpu(L, n, hq_b, hout_b) : time_cpu_half(L, n, hq_b, hout_b);
+        ac[i] = pipe == NEO_PIPELINE_HYBRID ? time_hyb_cpu(Li, n, hq_b, hout_b) : time_cpu_half(Li, n, hq_b, hout_b);
     }
     const double tg = median(ag, 15), ty = median(ay, 15), tc = median(ac, 15);
     if (d) CU(cudaFree(d)), CU(cudaFree(st));
@@ -1783,55 +1802,61 @@ static void halves_note(brow *r, int k, neo_layer **L, int n, neo_pipeline pipe,
                  tg * 1e6, ty * 1e6, tc * 1e6);
 }
 
-/* One batch row: n Llama-3-8B layers (one per sequence) of lengths len[], decoded together. */
+/* The host heads of sequence i of a batch row: all of them (every none_every-th sequence), none,
+   or host_heads. */
+static int batch_host_heads(const bmode *m, int i) {
+    return m->none_every > 0 ? (i % m->none_every == 0 ? LLAMA.n_kv : 0) : m->host_heads;
+}
+
+/* One batch row: n Llama-3-8B layers (one per sequence) of lengths len[], decoded together. A
+   model's step passes through its other layers between two steps of one, so the steps rotate
+   over nl copies of the batch (L[c * n + i]), as many as make the host side 2x the LLC (and 256
+   MiB), so that it does not hold the host heads from one step to the next. */
 static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
-    neo_layer **L = (neo_layer **)xmalloc((size_t)n * sizeof *L);
     size_t      per = (size_t)n * 32 * 128;
     float      *q = NULL, *out = NULL, *hq_b = (float *)xmalloc(per * sizeof(float)), *hout_b = (float *)xmalloc(per * sizeof(float));
-    double      gb = 0, hb = 0, t[64];
+    double      gb = 0, hb = 0, t[64], want = 1;
     long        maxlen = 0;
-    int         reps = 0, split = 0;
-    fill_uniform(hq_b, per, 1.0f, 21);
-    CU(cudaMalloc((void **)&q, per * sizeof(float)));
-    CU(cudaMalloc((void **)&out, per * sizeof(float)));
-    CU(cudaMemcpy(q, hq_b, per * sizeof(float), cudaMemcpyHostToDevice));
+    int         reps = 0, split = 0, nl;
     for (int i = 0; i < n; i++) {
-        int            none = m->none_every > 0 && i % m->none_every == 0;
-        int            hh = none ? LLAMA.n_kv : m->none_every > 0 ? 0 : m->host_heads;
-        neo_layer_desc d = shape_desc(&LLAMA, len[i], hh == LLAMA.n_kv ? NEO_GPU_HEADS_NONE : LLAMA.n_kv - hh, m->pipe);
-        if (hh == 0) d.gpu_heads = 0;
-        if (m->pipe == NEO_PIPELINE_HYBRID) d.cpu_share = C.share;
-        check(neo_layer_create(rt_gpu, &d, &L[i]), "neo_layer_create");
-        fill_layer(L[i], &LLAMA, len[i], 1);
+        const int hh = batch_host_heads(m, i);
         gb += (double)kv_layer_bytes(&LLAMA, len[i]) * (LLAMA.n_kv - hh) / LLAMA.n_kv;
         hb += (double)kv_layer_bytes(&LLAMA, len[i]) * hh / LLAMA.n_kv;
         split |= hh > 0;
         if (len[i] > maxlen) maxlen = len[i];
     }
-    CU(cudaDeviceSynchronize());
-    /* AUTO's probes are single calls (a batch runs a layer that is still measuring as one): each
-       layer decides before the batch is timed */
-    for (int r = 0, left = m->pipe == NEO_PIPELINE_AUTO; left && r < 8 * NEO__AUTO_PROBES; r++) {
-        left = 0;
-        for (int i = 0; i < n; i++)
-            if (neo__is_split(L[i]) && !L[i]->auto_decided) {
-                check(neo_attn_decode(L[i], q + (size_t)i * 32 * 128, out + (size_t)i * 32 * 128), "neo_attn_decode");
-                left = 1;
-            }
-        check(neo_runtime_sync(rt_gpu), "neo_runtime_sync");
+    if (hb > 0) want = ceil(fmax(2.0 * (double)llc, 256.0 * MiB) / hb);
+    if (want * gb > 24.0 * GiB) want = floor(24.0 * GiB / gb);
+    nl = want < 1 ? 1 : (int)want;
+    neo_layer **L = (neo_layer **)xmalloc((size_t)nl * n * sizeof *L);
+    fill_uniform(hq_b, per, 1.0f, 21);
+    CU(cudaMalloc((void **)&q, per * sizeof(float)));
+    CU(cudaMalloc((void **)&out, per * sizeof(float)));
+    CU(cudaMemcpy(q, hq_b, per * sizeof(float), cudaMemcpyHostToDevice));
+    for (int j = 0; j < nl * n; j++) {
+        const int      i = j % n, hh = batch_host_heads(m, i);
+        neo_layer_desc d = shape_desc(&LLAMA, len[i], hh == LLAMA.n_kv ? NEO_GPU_HEADS_NONE : LLAMA.n_kv - hh, m->pipe);
+        if (hh == 0) d.gpu_heads = 0;
+        if (m->pipe == NEO_PIPELINE_HYBRID) d.cpu_share = C.share;
+        check(neo_layer_create(rt_gpu, &d, &L[j]), "neo_layer_create");
+        fill_layer(L[j], &LLAMA, len[i], 1);
     }
+    CU(cudaDeviceSynchronize());
+    /* a batch runs a layer that is still measuring as a single call of its own */
+    for (int c = 0; c < nl && m->pipe == NEO_PIPELINE_AUTO; c++) auto_settle(L + (size_t)c * n, n, q, out, (size_t)32 * 128);
     double      t_end = now_s() + opt.seconds * 2;
     cudaEvent_t e0, e1;
     CU(cudaEventCreate(&e0));
     CU(cudaEventCreate(&e1));
     /* GPU-only steps: cudaEvents on the engine stream; split ones: wall clock with a sync */
     for (int w = -2; reps < 64 && (reps < 5 || (now_s() < t_end && reps < 30)); w++) {
-        double w0 = now_s();
-        float  ms = 0;
+        neo_layer **Lw = L + (size_t)((w + 2) % nl) * n;
+        double     w0 = now_s();
+        float      ms = 0;
         if (!split) CU(cudaEventRecord(e0, stream));
         if (m->loop)
-            for (int i = 0; i < n; i++) check(neo_attn_decode(L[i], q + (size_t)i * 32 * 128, out + (size_t)i * 32 * 128), "neo_attn_decode");
-        else check(neo_attn_decode_batch(L, n, q, out), "neo_attn_decode_batch");
+            for (int i = 0; i < n; i++) check(neo_attn_decode(Lw[i], q + (size_t)i * 32 * 128, out + (size_t)i * 32 * 128), "neo_attn_decode");
+        else check(neo_attn_decode_batch(Lw, n, q, out), "neo_attn_decode_batch");
         if (!split) {
             CU(cudaEventRecord(e1, stream));
             CU(cudaEventSynchronize(e1));
@@ -1857,9 +1882,10 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
                                                          : b_on);
     int k = snprintf(r.note, sizeof r.note, "%s; %s", m->loop ? "single calls a step" : "one call a step",
                      split ? "wall clock with a sync" : "cudaEvents");
+    if (nl > 1) k += snprintf(r.note + k, sizeof r.note - (size_t)k, "; steps over %d copies of the batch in turn", nl);
     if (m->pipe == NEO_PIPELINE_HYBRID) k += snprintf(r.note + k, sizeof r.note - (size_t)k, "; CPU share %.2f", (double)C.share);
-    if (m->pipe == NEO_PIPELINE_AUTO) k = auto_note(r.note, sizeof r.note, k, L, n);
-    if (split && !m->loop) halves_note(&r, k, L, n, m->pipe, q, out, hq_b, hout_b);
+    if (m->pipe == NEO_PIPELINE_AUTO) k = auto_note(r.note, sizeof r.note, k, L, nl * n);
+    if (split && !m->loop) halves_note(&r, k, L, n, nl, m->pipe, q, out, hq_b, hout_b);
     emit(&r);
     if (!split) { /* the same step from a CUDA graph */
         int    nk = 0;
@@ -1878,7 +1904,7 @@ static void batch_row(const char *spec, const int *len, int n, const bmode *m) {
         }
         emit(&rg);
     }
-    for (int i = 0; i < n; i++) neo_layer_destroy(L[i]);
+    for (int j = 0; j < nl * n; j++) neo_layer_destroy(L[j]);
     CU(cudaFree(q));
     CU(cudaFree(out));
     free(L), free(hq_b), free(hout_b);
