@@ -1039,10 +1039,11 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 #endif
 /* NEO__UNROLL(n) before a loop of at most n iterations, a constant once inlined (a SIMD tile's
    queries, cells or columns), unrolls it fully, so that its vectors stay in registers: clang
-   takes GCC's "unroll n" as a factor and left such tiles' accumulators on the stack. */
+   takes GCC's "unroll n" as a factor, and its plain "unroll" left some tiles' loops (4 and 7
+   queries) rolled, their accumulators on the stack; "clang loop unroll(full)" does not. */
 #define NEO__PRAGMA(x) _Pragma(#x)
 #if defined(__clang__)
-#define NEO__UNROLL(n) NEO__PRAGMA(unroll)
+#define NEO__UNROLL(n) NEO__PRAGMA(clang loop unroll(full))
 #elif defined(__GNUC__)
 #define NEO__UNROLL(n) NEO__PRAGMA(GCC unroll n)
 #else
@@ -1890,18 +1891,29 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx
     }
 }
 /* Tiles of up to 8 queries; the cells a pass (CB) keep NQT x CB accumulators, CB K chunks and a
-   q chunk within the 16 registers. */
+   q chunk within the 16 registers. 3 and 4 queries take as many cells, up to 3, as let each q
+   chunk be loaded once for them all (NQT x CB <= NEO__FMA_MEM_ABOVE): past that every FMA reads
+   its q chunk from L1, and on a core that loads two vectors a cycle (AMD Zen 3) those loads, not
+   the FMAs, bound the pass. For the same reason GCC's code runs a group of 7 as tiles of 4 and 3
+   (each K chunk widened twice, every q chunk in a register); clang's 7-query tile is as fast. */
+#define NEO__AVX2_CB(nqt) (NEO__FMA_MEM_ABOVE / (nqt) < 3 ? NEO__FMA_MEM_ABOVE / (nqt) : 3)
+#if defined(__clang__)
+#define NEO__AVX2_TILE7 7
+#else
+#define NEO__AVX2_TILE7 4
+#endif
 NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_avx2_t(float *s, const float *q, const void *k, const void *v,
                                                                                  neo_type t, int nq, int nk, int d, int dv, int pf) {
     for (int r = 0; r < nq;) {
         float       *sr = s + r * NEO__BLOCK;
         const float *q0 = q + (size_t)r * d;
         int          n = nq - r < 8 ? nq - r : 8, tpf = r == 0 ? pf : 0; /* the first tile asks ahead */
+        if (n == 7) n = NEO__AVX2_TILE7;
         switch (n) { /* the tile's shape as constants, so that its loops unroll */
         case 1: neo__scores_tile_avx2(sr, q0, k, v, t, 1, 2, nk, d, dv, tpf); break;
         case 2: neo__scores_tile_avx2(sr, q0, k, v, t, 2, 4, nk, d, dv, tpf); break;
-        case 3: neo__scores_tile_avx2(sr, q0, k, v, t, 3, 3, nk, d, dv, tpf); break;
-        case 4: neo__scores_tile_avx2(sr, q0, k, v, t, 4, 3, nk, d, dv, tpf); break;
+        case 3: neo__scores_tile_avx2(sr, q0, k, v, t, 3, NEO__AVX2_CB(3), nk, d, dv, tpf); break;
+        case 4: neo__scores_tile_avx2(sr, q0, k, v, t, 4, NEO__AVX2_CB(4), nk, d, dv, tpf); break;
         case 5: neo__scores_tile_avx2(sr, q0, k, v, t, 5, 2, nk, d, dv, tpf); break;
         case 6: neo__scores_tile_avx2(sr, q0, k, v, t, 6, 2, nk, d, dv, tpf); break;
         case 7: neo__scores_tile_avx2(sr, q0, k, v, t, 7, 2, nk, d, dv, tpf); break;
