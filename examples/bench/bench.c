@@ -96,10 +96,10 @@
          none-1/4-on (every fourth sequence with all its heads on the host, NEO_GPU_HEADS_NONE,
          the rest on the GPU). Split rows' steps rotate over copies of the batch, as a model's
          step passes through its other layers, enough that the host side is >= 2x the LLC (and
-         256 MiB); the note says how many. Bounds as for the attn rows, over the batch's bytes. ON rows note
-         each half alone (medians of 15: the device halves in one varlen launch through library
-         internals, the host halves as one pool job) and the join, the step's time beyond the
-         slower half. Batched hybrid rows note their parts alone (medians of 15): the device heads'
+         256 MiB); the note says how many. Bounds as for the attn rows, over the batch's bytes.
+         ON rows note each half alone (medians of 15: the device halves in one varlen launch
+         through library internals, the host halves as one pool job) and the join, the step's
+         time beyond the slower half. Batched hybrid rows note their parts alone (medians of 15): the device heads'
          launch, every layer's host cells after its cut brought to the device as the batch does
          (read in place in one launch where they fit the bound, else copied as its stream-back
          copies them, back to back), and the CPU cells before it.
@@ -1765,9 +1765,10 @@ typedef struct bmode {
 } bmode;
 
 /* A split batch row's note (r->note, k characters long): its halves or parts each timed alone
-   on the same layers (the nl copies of the batch in L[0..nl * n) in turn), medians of 15. ON: the device halves and the host halves, and the join,
-   the step's time beyond the slower. HYBRID: the device heads' launch, the host cells after each
-   layer's cut read in place or copied (time_hyb_stream) and the CPU cells before it. */
+   on the same layers (the nl copies of the batch in L[0..nl * n) in turn), medians of 15. ON:
+   the device halves and the host halves, and the join, the step's time beyond the slower.
+   HYBRID: the device heads' launch, the host cells after each layer's cut read in place or
+   copied (time_hyb_stream) and the CPU cells before it. */
 static void halves_note(brow *r, int k, neo_layer **L, int n, int nl, neo_pipeline pipe, const float *q, float *out,
                         const float *hq_b, float *hout_b) {
     double ag[15], ay[15], ac[15];
