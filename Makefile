@@ -47,7 +47,7 @@ help:
 	@echo "make test-tsan        the thread pool under TSan"
 	@echo "make test-compile     the header as C11 and C++17, static, from two translation units, and"
 	@echo "                      without the decode loop (test-no-model)"
-	@echo "make test-bits        outputs bitwise equal to those of commit BITS_REF (tests/data/bits.txt)"
+	@echo "make test-bits        outputs bitwise equal to those of commit BITS_REF (tests/data/bits.txt), gcc and clang"
 	@echo "make test-snippets    the README's and manual's programs as C (ASan + UBSan) and C++"
 	@echo "make test-golden      mini-chat against llama2.c run.c's output, and its error paths"
 	@echo "make test-fuzz        libFuzzer on the model loader and the tokenizer (FUZZ_SECONDS=$(FUZZ_SECONDS) each)"
@@ -143,6 +143,11 @@ $(B)/san/impl.o: tests/test_compile_impl.c $(HDR) | $(B)/.dirs
 # linked with the implementation's object: the public API only
 $(B)/test_bits: tests/test_bits.c $(TEST_H) $(HDR) $(B)/impl.o
 	$(CC) $(CSTD) $(CWARN) $(TOPT) $(LINK_IMPL) -I. $< $(B)/impl.o -o $@ $(LDLIBS)
+# the same outputs from clang's optimiser (its unrolling and contraction of the SIMD kernels), and
+# its warnings
+$(B)/clang/test_bits: tests/test_bits.c $(TEST_H) $(HDR) | $(B)/.dirs
+	@mkdir -p $(B)/clang
+	$(CLANG) $(CSTD) $(CWARN) $(TOPT) -I. $< -o $@ $(LDLIBS)
 
 $(B)/test_%: tests/test_%.c $(TEST_H) $(HDR) | $(B)/.dirs
 	$(CC) $(CSTD) $(CWARN) $(TOPT) -I. $< -o $@ $(LDLIBS)
@@ -208,7 +213,7 @@ COMPILE_BINS = $(B)/compile_c $(B)/compile_cc $(B)/compile_static $(B)/compile_n
 TEST_BINS    = $(B)/san/test_ref $(B)/probe-cpu $(B)/test_ref $(B)/test_api $(B)/test_model $(B)/impl.o \
                $(B)/san/test_api $(B)/san/test_model $(B)/san/impl.o $(B)/tsan/test_pool $(FUZZ_BINS) \
                $(B)/compile_cc $(B)/san/test_tokenizer $(B)/test_tokenizer $(B)/test_bits $(B)/mini-chat \
-               $(B)/snippets/built $(B)/test_ref_plain $(B)/test_api_plain $(COMPILE_BINS)
+               $(B)/snippets/built $(B)/test_ref_plain $(B)/test_api_plain $(B)/clang/test_bits $(COMPILE_BINS)
 
 # Each run-NAME target runs one test (run-san-NAME under ASan + UBSan), built first if need be.
 # A job named job-X runs the tests JOB_X names, or run-X alone; the programs that link an object
@@ -217,7 +222,7 @@ TEST_J   ?= 2
 TEST_JOBS = run-san-test_ref run-tsan-test_pool run-test_ref run-test_ref_plain impl-tests san-impl-tests \
             run-san-test_api run-san-test_tokenizer run-san-test_model run-probe-cpu build-fuzz_tokenizer \
             build-fuzz_model run-test_api_plain run-test_tokenizer run-test_api run-test_model run-compile_static \
-            run-compile_no_model run-fuzz_model run-fuzz_tokenizer
+            run-compile_no_model run-fuzz_model run-fuzz_tokenizer run-clang-test_bits
 JOB_impl-tests           = run-test_bits run-test_golden run-compile_c
 JOB_san-impl-tests       = run-test_snippets run-compile_cc
 JOB_build-fuzz_model     = $(B)/fuzz_model
@@ -242,6 +247,8 @@ run-san-%: $(B)/san/%
 	@$(QUICK) $(RUN) "$* asan+ubsan" ./$(B)/san/$*
 run-test_ref_plain run-test_api_plain: run-%_plain: $(B)/%_plain
 	@$(QUICK) $(RUN) "$* no-threads no-simd" ./$(B)/$*_plain
+run-clang-test_bits: $(B)/clang/test_bits
+	@$(RUN) "test_bits clang" ./$(B)/clang/test_bits
 run-tsan-test_pool: $(B)/tsan/test_pool
 	@TSAN_OPTIONS=halt_on_error=1 $(QUICK) $(RUN) "test_pool tsan" ./$(B)/tsan/test_pool
 run-probe-cpu: $(B)/probe-cpu
@@ -261,7 +268,7 @@ test-san:      run-san-test_api run-san-test_ref run-san-test_model run-san-test
 test-tsan:     run-tsan-test_pool
 test-compile:  run-compile_c run-compile_cc run-compile_static run-compile_no_model run-probe-cpu
 test-golden:   run-test_golden
-test-bits:     run-test_bits
+test-bits:     run-test_bits run-clang-test_bits
 test-snippets: run-test_snippets
 test-no-model: run-compile_no_model
 
