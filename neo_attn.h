@@ -1871,8 +1871,8 @@ NEO__UNROLL(8)
             s[i * NEO__BLOCK + c] = neo__dot_tail(o[c * NQT + i], q + (size_t)i * d, kr + (size_t)c * d * es, t, dm, d);
 }
 /* Scores of a tile of NQT (1..8) queries over all nk cells, CB at a time, then one at a time:
-   the whole of a GQA group of up to 8 is one tile, so each K element is widened once a call.
-   The first tile asks for the rows ahead (neo__prefetch_row) and for the cells' V rows: pf is
+   a GQA group of up to 8 is one tile (but 7 under GCC, below), so each K element is widened
+   once a call. The first tile asks for the rows ahead (neo__prefetch_row) and for the cells' V rows: pf is
    where they go (neo__prefetch_lines), 0 on the other tiles. */
 NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx2(float *s, const float *q, const void *k, const void *v,
                                                                                     neo_type t, int NQT, int CB, int nk, int d, int dv,
@@ -2016,7 +2016,8 @@ NEO__UNROLL(4)
         for (int c = 0; c < CV; c++) _mm256_storeu_ps(o + (size_t)i * dv + j + 8 * c, a[i * CV + c]);
 }
 /* acc of a tile of NQT (1..8) queries over the dm full 8-column chunks, CV chunks a pass, then
-   one at a time: a GQA group of up to 8 is one tile, so each V element is widened once a call. */
+   one at a time: a GQA group of up to 8 is one tile (but 7, below), so each V element is widened
+   once a call. */
 NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_tile_avx2(float *o, const float *p, const void *v, neo_type t,
                                                                                 int NQT, int CV, int nk, int dv, int dm) {
     int j = 0;
@@ -2024,7 +2025,9 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_tile_avx2(fl
     for (; j < dm; j += 8) neo__pv_cols_avx2(o, p, v, t, NQT, 1, nk, dv, j);
 }
 /* Tiles of up to 8 queries; the chunks a pass (CV) keep NQT x CV accumulators, CV V chunks and a
-   broadcast weight within the 16 registers. */
+   broadcast weight within the 16 registers. A group of 7 runs as tiles of 4 and 3 (each V chunk
+   widened twice): a 7-query tile has room for one chunk a pass, so its 7 accumulator chains are
+   fewer than the FMA units' latency needs, and 8 loads a pass feed 7 FMAs. */
 NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_avx2_t(float *acc, const float *p, const void *v, neo_type t,
                                                                              int nq, int nk, int dv) {
     int dm = dv & ~7;
@@ -2032,6 +2035,7 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_avx2_t(float
         float       *o = acc + (size_t)r * dv;
         const float *pr = p + r * NEO__BLOCK;
         int          n = nq - r < 8 ? nq - r : 8;
+        if (n == 7) n = 4;
         switch (n) { /* the tile's shape as constants, so that its loops unroll */
         case 1: neo__pv_tile_avx2(o, pr, v, t, 1, 4, nk, dv, dm); break;
         case 2: neo__pv_tile_avx2(o, pr, v, t, 2, 4, nk, dv, dm); break;
@@ -2039,7 +2043,6 @@ NEO__AVX2 static inline __attribute__((always_inline)) void neo__pv_avx2_t(float
         case 4: neo__pv_tile_avx2(o, pr, v, t, 4, 2, nk, dv, dm); break;
         case 5: neo__pv_tile_avx2(o, pr, v, t, 5, 2, nk, dv, dm); break;
         case 6: neo__pv_tile_avx2(o, pr, v, t, 6, 2, nk, dv, dm); break;
-        case 7: neo__pv_tile_avx2(o, pr, v, t, 7, 1, nk, dv, dm); break;
         default: neo__pv_tile_avx2(o, pr, v, t, 8, 1, nk, dv, dm); break;
         }
         r += n;
