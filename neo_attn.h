@@ -1039,8 +1039,8 @@ int neo__cuda_get_model(int abi_version, neo__dev_model *t);
 #endif
 /* NEO__UNROLL(n) before a loop of at most n iterations, a constant once inlined (a SIMD tile's
    queries, cells or columns), unrolls it fully, so that its vectors stay in registers: clang
-   takes GCC's "unroll n" as a factor, and its plain "unroll" left some tiles' loops (4 and 7
-   queries) rolled, their accumulators on the stack; "clang loop unroll(full)" does not. */
+   takes GCC's "unroll n" as a factor, and its plain "unroll" left some tiles' loops (2, 4, 7 and
+   8 queries) rolled, their accumulators on the stack; "clang loop unroll(full)" does not. */
 #define NEO__PRAGMA(x) _Pragma(#x)
 #if defined(__clang__)
 #define NEO__UNROLL(n) NEO__PRAGMA(clang loop unroll(full))
@@ -1872,8 +1872,8 @@ NEO__UNROLL(8)
 }
 /* Scores of a tile of NQT (1..8) queries over all nk cells, CB at a time, then one at a time:
    a GQA group of up to 8 is one tile (but 7 under GCC, below), so each K element is widened
-   once a call. The first tile asks for the rows ahead (neo__prefetch_row) and for the cells' V rows: pf is
-   where they go (neo__prefetch_lines), 0 on the other tiles. */
+   once a call. The first tile asks for the rows ahead (neo__prefetch_row) and for the cells' V
+   rows: pf is where they go (neo__prefetch_lines), 0 on the other tiles. */
 NEO__AVX2 static inline __attribute__((always_inline)) void neo__scores_tile_avx2(float *s, const float *q, const void *k, const void *v,
                                                                                     neo_type t, int NQT, int CB, int nk, int d, int dv,
                                                                                     int pf) {
