@@ -100,7 +100,7 @@ KERNEL_EDITS = [
     if constexpr (K::SPEC) len = *p.len; /* requested beside q, used after it */
     float2         qv[K::KS][2];
     k.q_load(qv);
-    if constexpr (!K::SPEC) k.rest(); /* issued behind q's loads, before q is needed */
+    k.rest(); /* issued behind q's loads, before q is needed */
     uint32_t       qf[K::QP][K::KS][2];
     const float    qdown = k.q_frags(qv, qf);
     if constexpr (K::SPEC) k.settle(len);
@@ -117,7 +117,7 @@ KERNEL_EDITS = [
     if constexpr (K::SPEC) len = *p.len; /* requested beside q, used after it */
     float2         qv[K::KS][2];
     k.q_load(qv);
-    if constexpr (!K::SPEC) k.rest(); /* issued behind q's loads, before q is needed */
+    k.rest(); /* issued behind q's loads, before q is needed */
     uint32_t       qf[K::QP][K::KS][2];
     const float    qdown = k.q_frags(qv, qf);
     if constexpr (K::SPEC) k.settle(len);
@@ -272,6 +272,61 @@ def report_file(fn):
         if v:
             parts.append("%s %.2f [%.2f, %.2f]" % (k, statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3))
     print("  us within a block, median [p10, p90]: " + ", ".join(parts))
+    critical(calls)
+
+
+def critical(calls):
+    """Which step makes a query tile's merging block (the last of its splits to arrive) last: for
+    each stamp, how much later it is there than the median block of its tile, and how often it is
+    the tile's latest; and the blocks that run on the SMs where the previous call merged."""
+    at = lambda r, j: r[0] + (r[j] if j else 0)  # a stamp in ns on the GPU's clock
+    marks = [("start", 0), ("wait returned", 1), ("q in registers", 2), ("first tile landed", 3), ("tiles done", 4),
+             ("arrival counted", 12)]
+    late = {k: [] for k, _ in marks}
+    latest = {k: 0 for k, _ in marks}
+    spread = []  # last arrival - first arrival within a tile
+    n = 0
+    on_prev, off_prev = [], []  # start after the previous call's end: blocks on its merging SMs, the others
+    prev_last = {}
+    for i, c in enumerate(calls):
+        tiles = {}
+        for r in c:
+            tiles.setdefault(r[7] & 0xffff, []).append(r)
+        if i > 0:
+            end = max(at(r, 6) for r in calls[i - 1])
+            for r in c:
+                ((on_prev if ((r[7] >> 32) & 0xffff) in prev_last else off_prev)).append(r[0] - end)
+        prev_last = {(r[7] >> 32) & 0xffff for r in c if (r[7] >> 31) & 1}
+        for blocks in tiles.values():
+            m = [r for r in blocks if (r[7] >> 31) & 1]
+            if len(m) != 1 or any(not r[12] for r in blocks):
+                continue
+            m = m[0]
+            n += 1
+            arr = sorted(at(r, 12) for r in blocks)
+            spread.append(arr[-1] - arr[0])
+            for k, j in marks:
+                if j and not all(r[j] for r in blocks):
+                    continue
+                v = sorted(at(r, j) for r in blocks)
+                late[k].append(at(m, j) - statistics.median(v))
+                latest[k] += at(m, j) == v[-1]
+    if not n:
+        return
+    print("  the merging block of a query tile against its tile's median block (us, median [p10, p90]; how often it is the latest):")
+    for k, _ in marks:
+        v = sorted(late[k])
+        if v:
+            print("    %-18s %+6.2f [%+6.2f, %+6.2f]  latest in %3.0f%%" % (k, statistics.median(v) / 1e3, q(v, 0.1) / 1e3,
+                                                                          q(v, 0.9) / 1e3, 100.0 * latest[k] / len(v)))
+    spread.sort()
+    print("    first to last arrival within a tile %.2f [%.2f, %.2f] us over %d tiles" % (statistics.median(spread) / 1e3,
+                                                                                        q(spread, 0.1) / 1e3, q(spread, 0.9) / 1e3, n))
+    for name, v in (("on the SMs where the previous call merged", on_prev), ("on the others", off_prev)):
+        v.sort()
+        if v:
+            print("  blocks %s: %d, start %.2f [%.2f, %.2f] us after the previous call's end, %.0f%% after it" %
+                  (name, len(v), statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3, 100.0 * sum(x > 0 for x in v) / len(v)))
 
 
 def main():
