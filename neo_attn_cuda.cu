@@ -48,8 +48,9 @@
    neo__attn_mma<T, D, BPS>  f16 / bf16 K and V, head_dim == head_dim_v == D in {64, 128, 256},
                              16-byte aligned K, V and q: the attention path for those (see its
                              comment). grid (H * ceil(nq / 8), S). Two block shapes (BPS 1 and
-                             2): wide, 8 warps (4 for D = 256), one block an SM; narrow (D = 128
-                             and 256), 5 warps two blocks an SM (D = 128), or 2 warps (D = 256).
+                             2): wide, 8 warps (9 for D = 128, 4 for D = 256), one block an
+                             SM; narrow (D = 128 and 256), 5 warps two blocks an SM (D = 128),
+                             or 2 warps (D = 256).
                              The planner picks one (>>plan). Tensor cores (mma.m16n8k16, f32
                              accumulators, q and the weights split into 16-bit parts so that the
                              result keeps float32 accuracy); each warp streams its own 16-cell K
@@ -984,33 +985,34 @@ __global__ void __launch_bounds__(256) neo__attn_merge(const neo__cu_merge mp) {
    every part goes through the tensor cores, so the products keep about float32 accuracy; q is first scaled by a power of two per query (undone
    exactly in the score scale) so that its high part uses the f16 range well. */
 #define NEO__MMA_NQ 8
-/* Block shapes. Wide: one block an SM, 8 warps (head_dim 64, 128) or 4 (head_dim 256) with
-   rings of 3 16-cell tiles a warp (192 KB for head_dim 128 and 256, 96 KB for 64): the most bytes
-   in flight one SM can hold, which is what a decode attention that streams the cache from
-   memory needs, in as few warps as keep them in flight, since every warp of a block adds to the
-   chain after the last tile (its share of the SM's issue slots, its state in the combine). At a
-   short context a split is then one or two tiles a warp, all asked for at once. Narrow: for
-   head_dim 128, 5 warps with 2-deep rings in 80 KB, two blocks an SM, so that at long contexts
-   every SM stays busy and one block's epilogue runs under the other's loads; for head_dim 256,
-   2 warps with 3-deep rings in 96 KB, the shape for GPUs whose blocks cannot have 192 KB. The
-   planner picks the shape (neo__plan_mma_narrow); docs/BENCHMARKS.md has the measurements
-   behind these numbers. */
+/* Block shapes. Wide: one block an SM, 8 warps (head_dim 64), 9 (128) or 4 (256) with rings of
+   3 16-cell tiles a warp (216 KB for head_dim 128, 192 KB for 256, 96 KB for 64): for head_dim
+   128 and 256 the most bytes in flight that the 227 KB an sm_90 block may have can hold, which is
+   what a decode attention that streams the cache from memory needs, in as few warps as keep them
+   in flight, since every warp of a block adds to the chain after the last tile (its share of the
+   SM's issue slots, its state in the combine). At a short context a split is then one or two
+   tiles a warp, all asked for at once. Narrow: for head_dim 128, 5 warps with 2-deep rings in 80
+   KB, two blocks an SM, so that at the longest contexts every SM stays busy and one block's
+   epilogue runs under the other's loads (also for batches, for K and V read from host memory
+   over the bus, and on GPUs whose blocks cannot have 216 KB); for head_dim 256, 2 warps with
+   3-deep rings in 96 KB, for GPUs whose blocks cannot have 192 KB. The planner picks the shape
+   (neo__plan_mma_narrow); docs/BENCHMARKS.md has the measurements behind these numbers. */
 #define NEO__CU_MMA_NS_NARROW 2     /* ring depth of each warp of the narrow head_dim 128 block */
 #define NEO__CU_MMA_MIN_TILES 1     /* 16-cell tiles a warp at least, per split */
-#define NEO__CU_MMA_NARROW_CELLS 65536 /* cells a KV head from which head_dim 128 takes the narrow block */
+#define NEO__CU_MMA_NARROW_CELLS 196608 /* cells a KV head from which head_dim 128 takes the narrow block */
 #define NEO__CU_MMA_STATIC_SMEM 2048   /* bound on the kernel's static shared memory (s_wm .. s_bar) */
 /* BPS: 1 the wide shape, 2 the narrow one (two blocks an SM for head_dim 128) */
 template <int D, int BPS> struct neo__mma_cfg {
     static_assert(BPS == 1 || (BPS == 2 && D != 64), "block shapes");
-    static constexpr int W = D == 256 ? (BPS == 1 ? 4 : 2) : BPS == 1 ? 8 : 5; /* warps a block */
+    static constexpr int W = D == 256 ? (BPS == 1 ? 4 : 2) : BPS == 1 ? (D == 128 ? 9 : 8) : 5; /* warps a block */
     static constexpr int NS = D == 128 && BPS == 2 ? NEO__CU_MMA_NS_NARROW : 3;  /* ring depth of each warp */
     static constexpr int CPR = D / 8;                     /* 16-byte chunks of a row */
     static constexpr int TCH = 16 * CPR;                  /* chunks of one K (or V) warp tile */
     /* row stride of the warp-combine buffer: the acc fragment stores hit 32 banks (bank 2c + the
        row's dim on the bulk path, 8c + g on the ldmatrix path) */
     static constexpr int RS = NEO__CU_TMA ? D + 1 : D + 4;
-    static constexpr size_t SMEM = (size_t)W * NS * 2 * TCH * 16; /* the rings (wide 96 KB for head_dim 64, else 192 KB; narrow 80 / 96 KB) */
-    static_assert(SMEM * BPS <= 200 * 1024, "the rings of BPS blocks must fit an SM");
+    static constexpr size_t SMEM = (size_t)W * NS * 2 * TCH * 16; /* the rings (wide 96 / 216 / 192 KB for head_dim 64 / 128 / 256; narrow 80 / 96 KB) */
+    static_assert(SMEM * BPS + NEO__CU_MMA_STATIC_SMEM <= 227 * 1024, "the rings of BPS blocks must fit an sm_90 SM");
     static_assert((size_t)W * NEO__MMA_NQ * RS * 4 + NEO__MMA_NQ * D * 4 + NEO__MMA_NQ * NEO__CU_MAX_SPLITS * 4 <= SMEM,
                   "epilogue buffers must fit in the rings");
 };
@@ -2802,13 +2804,15 @@ static void neo__mma_shape(int dc, int narrow, int *threads, size_t *smem) {
     else narrow ? neo__mma_geom<256, 2>(threads, smem) : neo__mma_geom<256, 1>(threads, smem);
 }
 
-/* The tensor-core kernel's block shape. Wide (one block an SM, the rings of 8 warps) unless its
-   shared memory does not fit the device (head_dim 128 and 256 below sm_90, 192 KB) or, for
-   head_dim 128, from NEO__CU_MMA_NARROW_CELLS cells a KV head, where two narrow blocks an SM keep
-   every SM busy and one block's epilogue runs under the other's loads, or when K and V are host
+/* The tensor-core kernel's block shape. Wide (one block an SM, the rings of 9 or 4 warps) unless
+   its shared memory does not fit the device (head_dim 128 and 256 below sm_90: 216 and 192 KB) or,
+   for head_dim 128, from NEO__CU_MMA_NARROW_CELLS cells a KV head (a batch plans for the most),
+   where two narrow blocks an SM keep every SM busy and one block's epilogue runs under the
+   other's loads (the wide block was the faster at 128k cells and the narrow one at 256k:
+   docs/BENCHMARKS.md, "Nine warps in the wide head_dim 128 block"), or when K and V are host
    memory read over the bus (kv_host), which narrow blocks read faster than wide ones whatever the
-   split count (docs/BENCHMARKS.md, "Reading the host heads in place"). Head_dim 64 has the wide
-   shape only (96 KB, which every sm_80+ GPU can give a block). */
+   split count ("Reading the host heads in place"). Head_dim 64 has the wide shape only (96 KB,
+   which every sm_80+ GPU can give a block). */
 static int neo__plan_mma_narrow(int dc, int ncells, int kv_host, size_t smem_optin) {
     int    threads;
     size_t wide;
