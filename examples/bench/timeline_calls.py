@@ -287,6 +287,8 @@ def critical(calls):
     spread = []  # last arrival - first arrival within a tile
     n = 0
     on_prev, off_prev = [], []  # start after the previous call's end: blocks on its merging SMs, the others
+    ends = {True: [], False: []}  # a tile's merge end after the previous call's end: with a block that started after it, without
+    ended_late = 0  # calls whose last merge is a tile's with such a block
     prev_last = {}
     for i, c in enumerate(calls):
         tiles = {}
@@ -296,6 +298,12 @@ def critical(calls):
             end = max(at(r, 6) for r in calls[i - 1])
             for r in c:
                 ((on_prev if ((r[7] >> 32) & 0xffff) in prev_last else off_prev)).append(r[0] - end)
+            tile_end = {}
+            for u, blocks in tiles.items():
+                late_start = any(r[0] > end for r in blocks)
+                tile_end[u] = (max(at(r, 6) for r in blocks), late_start)
+                ends[late_start].append(tile_end[u][0] - end)
+            ended_late += max(tile_end.values())[1]
         prev_last = {(r[7] >> 32) & 0xffff for r in c if (r[7] >> 31) & 1}
         for blocks in tiles.values():
             m = [r for r in blocks if (r[7] >> 31) & 1]
@@ -327,6 +335,12 @@ def critical(calls):
         if v:
             print("  blocks %s: %d, start %.2f [%.2f, %.2f] us after the previous call's end, %.0f%% after it" %
                   (name, len(v), statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3, 100.0 * sum(x > 0 for x in v) / len(v)))
+    for late_start in (True, False):
+        v = sorted(ends[late_start])
+        if v:
+            print("  query tiles %s a block that started after the previous call's end: %d, their merge ends %.2f [%.2f, %.2f] us "
+                  "after it" % ("with" if late_start else "without", len(v), statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3))
+    print("  calls whose last merge was a tile's with such a block: %d of %d" % (ended_late, len(calls) - 1))
 
 
 def main():
