@@ -288,6 +288,7 @@ def critical(calls):
     n = 0
     on_prev, off_prev = [], []  # start after the previous call's end: blocks on its merging SMs, the others
     ends = {True: [], False: []}  # a tile's merge end after the previous call's end: with a block that started after it, without
+    which = {}  # (query tile, split): calls in which that block started after the previous call's end
     ended_late = 0  # calls whose last merge is a tile's with such a block
     prev_last = {}
     for i, c in enumerate(calls):
@@ -298,6 +299,9 @@ def critical(calls):
             end = max(at(r, 6) for r in calls[i - 1])
             for r in c:
                 ((on_prev if ((r[7] >> 32) & 0xffff) in prev_last else off_prev)).append(r[0] - end)
+                if r[0] > end:
+                    k = (r[7] & 0xffff, (r[7] >> 16) & 0x7fff)
+                    which[k] = which.get(k, 0) + 1
             tile_end = {}
             for u, blocks in tiles.items():
                 late_start = any(r[0] > end for r in blocks)
@@ -341,6 +345,8 @@ def critical(calls):
             print("  query tiles %s a block that started after the previous call's end: %d, their merge ends %.2f [%.2f, %.2f] us "
                   "after it" % ("with" if late_start else "without", len(v), statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3))
     print("  calls whose last merge was a tile's with such a block: %d of %d" % (ended_late, len(calls) - 1))
+    top = sorted(which.items(), key=lambda kv: -kv[1])[:6]
+    print("  the blocks (query tile, split) that most often started after it: " + ", ".join("%s in %d calls" % kv for kv in top))
 
 
 def main():
