@@ -272,13 +272,18 @@ def report_file(fn):
         if v:
             parts.append("%s %.2f [%.2f, %.2f]" % (k, statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3))
     print("  us within a block, median [p10, p90]: " + ", ".join(parts))
-    critical(calls)
+    critical(calls, end)
 
 
-def critical(calls):
+def us(v):  # "median [p10, p90]" of ns values, in us
+    v = sorted(v)
+    return "%.2f [%.2f, %.2f]" % (statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3)
+
+
+def critical(calls, end):
     """Which step makes a query tile's merging block (the last of its splits to arrive) last: for
     each stamp, how much later it is there than the median block of its tile, and how often it is
-    the tile's latest; and the blocks that run on the SMs where the previous call merged."""
+    the tile's latest; and the blocks that start after the previous call's end (end[i]: call i's)."""
     at = lambda r, j: r[0] + (r[j] if j else 0)  # a stamp in ns on the GPU's clock
     marks = [("start", 0), ("wait returned", 1), ("q in registers", 2), ("first tile landed", 3), ("tiles done", 4),
              ("arrival counted", 12)]
@@ -296,17 +301,17 @@ def critical(calls):
         for r in c:
             tiles.setdefault(r[7] & 0xffff, []).append(r)
         if i > 0:
-            end = max(at(r, 6) for r in calls[i - 1])
+            e = end[i - 1]
             for r in c:
-                ((on_prev if ((r[7] >> 32) & 0xffff) in prev_last else off_prev)).append(r[0] - end)
-                if r[0] > end:
+                ((on_prev if ((r[7] >> 32) & 0xffff) in prev_last else off_prev)).append(r[0] - e)
+                if r[0] > e:
                     k = (r[7] & 0xffff, (r[7] >> 16) & 0x7fff)
                     which[k] = which.get(k, 0) + 1
             tile_end = {}
             for u, blocks in tiles.items():
-                late_start = any(r[0] > end for r in blocks)
+                late_start = any(r[0] > e for r in blocks)
                 tile_end[u] = (max(at(r, 6) for r in blocks), late_start)
-                ends[late_start].append(tile_end[u][0] - end)
+                ends[late_start].append(tile_end[u][0] - e)
             ended_late += max(tile_end.values())[1]
         prev_last = {(r[7] >> 32) & 0xffff for r in c if (r[7] >> 31) & 1}
         for blocks in tiles.values():
@@ -331,19 +336,16 @@ def critical(calls):
         if v:
             print("    %-18s %+6.2f [%+6.2f, %+6.2f]  latest in %3.0f%%" % (k, statistics.median(v) / 1e3, q(v, 0.1) / 1e3,
                                                                           q(v, 0.9) / 1e3, 100.0 * latest[k] / len(v)))
-    spread.sort()
-    print("    first to last arrival within a tile %.2f [%.2f, %.2f] us over %d tiles" % (statistics.median(spread) / 1e3,
-                                                                                        q(spread, 0.1) / 1e3, q(spread, 0.9) / 1e3, n))
+    print("    first to last arrival within a tile %s us over %d tiles" % (us(spread), n))
     for name, v in (("on the SMs where the previous call merged", on_prev), ("on the others", off_prev)):
-        v.sort()
         if v:
-            print("  blocks %s: %d, start %.2f [%.2f, %.2f] us after the previous call's end, %.0f%% after it" %
-                  (name, len(v), statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3, 100.0 * sum(x > 0 for x in v) / len(v)))
+            print("  blocks %s: %d, start %s us after the previous call's end, %.0f%% after it" %
+                  (name, len(v), us(v), 100.0 * sum(x > 0 for x in v) / len(v)))
     for late_start in (True, False):
-        v = sorted(ends[late_start])
+        v = ends[late_start]
         if v:
-            print("  query tiles %s a block that started after the previous call's end: %d, their merge ends %.2f [%.2f, %.2f] us "
-                  "after it" % ("with" if late_start else "without", len(v), statistics.median(v) / 1e3, q(v, 0.1) / 1e3, q(v, 0.9) / 1e3))
+            print("  query tiles %s a block that started after the previous call's end: %d, their merge ends %s us after it" %
+                  ("with" if late_start else "without", len(v), us(v)))
     print("  calls whose last merge was a tile's with such a block: %d of %d" % (ended_late, len(calls) - 1))
     top = sorted(which.items(), key=lambda kv: -kv[1])[:6]
     print("  the blocks (query tile, split) that most often started after it: " + ", ".join("%s in %d calls" % kv for kv in top))
