@@ -2808,10 +2808,11 @@ static void neo__mma_shape(int dc, int narrow, int *threads, size_t *smem) {
    its shared memory does not fit the device (head_dim 128 and 256 below sm_90: 216 and 192 KB) or,
    for head_dim 128, from NEO__CU_MMA_NARROW_CELLS cells a KV head (a batch plans for the most),
    where two narrow blocks an SM keep every SM busy and one block's epilogue runs under the
-   other's loads (the wide block was the faster at 128k cells and the narrow one at 256k:
-   docs/BENCHMARKS.md, "Nine warps in the wide head_dim 128 block"), or when K and V are host
-   memory read over the bus (kv_host), which narrow blocks read faster than wide ones whatever the
-   split count ("Reading the host heads in place"). Head_dim 64 has the wide shape only (96 KB,
+   other's loads (the wide block was the faster up to 64k cells, the narrow one from 256k, and at
+   128k which one depends on the KV heads a call: docs/BENCHMARKS.md, "Nine warps in the wide
+   head_dim 128 block" and "The short last split, and where the wide block stops"), or when K
+   and V are host memory read over the bus (kv_host), which narrow blocks read faster than wide
+   ones whatever the split count ("Reading the host heads in place"). Head_dim 64 has the wide shape only (96 KB,
    which every sm_80+ GPU can give a block). */
 static int neo__plan_mma_narrow(int dc, int ncells, int kv_host, size_t smem_optin) {
     int    threads;
