@@ -2812,8 +2812,8 @@ static void neo__mma_shape(int dc, int narrow, int *threads, size_t *smem) {
    128k which one depends on the KV heads a call: docs/BENCHMARKS.md, "Nine warps in the wide
    head_dim 128 block" and "The short last split, and where the wide block stops"), or when K
    and V are host memory read over the bus (kv_host), which narrow blocks read faster than wide
-   ones whatever the split count ("Reading the host heads in place"). Head_dim 64 has the wide shape only (96 KB,
-   which every sm_80+ GPU can give a block). */
+   ones whatever the split count ("Reading the host heads in place"). Head_dim 64 has the wide
+   shape only (96 KB, which every sm_80+ GPU can give a block). */
 static int neo__plan_mma_narrow(int dc, int ncells, int kv_host, size_t smem_optin) {
     int    threads;
     size_t wide;
