@@ -123,26 +123,27 @@
 
    DEVICE-SIDE LENGTHS
    -------------------
-   For calls captured into a CUDA graph a layer's length lives in device memory
-   (neo__append_args.len, neo__attn_args.len). An append with row0 = -1 writes its rows at len[0],
-   and the last of its blocks to finish advances len[0] (or, when the rows did not fit, none are
-   written and it sets the full flag len[1]); len[2] counts the blocks and is 0 between appends. An
-   attend with len reads *len when it runs (neo__attn_live): its kernel, block shape and split count
-   are planned on the host for the bound c1 (the layer's n_ctx), and the splits share the cells the
-   layer holds then, so a replay gives the bits of an eager attend with that split count. A captured
-   hybrid decode's device part (neo__attn_args.cut_share) also starts at the hybrid's cut of that
-   length, computed in the kernel as the host's listener computes it, so that the two sides meet at
-   the same cell. On sm_90 the tensor-core kernel with len is a programmatic dependent like the
-   eager one: it requests its first tiles from a guess of the length (the one it was launched with)
-   and checks them against the real one after its wait (neo__mma::settle). Each attention kernel is
-   compiled twice, with and without (template parameter LEN), so that an eager attend runs exactly
-   the code it ran before lengths moved to the device. A batch of attends with len (a captured
-   neo_attn_decode_batch) is one launch of neo__attn_mma_batch<LEN> per storage type and head_dim,
-   started the same way: each entry's split count is fixed by its bound, its splits share the cells
-   of the length it reads, and the launch's table lives in device memory of its own, written outside
-   the capture and kept until release (neo__cu_bt_keep), since the graph reads it at every replay. A
-   batch of appends (neo_attn_append_batch) is one launch of neo__append_batch_kernel with its table
-   kept the same way; each entry counts its own blocks in its own len[2].
+   For calls captured into a CUDA graph a layer's length lives in device memory (neo__append_args.len,
+   neo__attn_args.len). An append with row0 = -1 writes its rows at len[0], and the last of its
+   blocks to finish advances len[0] (or, when the rows did not fit, none are written and it sets
+   the full flag len[1]); len[2] counts the blocks and is 0 between appends. An attend with len reads *len when it runs (neo__attn_live): its kernel, block shape
+   and split count are planned on the host for the bound c1 (the layer's n_ctx), and the splits
+   share the cells the layer holds then, so a replay gives the bits of an eager attend with that
+   split count. A captured hybrid decode's device part (neo__attn_args.cut_share) also starts at the
+   hybrid's cut of that length, computed in the kernel as the host's listener computes it, so that
+   the two sides meet at the same cell. On sm_90 the tensor-core kernel with len is a programmatic
+   dependent like the eager one: it requests its first tiles from a guess of the length (the
+   one it was launched with) and checks them against the real one after its wait
+   (neo__mma::settle). Each attention kernel
+   is compiled twice, with and without (template parameter LEN), so that an eager attend runs
+   exactly the code it ran before lengths moved to the device. A batch of attends with len (a
+   captured neo_attn_decode_batch) is one launch of neo__attn_mma_batch<LEN> per storage type and
+   head_dim, started the same way: each entry's split count is fixed by its bound, its splits
+   share the cells of the length it reads, and the launch's table lives in device memory of its own, written
+   outside the capture and kept until release (neo__cu_bt_keep), since the graph reads it at every
+   replay. A batch of appends (neo_attn_append_batch) is one
+   launch of neo__append_batch_kernel with its table kept the same way; each entry counts its
+   own blocks in its own len[2].
 
    NUMERICS
    --------
@@ -1268,24 +1269,24 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        itself (a programmatic dependent), wrote them in earlier steps, and each step starts with
        a copy (the token's embedding), which waits for all earlier work. So the first tiles below
        pos0 are requested at once, overlapping the previous kernel's tail, and the rest after the
-       wait. (An attend with len is placed from a guess of its length here (guess), and its first
-       tiles are whole ones below that placement's pos0; settle checks them after the wait. It asks
-       for one stage of each warp before the wait, not every stage: attends with len are what CUDA
-       graphs replay, and replayed back to back such calls were shorter or level with fewer early
-       tiles; docs/BENCHMARKS.md, "One ring stage before the wait for decodes replayed from a
-       graph". Its other stages, from the same placement, are requested once q's loads are issued
-       (rest), as a short call's are: "An attend with len asks for its other stages behind q's
-       loads".) So does an eager single attend (CL) of the wide head_dim 128 block whose warps'
-       tiles all fit their rings (short_call), and it requests the other stages once q's loads are
-       issued (rest): the reads a block has queued delay the wait's return and its later reads, q's
-       among them, so behind one stage q comes sooner, and the other stages, asked for behind q's
-       loads, still land while the first is computed. Where a warp streams more tiles than its ring
-       holds, every stage goes first, as the ring must be refilled from the start
-       (docs/BENCHMARKS.md, "q before the rest of a short call's tiles", "q's loads ahead of the
-       rest of a short call's tiles"). Head_dim 128 and 256 let the next kernel launch before the
-       main loop (EARLY): its blocks take an SM as soon as one of this grid's leaves it and request
-       their first tiles while this grid's last blocks finish; head_dim 64, whose blocks are
-       shorter, triggers after its main loop. */
+       wait. (An attend with len is placed from a guess of its length here (guess), and its
+       first tiles are whole ones below that placement's pos0; settle checks them after the
+       wait. It asks for one stage of each warp before the wait, not every stage: attends with
+       len are what CUDA graphs replay, and replayed back to back such calls were shorter or level with
+       fewer early tiles; docs/BENCHMARKS.md, "One ring stage before the wait for decodes
+       replayed from a graph". Its other stages, from the same placement, are requested once q's
+       loads are issued (rest), as a short call's are: "An attend with len asks for its other
+       stages behind q's loads".) So does an eager single attend (CL) of the wide head_dim 128 block
+       whose warps' tiles all fit their rings (short_call), and it requests the other stages once
+       q's loads are issued (rest): the reads a block has queued delay the wait's return and its
+       later reads, q's among them, so behind one stage q comes sooner, and the other stages, asked
+       for behind q's loads, still land while the first is computed. Where a warp streams more
+       tiles than its ring holds, every stage goes first, as the ring must be refilled from the
+       start (docs/BENCHMARKS.md, "q before the rest of a short call's tiles", "q's loads ahead of
+       the rest of a short call's tiles"). Head_dim 128 and 256 let the next kernel launch before
+       the main loop (EARLY): its blocks take an SM as soon as one of this grid's leaves it and
+       request their first tiles while this grid's last blocks finish; head_dim 64, whose blocks
+       are shorter, triggers after its main loop. */
     static constexpr bool EARLY = D != 64;
     /* head_dim 128's wide block (one an SM) only: head_dim 64's, two an SM, was slower so */
     __device__ __forceinline__ bool short_call() const { return CL && TMA && D == 128 && BPS == 1 && nw <= NS; }
