@@ -132,14 +132,13 @@
    split count. A captured hybrid decode's device part (neo__attn_args.cut_share) also starts at the
    hybrid's cut of that length, computed in the kernel as the host's listener computes it, so that
    the two sides meet at the same cell. On sm_90 the tensor-core kernel with len is a programmatic
-   dependent like the eager one: it requests its first tiles from a guess of the length (the
-   one it was launched with) and checks them against the real one after its wait
-   (neo__mma::settle). Each attention kernel
+   dependent like the eager one: it requests its first tiles from an early read of the length
+   and checks them against the real one after its wait (neo__attn_live). Each attention kernel
    is compiled twice, with and without (template parameter LEN), so that an eager attend runs
    exactly the code it ran before lengths moved to the device. A batch of attends with len (a
    captured neo_attn_decode_batch) is one launch of neo__attn_mma_batch<LEN> per storage type and
-   head_dim, started the same way: each entry's split count is fixed by its bound, its splits
-   share the cells of the length it reads, and the launch's table lives in device memory of its own, written
+   head_dim, started the same way: each entry's split count is fixed by its bound, its chunk
+   follows the length it reads, and the launch's table lives in device memory of its own, written
    outside the capture and kept until release (neo__cu_bt_keep), since the graph reads it at every
    replay. A batch of appends (neo_attn_append_batch) is one
    launch of neo__append_batch_kernel with its table kept the same way; each entry counts its
@@ -334,7 +333,7 @@ struct neo__cu_attn {
     const int   *len;
     float        cut_share; /* with len, or 0: start at the hybrid's cut of the length (neo__cu_cut) */
     int          gran;    /* a split's chunk is a multiple of this (the kernel's tile) */
-    int          hint;    /* with len: added to the guessed length (neo__mma::guess); 0 but in tests */
+    int          hint;    /* with len: added to the length's early read (neo__attn_live); 0 but in tests */
     int          cl;      /* the tensor-core kernel, S > 1: a query tile's S blocks are one thread block
                              cluster and merge through distributed shared memory (work, cnt unused) */
 };
@@ -350,23 +349,22 @@ __device__ __forceinline__ int neo__cu_cut(int len, float share) {
    and the cells a split takes. len NULL: what the host planned. len set (a call replayed from a
    CUDA graph attends what the layer holds then): L = *len, c1 = min(c1, L), pos0 = L - n_tokens,
    c0 the hybrid's cut of L when cut_share is set (a captured hybrid decode's device part: the
-   cells before the cut are the CPU's), and the S planned splits share [c0, c1): in chunks of
-   whole tiles for the CUDA-core kernels, tile by tile in turn (split s the tiles s, s + S, ..)
-   for the tensor-core kernel. A split with no cells (every split when the cut is at L) leaves
-   (m, l, acc) = (-inf, 0, 0), which every merge weighs 0, so the result equals an eager attend
-   of [c0, L) with the same split count bit for bit. *len is written by the kernel before this
-   one on the stream (the append), so what a kernel attends must come from a read after
-   neo__pdl_wait. The tensor-core kernel on sm_90 is launched as a programmatic dependent all the
-   same: before the wait it places its split from a guess of the length (the one it was launched
-   with; for a hybrid's device part an early, unordered read of *len, any value of which is
-   clamped as below) and requests each warp's first tile if it would hold only cells before that
-   placement's pos0, which no kernel still running writes (neo__mma::start); after the wait it
-   reads *len beside q, asks for the placement's other stages behind q's loads, and keeps every
-   tile asked for that holds the same rows under the real placement, the first tiles before the
-   real pos0, else it lets them all land and requests the real placement's tiles in their stages
-   (neo__mma::settle). The CUDA-core kernels read *len first and are launched plainly. Every
-   attention kernel is compiled twice, LEN = p.len != NULL, so that the eager kernels keep their
-   registers, hence their occupancy, split counts and bits. */
+   cells before the cut are the CPU's), and the S planned splits share [c0, c1) in chunks of
+   whole tiles; a split past them (every split when the cut is at L) is empty
+   and leaves (m, l, acc) = (-inf, 0, 0), which every merge weighs 0, so the result equals an
+   eager attend of [c0, L) with the same split count bit for bit. *len is written by the kernel
+   before this one on the stream (the append), so what a kernel attends must come from a read
+   after neo__pdl_wait. The tensor-core kernel on sm_90 is launched as a programmatic dependent
+   all the same: before the wait it places its split from an early, unordered read of *len (the
+   old length or the new one, or anything: every value is clamped as below) and requests each
+   warp's first tile if it would hold only cells before that placement's pos0, which no kernel
+   still running writes (neo__mma::start); after the wait it reads *len again beside q, asks for
+   the placement's other stages behind q's loads, and keeps every tile asked for only if the real
+   placement covers the same cells and the first tiles lie before the real pos0, else it lets them
+   all land and requests the real placement's tiles in their stages (neo__mma::settle). The
+   CUDA-core kernels read *len first and are launched plainly. Every attention kernel is compiled
+   twice, LEN = p.len != NULL, so that the eager kernels keep their registers, hence their
+   occupancy, split counts and bits. */
 struct neo__cu_live {
     int c0, c1, pos0, chunk;
 };
@@ -1159,7 +1157,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         ring = smem + warp * NS * 2 * TCH;
         ring_s = (unsigned)__cvta_generic_to_shared(ring);
         early = drained = 0;
-        if constexpr (SPEC) place(neo__attn_live_at(p, guess() + p.hint)); /* settled after the wait */
+        if constexpr (SPEC) place(neo__attn_live_at(p, neo__ld_hint(p.len) + p.hint)); /* settled after the wait */
         else place(neo__attn_live<LEN>(p));
     }
 
@@ -1167,48 +1165,31 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
     __device__ __forceinline__ void place(const neo__cu_live &lv) {
         const int maxpos = lv.pos0 + (r0 + nqb - 1) / p.G; /* cells after the tile's last query are masked for all */
         minpos = lv.pos0 + r0 / p.G;                       /* and those after its first query's for some */
-        cb0 = lv.c0, cb1 = min(lv.c1, maxpos + 1);
-        const int all = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0, ntiles = all > split ? (all - split + S - 1) / S : 0;
+        cb0 = lv.c0 + split * lv.chunk, cb1 = min(min(cb0 + lv.chunk, lv.c1), maxpos + 1);
+        const int ntiles = cb1 > cb0 ? (cb1 - cb0 + 15) / 16 : 0;
         nw = ntiles > warp ? (ntiles - warp + W - 1) / W : 0; /* this warp's tiles */
         kg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.k) + (size_t)(gh - p.kv_h0) * p.kstride + (size_t)(cb0 - p.cell_base) * D);
         vg = reinterpret_cast<const uint4 *>(static_cast<const T *>(p.v) + (size_t)(gh - p.kv_h0) * p.vstride + (size_t)(cb0 - p.cell_base) * D);
     }
 
-    /* The warp's tile j: its first cell. Split s of S takes the attend's tiles s, s + S, .., so
-       where a tile lies does not depend on the length, only how many tiles there are. */
-    __device__ __forceinline__ int tile_cell(int j) const { return cb0 + (split + S * (warp + j * W)) * 16; }
-
     /* An attend with len that starts before the wait (sm_90, launched as a programmatic dependent)
-       is placed from a guess of its length (guess), and settled from *len after the wait. Its
-       first stages (requested before the wait) and its others (behind q's loads, rest) hold that
-       placement's tiles. They are kept when each holds the same rows of the same cells under the
-       real placement and the early ones lie wholly before the real pos0; the stages the real
-       placement adds are then requested. Else every stage requested lands and the real
-       placement's tiles are requested in their stages, one barrier phase on (drained). A decode
-       replayed from a graph, whose length grows a cell a step, keeps every stage but the one
-       holding the launch's last, partial tile. */
+       is placed from an early read of *len, and settled from the real one after the wait. Its
+       first stages (requested before the wait) and its others (behind q's loads, rest) hold the
+       early placement's tiles; they are kept when the real placement covers the same cells and
+       the last early tile (the warp's first tiles) is whole and before pos0, else every stage
+       requested lands and the real placement's tiles are requested in their stages, one barrier
+       phase on (drained). */
     static constexpr bool SPEC = LEN && TMA;
-    /* the length an attend with len is placed from before the wait: the one it was launched with,
-       but for a hybrid's device part, whose first cell (the cut) moves with the length, an early,
-       unordered read of *len (the old length or the new one, or anything: every value is clamped) */
-    __device__ __forceinline__ int guess() const { return p.cut_share > 0.0f ? neo__ld_hint(p.len) : p.pos0 + p.n_tokens; }
     __device__ __forceinline__ void settle(int len) {
         const int c = cb0, e = cb1, asked = min(NS, nw);
         place(neo__attn_live_at(p, len));
-        bool same = cb0 == c && asked <= nw && (early == 0 || tile_cell(early - 1) + 16 <= min(cb1, pos0()));
-        for (int s = 0; s < asked; s++) {
-            const int t0 = tile_cell(s);
-            same = same && min(16, e - t0) == min(16, cb1 - t0);
+        if (cb0 != c || cb1 != e || (early > 0 && cb0 + (warp + (early - 1) * W) * 16 + 16 > min(cb1, pos0()))) {
+            for (int s = 0; s < asked; s++) wait(s, s);
+            __syncwarp(); /* every lane is past the barriers before the stages are rewritten */
+            drained = asked;
+            early = 0;
+            request(0);
         }
-        if (same) {
-            request(asked);
-            return;
-        }
-        for (int s = 0; s < asked; s++) wait(s, s);
-        __syncwarp(); /* every lane is past the barriers before the stages are rewritten */
-        drained = asked;
-        early = 0;
-        request(0);
     }
 
     /* the position of token 0: with LEN from minpos, so that the live value takes no register */
@@ -1226,7 +1207,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        (sm_90), or cp.async into XOR-swizzled rows (ldmatrix is then conflict-free); rows past the
        range are zero in V (0 * V must never meet stale or uninitialised bits) */
     __device__ __forceinline__ void load(int j, int stage) const {
-        const int    t = split + S * (warp + j * W), rows = min(16, cb1 - (cb0 + t * 16));
+        const int    t = warp + j * W, rows = min(16, cb1 - (cb0 + t * 16));
         uint4       *ks = ring + stage * 2 * TCH, *vs = ks + TCH;
         const uint4 *kt = kg + (size_t)t * TCH, *vt = vg + (size_t)t * TCH;
         if constexpr (TMA) {
@@ -1269,10 +1250,10 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
        itself (a programmatic dependent), wrote them in earlier steps, and each step starts with
        a copy (the token's embedding), which waits for all earlier work. So the first tiles below
        pos0 are requested at once, overlapping the previous kernel's tail, and the rest after the
-       wait. (An attend with len is placed from a guess of its length here (guess), and its
-       first tiles are whole ones below that placement's pos0; settle checks them after the
-       wait. It asks for one stage of each warp before the wait, not every stage: attends with
-       len are what CUDA graphs replay, and replayed back to back such calls were shorter or level with
+       wait. (An attend with len is placed from an early read of its length here, and its first
+       tiles are whole ones below that placement's pos0; settle checks them after the wait. It
+       asks for one stage of each warp before the wait, not every stage: attends with len are
+       what CUDA graphs replay, and replayed back to back such calls were shorter or level with
        fewer early tiles; docs/BENCHMARKS.md, "One ring stage before the wait for decodes
        replayed from a graph". Its other stages, from the same placement, are requested once q's
        loads are issued (rest), as a short call's are: "An attend with len asks for its other
@@ -1308,7 +1289,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
         const int most = SPEC || short_call() ? 1 : NS; /* ring stages a warp fills before the wait */
         int       pre = 0;
         for (; pre < most && pre < nw; pre++) {
-            const int t0 = tile_cell(pre);
+            const int t0 = cb0 + (warp + pre * W) * 16;
             if (min(t0 + 16, cb1) > pos0() || (SPEC && t0 + 16 > cb1)) break;
             load(pre, pre);
             if constexpr (!TMA) neo__cp_async_commit();
@@ -1781,9 +1762,8 @@ template <typename T, int D, int BPS, bool LEN, bool CL> struct neo__mma {
     }
 };
 
-/* grid (H * QT, S), W warps: one block per (KV head, tile of 8 queries, split). Split s takes the
-   attend's 16-cell tiles s, s + S, ..; warp w streams the split's tiles w, w + W, .. of those
-   through its own ring and keeps its own online softmax.
+/* grid (H * QT, S), W warps: one block per (KV head, tile of 8 queries, split). Warp w streams
+   the split's 16-cell tiles w, w + W, .. through its own ring and keeps its own online softmax.
    At the end the warps are combined in a fixed order; with one split the block finishes the
    queries itself, otherwise it writes its partial, and the last of the S blocks of the query
    tile to arrive (a counter per tile, reset by that block) merges the S partials in split order
@@ -1808,7 +1788,7 @@ template <typename T, int D, int BPS, bool LEN, bool CL> __device__ __forceinlin
 #pragma unroll
     for (int t = 0; t < K::KS; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
     for (int j = 0; j < k.nw; j++) {
-        const int      stage = j % K::NS, tile0 = k.tile_cell(j), nvalid = min(16, k.cb1 - tile0);
+        const int      stage = j % K::NS, tile0 = k.cb0 + (k.warp + j * K::W) * 16, nvalid = min(16, k.cb1 - tile0);
         const unsigned ks = k.ring_s + (unsigned)(stage * 2 * K::TB);
         float          sp[K::QP][4], pw[4];
         k.wait(j, stage);
@@ -3541,7 +3521,7 @@ extern "C" int neo__cu_test_attend_global(void *state, const neo__attn_args *a, 
     if (!state) return NEO_ERR_INVALID_ARG;
     return neo__cu_attend_plan((neo__cuda *)state, a, stream, &f);
 }
-/* Moves the guessed length of every later attend with len by `offset` cells (tests:
+/* Moves the early read of the length of every later attend with len by `offset` cells (tests:
    that tiles requested for a wrong placement are requested again, with the same bits). */
 extern "C" int neo__cu_test_hint(void *state, int offset) {
     if (!state) return NEO_ERR_INVALID_ARG;

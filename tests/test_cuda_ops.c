@@ -1690,19 +1690,18 @@ static double g_eager(gstate *g, int *ok, int *bits, int *skip) {
         s |= OPS.stream_sync(g->st, NEO__STREAM_MAIN);
         const double e1 = g_err(g, c->L0);
         memcpy(o1, g->out, (size_t)c->T * c->n_head * c->dv * 4);
-        /* launched with the right length, then guessed as another (none, shorter, the next
-           chunk's, past the bound, the previous step's): the tiles the guess placed are kept
-           where they hold the same rows, requested again where they do not, and the bits stay */
-        const neo__attn_args ar = g_attn(g, c->n_ctx, c->L0 - c->T, g->dlen);
-        const int            hints[6] = {0, -(1 << 30), -c->L0 / 2, 16 * 16 + 1, c->n_ctx, -c->T};
-        for (int h = 0; h < 6; h++) {
+        /* the length read early as another (none, shorter, the next chunk's, past the bound, the
+           previous step's): the tiles it placed are requested again where they do not fit, and
+           the bits stay */
+        const int hints[5] = {-(1 << 30), -c->L0 / 2, 16 * 16 + 1, c->n_ctx, -c->T};
+        for (int h = 0; h < 5; h++) {
             up(g->dout, g->pois, (size_t)c->T * c->n_head * c->dv * 4);
-            s |= neo__cu_test_hint(g->st, hints[h]) | neo__cu_test_attend(g->st, &ar, NEO__STREAM_MAIN, c->kernel, c->shape, ms[i]);
+            s |= neo__cu_test_hint(g->st, hints[h]) | neo__cu_test_attend(g->st, &al, NEO__STREAM_MAIN, c->kernel, c->shape, ms[i]);
             s |= neo__cu_test_hint(g->st, 0) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
             down(g->out, g->dout, (size_t)c->T * c->n_head * c->dv * 4);
             const int hs = !memcmp(o1, g->out, (size_t)c->T * c->n_head * c->dv * 4);
             *bits &= hs;
-            CHECK(hs, "graph %s: max_splits %d: the length guessed %+d cells off changed the bits", c->name, ms[i], hints[h]);
+            CHECK(hs, "graph %s: max_splits %d: the length read early as %+d cells off changed the bits", c->name, ms[i], hints[h]);
         }
         up(g->dout, g->pois, (size_t)c->T * c->n_head * c->dv * 4);
         s |= neo__cu_test_attend(g->st, &ae, NEO__STREAM_MAIN, c->kernel, c->shape, ms[i]) | OPS.stream_sync(g->st, NEO__STREAM_MAIN);
@@ -1888,8 +1887,8 @@ static void test_graph_len(const gcase *c) {
    once: the graph holds one kernel a group. Then replayed at lengths set on the device before
    each replay (1, the whole cache and lengths between), fresh queries, outputs poisoned: every
    entry against float64 at its length, and bit for bit the same batch run eagerly at those
-   lengths (the same plan: the splits fixed at the caches' sizes), also with the lengths guessed
-   before the kernel's wait (sm_90) moved. */
+   lengths (the same plan: the splits fixed at the caches' sizes), also with the lengths read
+   early (before the kernel's wait, sm_90) moved. */
 static void test_batch_graph(void) {
     enum { N = 5, R = 4 };
     static const gcase cs[N] = {
@@ -1913,7 +1912,7 @@ static void test_batch_graph(void) {
         neo__append_args ap = g_append(&g[i], 0, cs[i].n_ctx);
         s |= OPS.append(g[i].st, &ap, NEO__STREAM_MAIN) | OPS.stream_sync(g[i].st, NEO__STREAM_MAIN);
         g_mirror(&g[i], 0, cs[i].n_ctx);
-        e[i] = g_attn(&g[i], cs[i].n_ctx, cs[i].n_ctx - 1, g[i].dlen); /* launched at the whole cache */
+        e[i] = g_attn(&g[i], cs[i].n_ctx, -12345, g[i].dlen);
         got[i] = (float *)xmalloc(on * 4);
     }
     const neo__attn_batch b = {e, N};
@@ -1944,10 +1943,9 @@ static void test_batch_graph(void) {
             down(g[i].out, g[i].dout, (size_t)cs[i].n_head * cs[i].dv * 4);
             same &= !memcmp(got[i], g[i].out, (size_t)cs[i].n_head * cs[i].dv * 4);
         }
-        /* the lengths guessed as others (0, a cell short, 257 cells on, past every bound): the
-           same bits */
-        const int hints[4] = {-(1 << 30), -1, 257, 1 << 20};
-        for (int h = 0; h < 4 && s == NEO_OK; h++) {
+        /* the lengths read early as others (0, 257 cells on, past every bound): the same bits */
+        const int hints[3] = {-(1 << 30), 257, 1 << 20};
+        for (int h = 0; h < 3 && s == NEO_OK; h++) {
             for (int i = 0; i < N; i++) up(g[i].dout, g[i].pois, (size_t)cs[i].n_head * cs[i].dv * 4);
             s |= neo__cu_test_hint(g[0].st, hints[h]) | neo__cu_test_attend_batch(g[0].st, &b, NEO__STREAM_MAIN, -1, 0, 0);
             s |= neo__cu_test_hint(g[0].st, 0) | OPS.stream_sync(g[0].st, NEO__STREAM_MAIN);
@@ -1955,7 +1953,7 @@ static void test_batch_graph(void) {
                 down(g[i].out, g[i].dout, (size_t)cs[i].n_head * cs[i].dv * 4);
                 const int hs = !memcmp(got[i], g[i].out, (size_t)cs[i].n_head * cs[i].dv * 4);
                 same &= hs;
-                CHECK(hs, "batch graph: replay %d entry %d: the lengths guessed %+d cells off changed the bits", r, i, hints[h]);
+                CHECK(hs, "batch graph: replay %d entry %d: the lengths read early %+d cells off changed the bits", r, i, hints[h]);
             }
         }
     }
